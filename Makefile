@@ -1,0 +1,27 @@
+# Two commands: `make run` (set up .venv on first use, then the default job) and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+STAMP   = $(VENV)/.installed
+ARGS   ?=
+
+.PHONY: setup run test test-slow clean-cache
+
+$(STAMP): pyproject.toml constraints.txt
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "attn_study needs Python >= 3.10"'
+	$(PYTHON) -m venv $(VENV)
+	# torch first and alone, pinned: an unpinned resolve would pull a multi-GB CUDA build
+	$(BIN)/pip install --disable-pip-version-check -q -c constraints.txt torch
+	$(BIN)/pip install --disable-pip-version-check -q -c constraints.txt -e '.[test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: setup
+	$(BIN)/attn-study $(ARGS)
+
+test: setup
+	$(BIN)/python -m pytest $(ARGS)
+
+test-slow: setup
+	$(BIN)/python -m pytest -m slow $(ARGS)

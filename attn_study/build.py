@@ -1,0 +1,69 @@
+"""Build the components of a run from its composed config (``_target_`` entries)."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from attn_study.data.datamodule import TextDataModule
+from attn_study.data.embeddings import load_embeddings
+from attn_study.models.module import AttentionModule
+
+log = logging.getLogger(__name__)
+
+
+def component(node: DictConfig, partial: bool = False, drop: tuple[str, ...] = ("name",), **kwargs):
+    """Instantiate ``node`` without the keys in ``drop`` (``name`` labels a group option; it is not a
+    constructor argument)."""
+    params = {k: v for k, v in OmegaConf.to_container(node, resolve=True).items() if k not in drop}
+    if partial:
+        params["_partial_"] = True
+    return instantiate(params, **kwargs)
+
+
+def build_datamodule(cfg: DictConfig) -> TextDataModule:
+    data = cfg.dataset
+    return TextDataModule(
+        source=component(data.source),
+        preprocessing=OmegaConf.to_container(data.preprocessing, resolve=True),
+        batch_size=data.batch_size,
+        eval_batch_size=data.eval_batch_size,
+        bucket=data.bucket,
+        cache_dir=cfg.paths.cache_dir,
+        num_workers=data.num_workers,
+        seed=cfg.seed,
+        name=data.name,
+    )
+
+
+def build_model(cfg: DictConfig, datamodule: TextDataModule) -> AttentionModule:
+    """The LightningModule for ``cfg.model`` on ``datamodule``'s vocabulary and classes."""
+    m = cfg.model
+    vocab = datamodule.vocab
+    dim = m.network.embedding_dim
+    pretrained: np.ndarray | None = None
+    if m.embeddings.path:
+        pretrained, coverage = load_embeddings(m.embeddings.path, vocab, dim, seed=cfg.seed)
+        log.info("pretrained embeddings cover %.1f%% of the vocabulary", 100 * coverage)
+    classifier = component(
+        m.network,
+        vocab_size=len(vocab),
+        num_classes=datamodule.num_classes,
+        encoder=component(cfg.encoder, partial=True),
+        scorer=component(cfg.attention, partial=True),
+        projection=component(cfg.projection),
+        pretrained=pretrained,
+        freeze_embeddings=m.embeddings.freeze,
+    )
+    opt = m.optimizer
+    return AttentionModule(
+        classifier,
+        lr=opt.lr,
+        weight_decay=opt.weight_decay,
+        attention_weight_decay=opt.attention_weight_decay,
+        amsgrad=opt.amsgrad,
+        class_weights=list(m.class_weights) if m.class_weights else None,
+    )

@@ -1,0 +1,1 @@
+"""Datasets: canonical-format readers, text normalisation, vocabulary, embeddings, the DataModule."""

@@ -1,0 +1,165 @@
+"""LightningDataModule: length-bucketed batches of padded token ids."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from attn_study.data.processed import Preprocessing, ProcessedDataset, ProcessedSplit, load_or_build
+from attn_study.data.text import PAD_ID
+
+log = logging.getLogger(__name__)
+
+
+class SplitDataset(Dataset):
+    """Index ``i`` of a processed split → a dict of that instance's arrays."""
+
+    def __init__(self, split: ProcessedSplit):
+        self.split = split
+
+    def __len__(self) -> int:
+        return len(self.split)
+
+    def __getitem__(self, i: int) -> dict:
+        s = self.split
+        item = {"index": i, "ids": s.ids[i], "label": int(s.labels[i])}
+        if s.query_ids is not None:
+            item["query_ids"] = s.query_ids[i]
+        if s.sentence_lengths is not None:
+            item["sentence_lengths"] = s.sentence_lengths[i]
+        return item
+
+
+def _pad(seqs: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    lengths = torch.tensor([len(s) for s in seqs], dtype=torch.long)
+    ids = torch.full((len(seqs), int(lengths.max())), PAD_ID, dtype=torch.long)
+    for row, seq in enumerate(seqs):
+        ids[row, : len(seq)] = torch.from_numpy(np.asarray(seq))
+    mask = torch.arange(ids.shape[1])[None, :] < lengths[:, None]
+    return ids, lengths, mask
+
+
+def collate(items: list[dict]) -> dict[str, torch.Tensor]:
+    """Pad a list of instances into a batch.
+
+    Keys: ``ids`` (B, T) long, ``lengths`` (B,), ``mask`` (B, T) bool (True on real tokens),
+    ``labels`` (B,), ``index`` (B,) position in the split; for pair tasks ``query_ids``,
+    ``query_lengths``, ``query_mask``; with sentence boundaries ``sentence_ids`` (B, T): the sentence
+    index of each token, -1 on padding.
+    """
+    ids, lengths, mask = _pad([it["ids"] for it in items])
+    batch = {
+        "ids": ids,
+        "lengths": lengths,
+        "mask": mask,
+        "labels": torch.tensor([it["label"] for it in items], dtype=torch.long),
+        "index": torch.tensor([it["index"] for it in items], dtype=torch.long),
+    }
+    if "query_ids" in items[0]:
+        batch["query_ids"], batch["query_lengths"], batch["query_mask"] = _pad([it["query_ids"] for it in items])
+    if "sentence_lengths" in items[0]:
+        sentence_ids = torch.full(ids.shape, -1, dtype=torch.long)
+        for row, it in enumerate(items):
+            per_token = np.repeat(np.arange(len(it["sentence_lengths"])), it["sentence_lengths"])
+            sentence_ids[row, : len(per_token)] = torch.from_numpy(per_token)
+        batch["sentence_ids"] = sentence_ids
+    return batch
+
+
+class BucketBatchSampler(Sampler[list[int]]):
+    """Batches of similar length: shuffle, cut into pools of ``pool`` batches, sort each pool by
+    length, batch it, shuffle the batch order. Without ``shuffle``: batches in length order."""
+
+    def __init__(self, lengths: np.ndarray, batch_size: int, shuffle: bool, seed: int = 0, pool: int = 50):
+        self.lengths, self.batch_size, self.shuffle, self.seed, self.pool = lengths, batch_size, shuffle, seed, pool
+        self.epoch = 0
+
+    def __len__(self) -> int:
+        return -(-len(self.lengths) // self.batch_size)
+
+    def __iter__(self):
+        if not self.shuffle:
+            order = np.argsort(self.lengths, kind="stable")
+            yield from (order[i : i + self.batch_size].tolist() for i in range(0, len(order), self.batch_size))
+            return
+        rng = np.random.default_rng([self.seed, self.epoch])
+        self.epoch += 1
+        order = rng.permutation(len(self.lengths))
+        span = self.batch_size * self.pool
+        batches = []
+        for start in range(0, len(order), span):
+            pool = order[start : start + span]
+            pool = pool[np.argsort(self.lengths[pool], kind="stable")]
+            batches += [pool[i : i + self.batch_size].tolist() for i in range(0, len(pool), self.batch_size)]
+        yield from (batches[i] for i in rng.permutation(len(batches)))
+
+
+class TextDataModule(L.LightningDataModule):
+    """Serves a dataset source (any object with ``name``, ``num_classes``, ``label_names``,
+    ``load()`` and ``fingerprint()``) as padded, length-bucketed batches."""
+
+    def __init__(
+        self,
+        source,
+        preprocessing: Preprocessing | dict | None = None,
+        batch_size: int = 32,
+        eval_batch_size: int = 128,
+        bucket: bool = True,
+        cache_dir: str | Path | None = None,
+        num_workers: int = 0,
+        seed: int = 0,
+        name: str | None = None,
+    ):
+        super().__init__()
+        self.source = source
+        self.preprocessing = (
+            preprocessing if isinstance(preprocessing, Preprocessing) else Preprocessing(**(preprocessing or {}))
+        )
+        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
+        self.bucket, self.cache_dir, self.num_workers, self.seed = bucket, cache_dir, num_workers, seed
+        self.name = name or source.name
+        self.data: ProcessedDataset | None = None
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.data is None:
+            self.data = load_or_build(self.source, self.preprocessing, self.cache_dir)
+
+    @property
+    def vocab(self):
+        self.setup()
+        return self.data.vocab
+
+    @property
+    def num_classes(self) -> int:
+        return self.source.num_classes
+
+    def split(self, name: str) -> ProcessedSplit:
+        self.setup()
+        return self.data.splits[name]
+
+    def loader(self, split: str, shuffle: bool = False, batch_size: int | None = None) -> DataLoader:
+        """A DataLoader over ``split``; every batch carries ``index`` into the split."""
+        data = self.split(split)
+        size = batch_size or (self.batch_size if shuffle else self.eval_batch_size)
+        if self.bucket:
+            sampler = BucketBatchSampler(data.lengths, size, shuffle=shuffle, seed=self.seed)
+            return DataLoader(SplitDataset(data), batch_sampler=sampler, collate_fn=collate, num_workers=self.num_workers)
+        generator = torch.Generator().manual_seed(self.seed)
+        return DataLoader(
+            SplitDataset(data), batch_size=size, shuffle=shuffle, generator=generator,
+            collate_fn=collate, num_workers=self.num_workers,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return self.loader("train", shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self.loader("dev")
+
+    def test_dataloader(self) -> DataLoader:
+        return self.loader("test")

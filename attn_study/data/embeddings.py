@@ -1,0 +1,69 @@
+"""Pretrained word vectors in the GloVe / fastText text format (plain or gzip).
+
+One word per line followed by its vector; a fastText header line ``<count> <dim>`` is skipped.
+Rows of the embedding matrix: the vector for words found, N(0, 1) for words missing
+(as Jain & Wallace), zeros for ``<pad>``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from attn_study.data.text import PAD_ID, Vocab
+from attn_study.errors import DataError
+
+log = logging.getLogger(__name__)
+
+
+def _open_text(path: Path):
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
+    return open(path, encoding="utf-8", errors="replace")
+
+
+def load_embeddings(path: str | Path, vocab: Vocab, dim: int, seed: int = 0) -> tuple[np.ndarray, float]:
+    """Embedding matrix (len(vocab), dim) for ``vocab`` and the fraction of vocabulary words found.
+
+    Raises DataError when the file is missing, empty of vectors, or its vectors are not ``dim`` wide.
+    """
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise DataError(f"model.embeddings.path={path}: file not found; give a GloVe/fastText .txt or .txt.gz file")
+    rng = np.random.default_rng(seed)
+    matrix = rng.standard_normal((len(vocab), dim)).astype(np.float32)
+    found = np.zeros(len(vocab), dtype=bool)
+    n_vectors = 0
+    try:
+        with _open_text(path) as handle:
+            for line_no, line in enumerate(handle, 1):
+                parts = line.rstrip().split(" ")
+                if line_no == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
+                    continue  # fastText header: "<count> <dim>"
+                if len(parts) < 2:
+                    continue
+                if len(parts) - 1 != dim:
+                    raise DataError(
+                        f"{path}:{line_no}: vector has {len(parts) - 1} values but model.embedding_dim={dim}; "
+                        f"set model.embedding_dim={len(parts) - 1} or use a {dim}-d file"
+                    )
+                n_vectors += 1
+                idx = vocab.stoi.get(parts[0])
+                if idx is not None and not found[idx]:
+                    try:
+                        matrix[idx] = np.asarray(parts[1:], dtype=np.float32)
+                    except ValueError as err:
+                        raise DataError(f"{path}:{line_no}: not a number in the vector ({err})") from None
+                    found[idx] = True
+    except (OSError, EOFError, UnicodeDecodeError) as err:
+        raise DataError(f"{path}: cannot read embeddings ({err}); check the file is a complete GloVe/fastText text file") from None
+    if n_vectors == 0:
+        raise DataError(f"{path}: no vectors found; expected lines '<word> <v1> ... <v{dim}>'")
+    matrix[PAD_ID] = 0.0
+    words = len(vocab) - 2
+    coverage = float(found[2:].sum() / words) if words else 0.0
+    log.info("embeddings %s: %d vectors read, %.1f%% of %d vocabulary words found", path, n_vectors, 100 * coverage, words)
+    return matrix, coverage

@@ -1,0 +1,25 @@
+"""The raw example every dataset source yields, before tokenisation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RawExample:
+    """One labelled instance as read from a dataset's canonical files.
+
+    ``text`` is the passage (raw, untokenised); ``query`` the second sequence of pair tasks
+    (question, hypothesis) or ``None``; ``rationale`` the indices of the label-deciding tokens of
+    ``text`` after tokenisation, where the dataset knows them (synthetic tasks), else ``None``.
+    ``uid`` identifies the instance within its dataset (file name, line number, …).
+    """
+
+    uid: str
+    text: str
+    label: int
+    query: str | None = None
+    rationale: tuple[int, ...] | None = None
+
+
+SPLITS = ("train", "dev", "test")

@@ -1,0 +1,177 @@
+"""Large Movie Review Dataset v1.0 (aclImdb, Maas et al. 2011): polarity or 8-way rating."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import re
+import tarfile
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attn_study.data.download import describe_file, fetch
+from attn_study.data.example import RawExample
+from attn_study.errors import DataError, UserError
+
+IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
+IMDB_SHA256 = "c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d1658fe"
+TAR_NAME = "aclImdb_v1.tar.gz"
+PATH_HINT = "give the aclImdb folder or aclImdb_v1.tar.gz via dataset.path"
+RATINGS = (1, 2, 3, 4, 7, 8, 9, 10)  # aclImdb has no 5s or 6s
+POLARITIES = ("neg", "pos")
+FILE_SPLITS = ("train", "test")
+
+_REVIEW_NAME = re.compile(r"(\d+)_(\d+)\.txt")
+_MEMBER = re.compile(r"(?:.*/)?(train|test)/(neg|pos)/(\d+_\d+\.txt)")
+_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
+
+
+class IMDBSource:
+    """IMDB reviews: 25k train (a stratified dev carved out of it) and 25k test."""
+
+    def __init__(
+        self,
+        path: str | None = None,
+        url: str = IMDB_URL,
+        sha256: str | None = IMDB_SHA256,
+        cache_dir: str = "~/.cache/attn_study/downloads",
+        dev_size: int = 2500,
+        split_seed: int = 13,
+        ratings: bool = False,
+    ) -> None:
+        self.path = path
+        self.url = url
+        self.sha256 = sha256
+        self.cache_dir = cache_dir
+        self.dev_size = dev_size
+        self.split_seed = split_seed
+        self.ratings = ratings
+        self.name = "imdb_rating" if ratings else "imdb"
+        self.label_names = [f"{r}/10" for r in RATINGS] if ratings else ["negative", "positive"]
+        self.num_classes = len(self.label_names)
+
+    def load(self) -> dict[str, list[RawExample]]:
+        """Read train/dev/test, each sorted by uid ``<file split>/<pos|neg>/<id>_<rating>``."""
+        source = self._resolve()
+        found: dict[tuple[str, str], list[RawExample]] = {(s, p): [] for s in FILE_SPLITS for p in POLARITIES}
+        for split, polarity, name, raw in (_read_tar(source) if source.is_file() else _read_folder(source)):
+            found[split, polarity].append(self._example(split, polarity, name, raw))
+        for (split, polarity), examples in found.items():
+            if not examples:
+                where = f"{source}:{split}/{polarity}/" if source.is_file() else source / split / polarity
+                raise DataError(f"{where}: no reviews (<id>_<rating>.txt); {PATH_HINT}")
+        train = sorted(found["train", "neg"] + found["train", "pos"], key=lambda e: e.uid)
+        dev_indices = self._dev_indices([e.label for e in train])
+        return {
+            "train": [e for i, e in enumerate(train) if i not in dev_indices],
+            "dev": [train[i] for i in sorted(dev_indices)],
+            "test": sorted(found["test", "neg"] + found["test", "pos"], key=lambda e: e.uid),
+        }
+
+    def fingerprint(self) -> dict[str, Any]:
+        """A JSON-able identity of the source content: class, options, input stats.
+
+        A tarball is described by its path, size and mtime_ns; a folder by its path, the number,
+        total size and latest mtime_ns of its review files, and a digest of all their stats.
+        """
+        source = self._resolve()
+        options = {"class": type(self).__name__, "dev_size": self.dev_size, "split_seed": self.split_seed,
+                   "ratings": self.ratings}
+        if source.is_file():
+            return {**options, "files": [describe_file(source)]}
+        stats = sorted((str(path.relative_to(source)), path.stat()) for path in _review_paths(source))
+        digest = hashlib.sha256("".join(f"{name}\t{st.st_size}\t{st.st_mtime_ns}\n" for name, st in stats)
+                                .encode()).hexdigest()
+        return {**options, "folder": {"path": str(source.resolve()), "files": len(stats),
+                                      "size": sum(st.st_size for _, st in stats),
+                                      "mtime_ns": max((st.st_mtime_ns for _, st in stats), default=0),
+                                      "digest": digest}}
+
+    def _resolve(self) -> Path:
+        """The aclImdb folder, or the tarball (downloaded when no path is given)."""
+        if self.path is None:
+            return fetch(self.url, self.cache_dir, TAR_NAME, self.sha256, "dataset.path")
+        given = Path(self.path).expanduser()
+        if not given.exists():
+            raise DataError(f"dataset.path={self.path}: not found; {PATH_HINT}")
+        if given.is_file():
+            return given
+        for root in (given, given / "aclImdb"):
+            if any((root / split).is_dir() for split in FILE_SPLITS):
+                return root
+        raise DataError(f"dataset.path={self.path}: no train/ or test/ in it or in aclImdb/; {PATH_HINT}")
+
+    def _example(self, split: str, polarity: str, name: str, raw: bytes) -> RawExample:
+        """One review: ``<br />`` replaced by a space, label from the folder or the rating."""
+        uid = f"{split}/{polarity}/{name.removesuffix('.txt')}"
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise DataError(f"{uid}.txt: not UTF-8 text ({error}); {PATH_HINT}") from error
+        if self.ratings:
+            rating = int(name.removesuffix(".txt").split("_")[1])
+            if rating not in RATINGS:
+                raise DataError(f"{uid}.txt: rating {rating} is not one of {RATINGS}; {PATH_HINT}")
+            label = RATINGS.index(rating)
+        else:
+            label = POLARITIES.index(polarity)
+        return RawExample(uid=uid, text=_BREAK.sub(" ", text), label=label)
+
+    def _dev_indices(self, labels: list[int]) -> set[int]:
+        """Indices of ``dev_size`` examples drawn per class (largest-remainder shares), seeded."""
+        if not 0 < self.dev_size < len(labels):
+            raise UserError(f"dataset.dev_size={self.dev_size}: must be between 1 and {len(labels) - 1} "
+                            f"(the number of train reviews minus one)")
+        label_array = np.asarray(labels)
+        classes = np.unique(label_array)
+        counts = np.array([np.count_nonzero(label_array == c) for c in classes])
+        exact = counts * self.dev_size / len(labels)
+        shares = np.floor(exact).astype(int)
+        remainder = self.dev_size - int(shares.sum())
+        shares[np.argsort(-(exact - shares), kind="stable")[:remainder]] += 1
+        rng = np.random.default_rng(self.split_seed)
+        chosen: set[int] = set()
+        for c, share in zip(classes, shares):
+            members = np.flatnonzero(label_array == c)
+            chosen.update(int(i) for i in rng.choice(members, size=share, replace=False))
+        return chosen
+
+
+def _review_paths(root: Path) -> Iterator[Path]:
+    """The review files ``<split>/<pos|neg>/<id>_<rating>.txt`` below the aclImdb folder."""
+    for split in FILE_SPLITS:
+        for polarity in POLARITIES:
+            folder = root / split / polarity
+            if folder.is_dir():
+                yield from (p for p in folder.iterdir() if _REVIEW_NAME.fullmatch(p.name) and p.is_file())
+
+
+def _read_folder(root: Path) -> Iterator[tuple[str, str, str, bytes]]:
+    """(split, polarity, file name, bytes) of every review in the aclImdb folder."""
+    for path in _review_paths(root):
+        yield path.parent.parent.name, path.parent.name, path.name, path.read_bytes()
+
+
+def _read_tar(archive: Path) -> Iterator[tuple[str, str, str, bytes]]:
+    """(split, polarity, file name, bytes) of every review in the tarball, streamed.
+
+    gzip is read through ``gzip.open`` and drained to the end, because ``tarfile`` alone silently
+    stops at a truncated stream; ``gzip`` raises on a missing end or a CRC mismatch.
+    """
+    try:
+        with gzip.open(archive, "rb") as unzipped, tarfile.open(fileobj=unzipped, mode="r|") as tar:
+            for member in tar:
+                match = _MEMBER.fullmatch(member.name)
+                if match and member.isfile():
+                    handle = tar.extractfile(member)
+                    assert handle is not None
+                    yield match[1], match[2], match[3], handle.read()
+            while unzipped.read(1 << 20):
+                pass
+    except (tarfile.TarError, EOFError, zlib.error, OSError) as error:
+        raise DataError(f"{archive}: corrupt or truncated archive ({error}); download it again or give "
+                        f"the extracted aclImdb folder via dataset.path") from error

@@ -1,0 +1,192 @@
+"""Tokenise, filter, build the vocabulary and encode a dataset source — cached on disk.
+
+The cache key is a hash of the source's fingerprint (its files or generator settings) and the
+preprocessing options, so every job of a sweep that shares them tokenises once. A cache entry is
+written to a temporary file and renamed into place, then a marker records its size; an entry whose
+marker is missing or disagrees, or that fails to load, is rebuilt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import pickle
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from attn_study.data.example import SPLITS, RawExample
+from attn_study.data.text import Vocab, tokenize_many
+from attn_study.errors import DataError
+
+log = logging.getLogger(__name__)
+CACHE_FORMAT = 1  # bump when the processed layout or the tokenisation changes
+
+
+@dataclass
+class ProcessedSplit:
+    """Encoded instances of one split: token ids per instance and aligned metadata."""
+
+    ids: list[np.ndarray]
+    labels: np.ndarray
+    uids: list[str]
+    query_ids: list[np.ndarray] | None = None
+    rationales: list[tuple[int, ...] | None] | None = None
+    sentence_lengths: list[np.ndarray] | None = None  # tokens per sentence, for hierarchical models
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.fromiter((len(x) for x in self.ids), dtype=np.int64, count=len(self.ids))
+
+
+@dataclass
+class ProcessedDataset:
+    """All splits, the vocabulary, and what preprocessing did (counts kept and filtered per split)."""
+
+    name: str
+    num_classes: int
+    label_names: list[str]
+    vocab: Vocab
+    splits: dict[str, ProcessedSplit]
+    stats: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Preprocessing:
+    """Options applied to every split. Length bounds are inclusive and count passage tokens.
+
+    ``min_length``/``max_length``: instances outside [min_length, max_length] are dropped (counted
+    and logged per split). ``truncate``: passages longer than this are cut to their first
+    ``truncate`` tokens (applied after the length filter). ``min_count``: vocabulary words must occur
+    at least this often in the training split; rarer words map to ``<unk>``.
+    """
+
+    min_count: int = 1
+    min_length: int = 1
+    max_length: int | None = None
+    truncate: int | None = None
+
+    def __post_init__(self):
+        if self.min_count < 1:
+            raise DataError(f"dataset.preprocessing.min_count={self.min_count}: must be >= 1")
+        if self.min_length < 1:
+            raise DataError(f"dataset.preprocessing.min_length={self.min_length}: must be >= 1")
+        if self.max_length is not None and self.max_length < self.min_length:
+            raise DataError(
+                f"dataset.preprocessing.max_length={self.max_length} is below min_length={self.min_length}"
+            )
+        if self.truncate is not None and self.truncate < 1:
+            raise DataError(f"dataset.preprocessing.truncate={self.truncate}: must be >= 1 or null")
+
+
+def cache_key(source, prep: Preprocessing) -> str:
+    blob = json.dumps(
+        {"format": CACHE_FORMAT, "source": source.fingerprint(), "prep": prep.__dict__}, sort_keys=True, default=str
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+def load_or_build(source, prep: Preprocessing, cache_dir: str | Path | None) -> ProcessedDataset:
+    """The processed dataset from the cache when a complete entry exists, else built and cached."""
+    if cache_dir is None:
+        return build(source, prep)
+    entry = Path(cache_dir).expanduser() / f"{source.name}-{cache_key(source, prep)}"
+    data, marker = entry / "dataset.pkl", entry / "COMPLETE"
+    if marker.is_file() and data.is_file():
+        try:
+            if int(marker.read_text().strip()) == data.stat().st_size:
+                with open(data, "rb") as handle:
+                    dataset = pickle.load(handle)
+                log.info("processed %s loaded from cache %s", source.name, entry)
+                return dataset
+        except (ValueError, OSError, EOFError, pickle.UnpicklingError, AttributeError) as err:
+            log.warning("cache entry %s is unreadable (%s); rebuilding it", entry, err)
+        else:
+            log.warning("cache entry %s is incomplete; rebuilding it", entry)
+    dataset = build(source, prep)
+    _write_atomic(entry, dataset)
+    return dataset
+
+
+def _write_atomic(entry: Path, dataset: ProcessedDataset) -> None:
+    entry.mkdir(parents=True, exist_ok=True)
+    (entry / "COMPLETE").unlink(missing_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=entry, prefix=".dataset.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            pickle.dump(dataset, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, entry / "dataset.pkl")
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    size = (entry / "dataset.pkl").stat().st_size
+    marker_tmp = entry / ".COMPLETE.tmp"
+    marker_tmp.write_text(str(size))
+    os.replace(marker_tmp, entry / "COMPLETE")
+
+
+def build(source, prep: Preprocessing) -> ProcessedDataset:
+    """Read the source, tokenise, filter by length, build the vocabulary, encode."""
+    raw = source.load()
+    tokenized: dict[str, list[tuple[RawExample, list[str], list[str] | None]]] = {}
+    stats: dict = {}
+    for split in SPLITS:
+        examples = raw.get(split) or []
+        if not examples:
+            raise DataError(f"dataset {source.name}: the {split} split is empty; check dataset.path")
+        texts = tokenize_many(e.text for e in examples)
+        queries = tokenize_many(e.query or "" for e in examples) if examples[0].query is not None else None
+        kept, too_short, too_long = [], 0, 0
+        for i, (example, tokens) in enumerate(zip(examples, texts)):
+            if len(tokens) < prep.min_length:
+                too_short += 1
+            elif prep.max_length is not None and len(tokens) > prep.max_length:
+                too_long += 1
+            else:
+                if prep.truncate is not None:
+                    tokens = tokens[: prep.truncate]
+                kept.append((example, tokens, queries[i] if queries is not None else None))
+        stats[split] = {"read": len(examples), "kept": len(kept), "too_short": too_short, "too_long": too_long}
+        log.info(
+            "%s/%s: %d read, %d kept, %d dropped shorter than %d tokens, %d dropped longer than %s tokens",
+            source.name, split, len(examples), len(kept), too_short, prep.min_length, too_long, prep.max_length,
+        )
+        if not kept:
+            raise DataError(
+                f"dataset {source.name}: the length filter [{prep.min_length}, {prep.max_length}] removes every "
+                f"{split} instance; relax dataset.preprocessing.min_length / max_length"
+            )
+        tokenized[split] = kept
+    # query words (pair tasks) share the passage's vocabulary and embedding table
+    train = tokenized["train"]
+    vocab = Vocab.build([t for _, t, _ in train] + [q for _, _, q in train if q is not None], min_count=prep.min_count)
+    stats["vocab_size"] = len(vocab)
+    splits = {}
+    for split, kept in tokenized.items():
+        has_query = kept[0][2] is not None
+        has_rationale = kept[0][0].rationale is not None
+        splits[split] = ProcessedSplit(
+            ids=[np.asarray(vocab.encode(tokens), dtype=np.int64) for _, tokens, _ in kept],
+            labels=np.asarray([e.label for e, _, _ in kept], dtype=np.int64),
+            uids=[e.uid for e, _, _ in kept],
+            query_ids=[np.asarray(vocab.encode(q), dtype=np.int64) for _, _, q in kept] if has_query else None,
+            rationales=[tuple(i for i in e.rationale if i < len(t)) for e, t, _ in kept] if has_rationale else None,
+        )
+        labels = splits[split].labels
+        if labels.min() < 0 or labels.max() >= source.num_classes:
+            raise DataError(f"dataset {source.name}/{split}: labels outside 0..{source.num_classes - 1}")
+    return ProcessedDataset(
+        name=source.name,
+        num_classes=source.num_classes,
+        label_names=list(source.label_names),
+        vocab=vocab,
+        splits=splits,
+        stats=stats,
+    )

@@ -1,0 +1,70 @@
+"""Text normalisation and vocabulary, as in Jain & Wallace (2019).
+
+Tokens come from spaCy's rule-based English tokenizer (``spacy.blank("en")``: no model download),
+are lower-cased, and any token containing a digit becomes ``qqq``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from functools import lru_cache
+
+PAD, UNK = "<pad>", "<unk>"
+PAD_ID, UNK_ID = 0, 1
+DIGIT_TOKEN = "qqq"
+_HAS_DIGIT = re.compile(r"\d")
+_WHITESPACE = re.compile(r"\s+")
+
+
+@lru_cache(maxsize=1)
+def _spacy_tokenizer():
+    import spacy
+
+    return spacy.blank("en").tokenizer
+
+
+def normalise(token: str) -> str:
+    """Lower-case; a token with any digit becomes ``qqq``."""
+    return DIGIT_TOKEN if _HAS_DIGIT.search(token) else token.lower()
+
+
+def tokenize(text: str) -> list[str]:
+    """spaCy tokens of ``text`` (whitespace runs collapsed, none kept as tokens), normalised."""
+    text = _WHITESPACE.sub(" ", text).strip()
+    return [normalise(t.text) for t in _spacy_tokenizer()(text) if not t.is_space]
+
+
+def tokenize_many(texts: Iterable[str], batch_size: int = 1000) -> list[list[str]]:
+    """``tokenize`` over many texts, using spaCy's batched ``pipe``."""
+    cleaned = (_WHITESPACE.sub(" ", t).strip() for t in texts)
+    return [
+        [normalise(t.text) for t in doc if not t.is_space]
+        for doc in _spacy_tokenizer().pipe(cleaned, batch_size=batch_size)
+    ]
+
+
+class Vocab:
+    """Word ↔ id map with ``<pad>`` = 0 and ``<unk>`` = 1, built from training tokens."""
+
+    def __init__(self, words: Iterable[str]):
+        self.itos: list[str] = [PAD, UNK]
+        self.itos += [w for w in words if w not in (PAD, UNK)]
+        self.stoi: dict[str, int] = {w: i for i, w in enumerate(self.itos)}
+
+    @classmethod
+    def build(cls, token_lists: Iterable[list[str]], min_count: int = 1) -> "Vocab":
+        """Words seen at least ``min_count`` times, most frequent first (ties alphabetical)."""
+        counts = Counter(t for tokens in token_lists for t in tokens)
+        words = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
+        return cls(words)
+
+    def __len__(self) -> int:
+        return len(self.itos)
+
+    def encode(self, tokens: list[str]) -> list[int]:
+        return [self.stoi.get(t, UNK_ID) for t in tokens]
+
+    def decode(self, ids: Iterable[int]) -> list[str]:
+        return [self.itos[i] for i in ids]

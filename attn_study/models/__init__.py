@@ -1,0 +1,1 @@
+"""Models: encoders, attention scoring, projections, the staged classifier, the LightningModule."""

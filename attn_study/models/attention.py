@@ -1,0 +1,52 @@
+"""Attention scoring φ(h_t, q) → s_t (B, T).
+
+For single-text tasks q is a learned vector; for pair tasks the caller passes the query encoding.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+class AdditiveScorer(nn.Module):
+    """Additive (Bahdanau) scoring s_t = v·tanh(W1 h_t + W2 q).
+
+    As in Jain & Wallace's code W1 maps m → m/2 (``attention_dim``) and v has no bias. With a learned
+    q, W2 q is a constant vector, i.e. the bias of W1, so single-text models use W1 with bias alone.
+    """
+
+    def __init__(self, hidden_dim: int, query_dim: int | None = None, attention_dim: int | None = None):
+        super().__init__()
+        attention_dim = attention_dim or max(hidden_dim // 2, 1)
+        self.w1 = nn.Linear(hidden_dim, attention_dim)
+        self.w2 = nn.Linear(query_dim, attention_dim, bias=False) if query_dim else None
+        self.v = nn.Linear(attention_dim, 1, bias=False)
+
+    def forward(self, h: torch.Tensor, query: torch.Tensor | None = None) -> torch.Tensor:
+        x = self.w1(h)
+        if self.w2 is not None:
+            if query is None:
+                raise ValueError("this attention was built for a pair task and needs a query")
+            x = x + self.w2(query).unsqueeze(1)
+        return self.v(torch.tanh(x)).squeeze(-1)
+
+
+class DotScorer(nn.Module):
+    """Scaled dot product s_t = h_t·q / √m; q learned (single text) or the query encoding (pair)."""
+
+    def __init__(self, hidden_dim: int, query_dim: int | None = None):
+        super().__init__()
+        if query_dim is not None and query_dim != hidden_dim:
+            raise ValueError(f"dot attention needs query_dim == hidden_dim, got {query_dim} and {hidden_dim}")
+        self.query = None if query_dim else nn.Parameter(torch.randn(hidden_dim) / math.sqrt(hidden_dim))
+        self.scale = 1.0 / math.sqrt(hidden_dim)
+
+    def forward(self, h: torch.Tensor, query: torch.Tensor | None = None) -> torch.Tensor:
+        if self.query is not None:
+            return (h @ self.query) * self.scale
+        if query is None:
+            raise ValueError("this attention was built for a pair task and needs a query")
+        return (h * query.unsqueeze(1)).sum(-1) * self.scale

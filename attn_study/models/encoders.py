@@ -1,0 +1,144 @@
+"""Encoders: embedded tokens E (B, T, d) → hidden states H (B, T, m), padding-invariant.
+
+Every encoder has ``output_dim`` (m) and ``summarize(H, mask, lengths) → (B, m)``, the sequence
+summary used as the query of pair tasks (last states for RNNs, max-pool for convolutions, mean
+otherwise). Padding positions of H are zero, and real positions do not depend on how much padding
+follows.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "gelu": nn.GELU}
+
+
+def _activation(name: str) -> nn.Module:
+    if name not in ACTIVATIONS:
+        raise ValueError(f"encoder.activation={name!r}: choose one of {sorted(ACTIVATIONS)}")
+    return ACTIVATIONS[name]()
+
+
+def masked_mean(h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    m = mask.unsqueeze(-1).to(h.dtype)
+    return (h * m).sum(1) / m.sum(1).clamp_min(1.0)
+
+
+class RNNEncoder(nn.Module):
+    """Bidirectional LSTM or GRU over packed sequences; m = 2·hidden_size."""
+
+    def __init__(self, input_dim: int, hidden_size: int = 128, cell: str = "lstm", num_layers: int = 1,
+                 bidirectional: bool = True):
+        super().__init__()
+        rnn = {"lstm": nn.LSTM, "gru": nn.GRU}[cell]
+        self.rnn = rnn(input_dim, hidden_size, num_layers=num_layers, batch_first=True, bidirectional=bidirectional)
+        self.directions = 2 if bidirectional else 1
+        self.output_dim = hidden_size * self.directions
+
+    def forward(self, embedded: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        packed = pack_padded_sequence(embedded, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        out, _ = self.rnn(packed)
+        out, _ = pad_packed_sequence(out, batch_first=True, total_length=embedded.shape[1])
+        return out
+
+    def summarize(self, h: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """Forward direction's last real state ‖ backward direction's first state."""
+        size = self.output_dim // self.directions
+        last = h[torch.arange(h.shape[0], device=h.device), lengths - 1, :size]
+        if self.directions == 1:
+            return last
+        return torch.cat([last, h[:, 0, size:]], dim=-1)
+
+
+class CNNEncoder(nn.Module):
+    """Same-length 1-D convolutions of several widths, concatenated; m = filters·len(kernel_sizes).
+
+    Jain & Wallace: widths 1, 3, 5, 7 with ReLU (64 filters each in the paper, 32 in their code).
+    Serrano & Smith's ``conv``: widths 3 and 5. Padding tokens are zeroed before convolving, so a
+    real position only sees real neighbours and zeros.
+    """
+
+    def __init__(self, input_dim: int, kernel_sizes: tuple[int, ...] = (1, 3, 5, 7), filters: int = 64,
+                 activation: str = "relu"):
+        super().__init__()
+        if any(k % 2 == 0 for k in kernel_sizes):
+            raise ValueError(f"encoder.kernel_sizes={list(kernel_sizes)}: widths must be odd (same-length output)")
+        self.convs = nn.ModuleList(nn.Conv1d(input_dim, filters, k, padding=k // 2) for k in kernel_sizes)
+        self.activation = _activation(activation)
+        self.output_dim = filters * len(kernel_sizes)
+        self.receptive_radius = max(kernel_sizes) // 2  # a token influences states within this distance
+
+    def forward(self, embedded: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        x = (embedded * mask.unsqueeze(-1)).transpose(1, 2)
+        h = torch.cat([self.activation(conv(x)) for conv in self.convs], dim=1).transpose(1, 2)
+        return h * mask.unsqueeze(-1)
+
+    def summarize(self, h: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        return h.masked_fill(~mask.unsqueeze(-1), float("-inf")).amax(1)
+
+
+class AverageEncoder(nn.Module):
+    """Per-token projection h_t = act(W e_t + b), no context (Jain & Wallace's "Average").
+
+    Paper: projection 256 + ReLU (their code: 128 + tanh). m = hidden_size.
+    """
+
+    def __init__(self, input_dim: int, hidden_size: int = 256, activation: str = "relu"):
+        super().__init__()
+        self.proj = nn.Linear(input_dim, hidden_size)
+        self.activation = _activation(activation)
+        self.output_dim = hidden_size
+
+    def forward(self, embedded: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        return self.activation(self.proj(embedded)) * mask.unsqueeze(-1)
+
+    def summarize(self, h: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        return masked_mean(h, mask)
+
+
+class NoEncoder(nn.Module):
+    """Identity: h_t = e_t (Serrano & Smith's ``noenc``). m = input_dim."""
+
+    def __init__(self, input_dim: int):
+        super().__init__()
+        self.output_dim = input_dim
+
+    def forward(self, embedded: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        return embedded * mask.unsqueeze(-1)
+
+    def summarize(self, h: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        return masked_mean(h, mask)
+
+
+class TransformerEncoder(nn.Module):
+    """Small Transformer encoder: Linear(d → model_dim) + sinusoidal positions, ``num_layers``
+    pre-norm layers with a key padding mask. m = model_dim."""
+
+    def __init__(self, input_dim: int, model_dim: int = 128, num_heads: int = 4, num_layers: int = 2,
+                 ff_dim: int = 256, dropout: float = 0.1, max_positions: int = 4096):
+        super().__init__()
+        self.proj = nn.Linear(input_dim, model_dim)
+        layer = nn.TransformerEncoderLayer(model_dim, num_heads, ff_dim, dropout, batch_first=True, norm_first=True)
+        self.layers = nn.TransformerEncoder(layer, num_layers, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(model_dim)
+        position = torch.arange(max_positions).unsqueeze(1)
+        freq = torch.exp(torch.arange(0, model_dim, 2) * (-math.log(10000.0) / model_dim))
+        table = torch.zeros(max_positions, model_dim)
+        table[:, 0::2] = torch.sin(position * freq)
+        table[:, 1::2] = torch.cos(position * freq[: model_dim // 2])
+        self.register_buffer("positions", table, persistent=False)
+        self.output_dim = model_dim
+
+    def forward(self, embedded: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        if embedded.shape[1] > self.positions.shape[0]:
+            raise ValueError(f"sequence of {embedded.shape[1]} tokens exceeds encoder.max_positions")
+        x = self.proj(embedded) + self.positions[: embedded.shape[1]]
+        h = self.norm(self.layers(x, src_key_padding_mask=~mask))
+        return h * mask.unsqueeze(-1)
+
+    def summarize(self, h: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        return masked_mean(h, mask)
