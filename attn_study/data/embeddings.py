@@ -47,8 +47,8 @@ def load_embeddings(path: str | Path, vocab: Vocab, dim: int, seed: int = 0) -> 
                     continue
                 if len(parts) - 1 != dim:
                     raise DataError(
-                        f"{path}:{line_no}: vector has {len(parts) - 1} values but model.embedding_dim={dim}; "
-                        f"set model.embedding_dim={len(parts) - 1} or use a {dim}-d file"
+                        f"{path}:{line_no}: vector has {len(parts) - 1} values but model.network.embedding_dim={dim}; "
+                        f"set model.network.embedding_dim={len(parts) - 1} or use a {dim}-d file"
                     )
                 n_vectors += 1
                 idx = vocab.stoi.get(parts[0])

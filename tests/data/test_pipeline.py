@@ -1,0 +1,135 @@
+"""Preprocessing, the on-disk cache, batching."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from attn_study.data.datamodule import BucketBatchSampler, TextDataModule, collate
+from attn_study.data.example import RawExample
+from attn_study.data.processed import Preprocessing, build, cache_key, load_or_build
+from attn_study.errors import DataError
+
+
+class ListSource:
+    """A tiny in-memory source with the interface every dataset source has."""
+
+    name = "tiny"
+    num_classes = 2
+    label_names = ["neg", "pos"]
+
+    def __init__(self, splits, tag="v1"):
+        self.splits, self.tag, self.loads = splits, tag, 0
+
+    def fingerprint(self):
+        return {"tag": self.tag}
+
+    def load(self):
+        self.loads += 1
+        return self.splits
+
+
+def tiny(query=False):
+    def ex(i, text, label):
+        return RawExample(uid=str(i), text=text, label=label, query="what is it ?" if query else None)
+
+    texts = ["good film", "a bad bad film", "great", "the worst film of 1999 ever made , truly", "fine fine"]
+    return {split: [ex(i, t, i % 2) for i, t in enumerate(texts)] for split in ("train", "dev", "test")}
+
+
+def test_length_filter_is_inclusive_counted_and_truncation_cuts(caplog):
+    caplog.set_level("INFO")
+    data = build(ListSource(tiny()), Preprocessing(min_length=2, max_length=4))
+    assert data.stats["train"] == {"read": 5, "kept": 3, "too_short": 1, "too_long": 1}
+    assert sorted(len(x) for x in data.splits["train"].ids) == [2, 2, 4]  # both bounds inclusive
+    assert "1 dropped shorter than 2 tokens" in caplog.text
+    cut = build(ListSource(tiny()), Preprocessing(truncate=3))
+    assert max(len(x) for x in cut.splits["test"].ids) == 3 and cut.stats["test"]["kept"] == 5
+
+
+def test_vocab_min_count_and_unknown_words():
+    data = build(ListSource(tiny()), Preprocessing(min_count=2))
+    assert set(data.vocab.itos[2:]) == {"film", "bad", "fine"}
+    assert data.vocab.itos[data.splits["train"].ids[2][0]] == "<unk>"  # "great" is seen once
+
+
+def test_empty_split_and_filter_that_empties_a_split_are_errors():
+    splits = tiny()
+    splits["dev"] = []
+    with pytest.raises(DataError, match="dev split is empty"):
+        build(ListSource(splits), Preprocessing())
+    with pytest.raises(DataError, match="removes every train instance; relax dataset.preprocessing"):
+        build(ListSource(tiny()), Preprocessing(min_length=50))
+    with pytest.raises(DataError, match="max_length"):
+        Preprocessing(min_length=5, max_length=2)
+
+
+def test_cache_is_reused_keyed_and_rebuilt_when_corrupt(tmp_path):
+    source = ListSource(tiny())
+    first = load_or_build(source, Preprocessing(), tmp_path)
+    second = load_or_build(source, Preprocessing(), tmp_path)
+    assert source.loads == 1 and second.vocab.itos == first.vocab.itos
+    # another preprocessing or another source content is another entry
+    assert cache_key(source, Preprocessing(min_count=2)) != cache_key(source, Preprocessing())
+    assert cache_key(ListSource(tiny(), tag="v2"), Preprocessing()) != cache_key(source, Preprocessing())
+    entry = next(tmp_path.iterdir())
+    # a truncated data file (the marker's size disagrees) is rebuilt
+    data = entry / "dataset.pkl"
+    data.write_bytes(data.read_bytes()[:50])
+    load_or_build(source, Preprocessing(), tmp_path)
+    assert source.loads == 2
+    # garbage with a matching marker is rebuilt too
+    data.write_bytes(b"garbage!")
+    (entry / "COMPLETE").write_text(str(len(b"garbage!")))
+    rebuilt = load_or_build(source, Preprocessing(), tmp_path)
+    assert source.loads == 3 and rebuilt.vocab.itos == first.vocab.itos
+    # a missing marker (a write interrupted before it) is rebuilt
+    (entry / "COMPLETE").unlink()
+    load_or_build(source, Preprocessing(), tmp_path)
+    assert source.loads == 4 and (entry / "COMPLETE").is_file()
+
+
+def test_collate_pads_masks_and_carries_pair_and_sentence_fields():
+    items = [
+        {"index": 4, "ids": np.array([5, 6, 7]), "label": 1, "query_ids": np.array([9]),
+         "sentence_lengths": np.array([2, 1])},
+        {"index": 2, "ids": np.array([8]), "label": 0, "query_ids": np.array([9, 10]),
+         "sentence_lengths": np.array([1])},
+    ]
+    batch = collate(items)
+    assert batch["ids"].tolist() == [[5, 6, 7], [8, 0, 0]]
+    assert batch["mask"].tolist() == [[True, True, True], [True, False, False]]
+    assert batch["lengths"].tolist() == [3, 1] and batch["labels"].tolist() == [1, 0]
+    assert batch["index"].tolist() == [4, 2]
+    assert batch["query_ids"].tolist() == [[9, 0], [9, 10]] and batch["query_lengths"].tolist() == [1, 2]
+    assert batch["sentence_ids"].tolist() == [[0, 0, 1], [0, -1, -1]]
+
+
+def test_bucket_sampler_covers_every_index_once_with_similar_lengths():
+    lengths = np.random.default_rng(0).integers(1, 200, size=1000)
+    sampler = BucketBatchSampler(lengths, batch_size=32, shuffle=True, seed=0, pool=10)
+    batches = list(sampler)
+    flat = sorted(i for b in batches for i in b)
+    assert flat == list(range(1000)) and len(batches) == len(sampler)
+    spread = np.mean([lengths[b].max() - lengths[b].min() for b in batches])
+    assert spread < 30  # random batches would spread over ~190
+    assert list(sampler) != batches  # a new order each epoch
+    again = BucketBatchSampler(lengths, batch_size=32, shuffle=True, seed=0, pool=10)
+    assert list(again) == batches  # reproducible from the seed
+    ordered = [i for b in BucketBatchSampler(lengths, 32, shuffle=False) for i in b]
+    assert list(lengths[ordered]) == sorted(lengths)
+
+
+def test_datamodule_batches_index_back_into_the_split(tmp_path):
+    dm = TextDataModule(ListSource(tiny(query=True)), batch_size=2, cache_dir=tmp_path)
+    dm.setup()
+    seen = []
+    for batch in dm.test_dataloader():
+        for row, idx in enumerate(batch["index"].tolist()):
+            n = int(batch["lengths"][row])
+            assert batch["ids"][row, :n].tolist() == dm.split("test").ids[idx].tolist()
+            assert "query_ids" in batch
+            seen.append(idx)
+    assert sorted(seen) == list(range(5))
+    assert isinstance(next(iter(dm.train_dataloader()))["ids"], torch.Tensor)

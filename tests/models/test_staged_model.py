@@ -1,0 +1,161 @@
+"""Every encoder × scoring × projection: padding, staging, gradients, one training step."""
+
+from __future__ import annotations
+
+import itertools
+from functools import partial
+
+import pytest
+import torch
+
+from attn_study.data.datamodule import collate
+from attn_study.models import attention, encoders, projection
+from attn_study.models.classifier import AttentionClassifier
+from attn_study.models.module import AttentionModule
+
+ENCODERS = {
+    "lstm": partial(encoders.RNNEncoder, hidden_size=8, cell="lstm"),
+    "gru": partial(encoders.RNNEncoder, hidden_size=8, cell="gru"),
+    "cnn": partial(encoders.CNNEncoder, kernel_sizes=(1, 3, 5, 7), filters=4),
+    "conv": partial(encoders.CNNEncoder, kernel_sizes=(3, 5), filters=4),
+    "average": partial(encoders.AverageEncoder, hidden_size=8),
+    "noenc": encoders.NoEncoder,
+    "transformer": partial(encoders.TransformerEncoder, model_dim=8, num_heads=2, num_layers=1, ff_dim=16),
+}
+SCORERS = {"additive": attention.AdditiveScorer, "dot": attention.DotScorer}
+PROJECTIONS = {
+    "softmax": projection.Softmax,
+    "sparsemax": projection.Sparsemax,
+    "entmax15": projection.Entmax15,
+    "entmax_bisect": partial(projection.EntmaxBisect, alpha=1.3),
+    "sparsegen": partial(projection.SparsegenLin, lam=0.3),
+}
+COMBOS = list(itertools.product(ENCODERS, SCORERS, PROJECTIONS))
+SEQS = [[5, 6, 7, 8, 9, 10, 11], [12, 13, 14], [15], [16, 17, 18, 19, 20]]
+
+
+def make_model(enc, score, proj, num_classes=2):
+    torch.manual_seed(0)
+    model = AttentionClassifier(
+        vocab_size=30, num_classes=num_classes, encoder=ENCODERS[enc], scorer=SCORERS[score],
+        projection=PROJECTIONS[proj](), embedding_dim=6,
+    )
+    return model.eval()
+
+
+def batch_of(seqs, labels=None, extra_pad=0):
+    items = [{"index": i, "ids": s + [0] * 0, "label": (labels or [0] * len(seqs))[i]} for i, s in enumerate(seqs)]
+    batch = collate(items)
+    if extra_pad:
+        pad = torch.zeros(len(seqs), extra_pad, dtype=torch.long)
+        batch["ids"] = torch.cat([batch["ids"], pad], 1)
+        batch["mask"] = torch.cat([batch["mask"], pad.bool()], 1)
+    return batch
+
+
+@pytest.mark.parametrize("enc,score,proj", COMBOS)
+def test_padding_staging_and_gradients(enc, score, proj):
+    model = make_model(enc, score, proj)
+    batch = batch_of(SEQS)
+    logits, alpha = model(batch)
+
+    # padding gets exactly zero attention; attention is a distribution over real tokens
+    assert torch.all(alpha[~batch["mask"]] == 0)
+    torch.testing.assert_close(alpha.sum(-1), torch.ones(len(SEQS)))
+    assert torch.all(alpha >= 0)
+
+    # decode(encode(x), attend(encode(x))) == forward(x)
+    enc_out = model.encode(batch)
+    torch.testing.assert_close(model.decode(enc_out, model.attend(enc_out)), logits)
+
+    # output and attention do not depend on how much padding follows
+    padded = batch_of(SEQS, extra_pad=6)
+    logits_p, alpha_p = model(padded)
+    torch.testing.assert_close(logits_p, logits, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(alpha_p[:, : alpha.shape[1]], alpha, atol=1e-5, rtol=1e-5)
+    # nor on the other instances of the batch
+    alone_logits, _ = model(batch_of(SEQS[1:2]))
+    torch.testing.assert_close(alone_logits[0], logits[1], atol=1e-5, rtol=1e-5)
+
+    # gradients w.r.t. a leaf embedding, with attention detached, reach real tokens only
+    emb = model.embed(batch).detach().requires_grad_(True)
+    enc_g = model.encode(batch, embedded=emb)
+    out = model.decode(enc_g, model.attend(enc_g).detach())
+    model.probabilities(out)[:, 1].sum().backward()
+    assert torch.isfinite(emb.grad).all()
+    assert torch.all(emb.grad[~batch["mask"]] == 0)
+
+
+@pytest.mark.parametrize("enc,score,proj", COMBOS)
+def test_one_training_step(enc, score, proj):
+    model = make_model(enc, score, proj, num_classes=3)
+    model.train()
+    module = AttentionModule(model, lr=0.01)
+    optimizer = module.configure_optimizers()
+    batch = batch_of(SEQS, labels=[0, 1, 2, 1])
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    logits, _ = model(batch)
+    loss = module.loss(logits, batch["labels"])
+    loss.backward()
+    optimizer.step()
+    assert torch.isfinite(loss)
+    changed = [n for n, p in model.named_parameters() if not torch.equal(p, before[n])]
+    assert "output.weight" in changed and "embedding.weight" in changed
+    assert torch.all(model.embedding.weight[0] == 0), "the <pad> row must stay zero"
+
+
+def test_binary_uses_one_sigmoid_logit_and_full_distribution():
+    model = make_model("average", "additive", "softmax")
+    logits, _ = model(batch_of(SEQS))
+    assert logits.shape == (4, 1)
+    probs = model.probabilities(logits)
+    torch.testing.assert_close(probs[:, 1], torch.sigmoid(logits[:, 0]))
+    torch.testing.assert_close(probs.sum(-1), torch.ones(4))
+
+
+def test_decode_pooled_zero_vector_is_bias_only():
+    model = make_model("noenc", "dot", "softmax", num_classes=3)
+    out = model.decode_pooled(torch.zeros(2, model.encoder.output_dim))
+    torch.testing.assert_close(out, model.output.bias.expand(2, 3))
+
+
+def test_projection_values_against_closed_forms():
+    scores = torch.tensor([[2.0, 1.0, 0.1, -1.0, 5.0]])
+    mask = torch.tensor([[True, True, True, True, False]])
+    # softmax over the first four only
+    expected = torch.softmax(scores[:, :4], -1)
+    torch.testing.assert_close(projection.Softmax()(scores, mask)[:, :4], expected)
+    # sparsemax of (2, 1, 0.1, -1): threshold tau = (2 + 1 - 1) / 2 = 1 → (1, 0, 0, 0)
+    torch.testing.assert_close(projection.Sparsemax()(scores, mask), torch.tensor([[1.0, 0, 0, 0, 0]]))
+    # sparsemax of (.9, .4, 0): support {1, 2} (1 + 2·.4 > 1.3, 1 + 3·0 ≤ 1.3), tau = (1.3 - 1)/2 → (.75, .25, 0)
+    z3 = torch.tensor([[0.9, 0.4, 0.0]])
+    m3 = torch.ones(1, 3, dtype=torch.bool)
+    torch.testing.assert_close(projection.Sparsemax()(z3, m3), torch.tensor([[0.75, 0.25, 0.0]]))
+    # sparsegen-lin with lam=-1 is sparsemax of z/2 = (.45, .2, 0): full support, tau = (.65 - 1)/3
+    tau = (0.65 - 1) / 3
+    torch.testing.assert_close(projection.SparsegenLin(lam=-1.0)(z3, m3), torch.tensor([[0.45 - tau, 0.2 - tau, -tau]]))
+    # ... and with lam=0.5 sparsemax of 2z = (1.8, .8, 0): support {1}: (1, 0, 0) — larger lam, sparser
+    torch.testing.assert_close(projection.SparsegenLin(lam=0.5)(z3, m3), torch.tensor([[1.0, 0.0, 0.0]]))
+    # entmax_bisect with alpha=2 equals sparsemax; alpha=1.5 equals the exact entmax15
+    z = torch.randn(3, 7)
+    mz = torch.ones(3, 7, dtype=torch.bool)
+    torch.testing.assert_close(projection.EntmaxBisect(alpha=2.0)(z, mz), projection.Sparsemax()(z, mz), atol=1e-5, rtol=0)
+    torch.testing.assert_close(projection.EntmaxBisect(alpha=1.5)(z, mz), projection.Entmax15()(z, mz), atol=1e-5, rtol=0)
+
+
+def test_invalid_projection_parameters_are_rejected():
+    with pytest.raises(ValueError, match="projection.alpha"):
+        projection.EntmaxBisect(alpha=1.0)
+    with pytest.raises(ValueError, match="projection.lam"):
+        projection.SparsegenLin(lam=1.0)
+
+
+def test_rnn_summary_is_last_forward_and_first_backward_state():
+    torch.manual_seed(0)
+    enc = encoders.RNNEncoder(input_dim=3, hidden_size=4)
+    x = torch.randn(2, 5, 3)
+    lengths = torch.tensor([5, 2])
+    mask = torch.arange(5)[None] < lengths[:, None]
+    h = enc(x, mask, lengths)
+    _, (h_n, _) = enc.rnn(torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False))
+    torch.testing.assert_close(enc.summarize(h, mask, lengths), torch.cat([h_n[0], h_n[1]], -1))

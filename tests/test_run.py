@@ -1,0 +1,91 @@
+"""End to end: compose the config with Hydra, train, test, write the run directory; the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from hydra.errors import MissingConfigException
+
+from attn_study.run import train_and_test
+from tests.conftest import REPO, TINY, cli_env
+
+CLI = [sys.executable, "-m", "attn_study.cli"]
+
+
+def test_run_directory_contract(make_cfg, tmp_path):
+    cfg = make_cfg(*TINY, "logger=csv", "encoder.hidden_size=8")
+    summary = train_and_test(cfg, tmp_path / "run")
+    run = tmp_path / "run"
+    on_disk = json.loads((run / "summary.json").read_text())
+    assert on_disk == pytest.approx(summary)
+    for key in ("test/acc", "test/f1", "test/auroc", "test/loss", "val/acc_best", "train/seconds_per_epoch",
+                "data/train_size"):
+        assert key in on_disk
+    assert on_disk["data/train_size"] == 96
+    assert (run / "checkpoints" / "best.ckpt").is_file()
+    assert "val/acc" in (run / "csv" / "metrics.csv").read_text().splitlines()[0]
+    assert not list(run.glob(".*.tmp"))
+
+
+def test_same_seed_same_metrics(make_cfg, tmp_path):
+    a = train_and_test(make_cfg(*TINY, "logger=none", "encoder=cnn", "encoder.filters=4"), tmp_path / "a")
+    b = train_and_test(make_cfg(*TINY, "logger=none", "encoder=cnn", "encoder.filters=4"), tmp_path / "b")
+    c = train_and_test(make_cfg(*TINY, "logger=none", "encoder=cnn", "encoder.filters=4", "seed=14"), tmp_path / "c")
+    keys = ("test/acc", "test/loss", "test/auroc")
+    assert [a[k] for k in keys] == [b[k] for k in keys]
+    assert a["test/loss"] != c["test/loss"]
+
+
+def test_wandb_offline_run_is_written_into_the_run_directory(make_cfg, tmp_path):
+    train_and_test(make_cfg(*TINY, "logger=wandb", "encoder=average", "encoder.hidden_size=8"), tmp_path / "run")
+    runs = list((tmp_path / "run" / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1 and list(runs[0].glob("*.wandb"))
+
+
+@pytest.mark.parametrize("combo", [
+    ["encoder=gru", "encoder.hidden_size=8", "attention=dot", "projection=sparsemax"],
+    ["encoder=conv", "encoder.filters=4", "projection=entmax15"],
+    ["encoder=noenc", "projection=sparsegen"],
+    ["encoder=transformer", "encoder.model_dim=8", "encoder.num_heads=2", "encoder.ff_dim=16",
+     "attention=dot", "projection=entmax_bisect"],
+])
+def test_other_components_compose_and_run(make_cfg, tmp_path, combo):
+    summary = train_and_test(make_cfg(*TINY, "logger=none", *combo), tmp_path / "run")
+    assert 0.0 <= summary["test/acc"] <= 1.0
+
+
+def test_wrong_choice_lists_the_available_options(make_cfg):
+    with pytest.raises(MissingConfigException, match=r"(?s)Available options.*average.*cnn.*lstm"):
+        make_cfg("encoder=lstmm")
+
+
+def test_cli_help_lists_the_groups():
+    out = subprocess.run([*CLI, "--help"], capture_output=True, text=True, cwd=REPO, env=cli_env(), check=True).stdout
+    for line in ("encoder: average, cnn, conv, gru, lstm, noenc, transformer", "attention: additive, dot",
+                 "projection: entmax15, entmax_bisect, softmax, sparsegen, sparsemax", "dataset: imdb, sst, sst5, synthetic"):
+        assert line in out
+
+
+def test_cli_user_error_is_one_line(tmp_path):
+    proc = subprocess.run(
+        [*CLI, "dataset=sst", f"dataset.path={tmp_path}/missing", "logger=none", f"hydra.run.dir={tmp_path}/run"],
+        capture_output=True, text=True, cwd=REPO, env=cli_env(),
+    )
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("attn-study: error:")]
+    assert len(errors) == 1 and "dataset.path=" in errors[0] and "not found" in errors[0]
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_cli_default_run(tmp_path):
+    """`attn-study` with no arguments (the README's `make run`), into a temporary run directory."""
+    proc = subprocess.run([*CLI, f"hydra.run.dir={tmp_path}/run"], capture_output=True, text=True, cwd=REPO,
+                          env=cli_env(), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["test/acc"] > 0.85
+    assert "results:" in proc.stdout and "W&B run:" in proc.stdout
