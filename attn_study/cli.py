@@ -35,5 +35,18 @@ def train_main(cfg: DictConfig) -> float | None:
     return summary.get("test/acc")
 
 
+@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="analyze")
+def analyze_main(cfg: DictConfig) -> None:
+    """Run an analysis on a saved checkpoint (``attn-study-analyze ckpt_path=... analysis=...``)."""
+    from attn_study.analyze import analyze
+
+    _quiet_third_party()
+    try:
+        analyze(cfg)
+    except UserError as err:
+        print(f"attn-study-analyze: error: {err}", file=sys.stderr)
+        sys.exit(2)
+
+
 if __name__ == "__main__":
     train_main()

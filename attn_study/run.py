@@ -6,10 +6,7 @@ Run directory contract (DESIGN.md): ``.hydra/`` (written by Hydra), ``summary.js
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -19,21 +16,11 @@ from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from lightning.pytorch.loggers import WandbLogger
 from omegaconf import DictConfig, OmegaConf
 
+from attn_study.analysis.runner import run_analysis
 from attn_study.build import build_datamodule, build_model, component
+from attn_study.io import write_json_atomic
 
 log = logging.getLogger(__name__)
-
-
-def write_json_atomic(path: Path, data: dict) -> None:
-    """Write ``data`` as JSON to ``path`` via a temporary file and a rename (never half-written)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(data, handle, indent=2, sort_keys=True)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def flat_config(cfg: DictConfig) -> dict:
@@ -65,6 +52,10 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path) -> dict:
     """Train ``cfg``'s model, test the checkpoint best on dev, write and return the summary."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    config_file = run_dir / ".hydra" / "config.yaml"
+    if not config_file.is_file():  # Hydra's CLI writes it; runs composed in Python need it too
+        config_file.parent.mkdir(exist_ok=True)
+        OmegaConf.save(cfg, config_file)
     started = time.time()
     if cfg.get("threads"):
         torch.set_num_threads(int(cfg.threads))
@@ -102,10 +93,11 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path) -> dict:
         "train/seconds_per_epoch": fit_seconds / max(trainer.current_epoch, 1),
         "data/vocab_size": stats["vocab_size"],
         **{f"data/{split}_size": stats[split]["kept"] for split in ("train", "dev", "test")},
-        "run/seconds": time.time() - started,
     })
+    summary.update(run_analysis(cfg, module.model, datamodule, run_dir, loggers))
+    summary["run/seconds"] = time.time() - started
     for lg in loggers:
-        lg.log_metrics({k: v for k, v in summary.items() if not k.startswith("test/")})
+        lg.log_metrics({k: v for k, v in summary.items() if k.split("/")[0] in ("val", "train", "data", "run")})
         if isinstance(lg, WandbLogger):
             lg.experiment.summary.update(summary)
         lg.finalize("success")

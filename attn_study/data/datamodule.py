@@ -142,18 +142,22 @@ class TextDataModule(L.LightningDataModule):
         self.setup()
         return self.data.splits[name]
 
-    def loader(self, split: str, shuffle: bool = False, batch_size: int | None = None) -> DataLoader:
-        """A DataLoader over ``split``; every batch carries ``index`` into the split."""
+    def loader(self, split: str, shuffle: bool = False, batch_size: int | None = None,
+               indices: np.ndarray | None = None) -> DataLoader:
+        """A DataLoader over ``split`` (or only its ``indices``); every batch carries ``index``, the
+        position of each instance in the split."""
         data = self.split(split)
         size = batch_size or (self.batch_size if shuffle else self.eval_batch_size)
+        dataset = SplitDataset(data)
+        if indices is not None:
+            dataset = torch.utils.data.Subset(dataset, [int(i) for i in indices])
+        lengths = data.lengths if indices is None else data.lengths[np.asarray(indices, dtype=np.int64)]
         if self.bucket:
-            sampler = BucketBatchSampler(data.lengths, size, shuffle=shuffle, seed=self.seed)
-            return DataLoader(SplitDataset(data), batch_sampler=sampler, collate_fn=collate, num_workers=self.num_workers)
+            sampler = BucketBatchSampler(lengths, size, shuffle=shuffle, seed=self.seed)
+            return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate, num_workers=self.num_workers)
         generator = torch.Generator().manual_seed(self.seed)
-        return DataLoader(
-            SplitDataset(data), batch_size=size, shuffle=shuffle, generator=generator,
-            collate_fn=collate, num_workers=self.num_workers,
-        )
+        return DataLoader(dataset, batch_size=size, shuffle=shuffle, generator=generator,
+                          collate_fn=collate, num_workers=self.num_workers)
 
     def train_dataloader(self) -> DataLoader:
         return self.loader("train", shuffle=True)

@@ -31,6 +31,13 @@ class Encoded:
     lengths: torch.Tensor  # (B,)
     query: torch.Tensor | None = None  # (B, m) for pair tasks
 
+    def select(self, index: torch.Tensor) -> "Encoded":
+        """The instances at ``index`` (repeats allowed), e.g. to decode K attentions per instance."""
+        return Encoded(
+            embedded=self.embedded[index], hidden=self.hidden[index], mask=self.mask[index],
+            lengths=self.lengths[index], query=None if self.query is None else self.query[index],
+        )
+
 
 class AttentionClassifier(nn.Module):
     """Single-text classifier with one attention over the encoder states (the ``flat`` model).
@@ -76,11 +83,19 @@ class AttentionClassifier(nn.Module):
 
     def decode(self, enc: Encoded, alpha: torch.Tensor) -> torch.Tensor:
         """Logits from the attention ``alpha`` (B, T) over ``enc``'s states."""
-        return self.decode_pooled(self.pool(enc, alpha), enc)
+        return self.decode_pooled(self.pool(enc, alpha), enc.query)
 
-    def decode_pooled(self, context: torch.Tensor, enc: Encoded | None = None) -> torch.Tensor:
-        """Logits from a pooled vector c (B, m) — the zero vector included."""
+    def decode_pooled(self, context: torch.Tensor, query: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits from a pooled vector c (N, m) — the zero vector included. ``query`` (N, m) is the
+        query encoding of pair tasks (unused here)."""
         return self.output(self.dropout(context))
+
+    def decode_many(self, enc: Encoded, alphas: torch.Tensor) -> torch.Tensor:
+        """Logits (B, K, C) for K attentions per instance, ``alphas`` (B, K, T), without re-encoding."""
+        b, k, _ = alphas.shape
+        context = torch.einsum("bkt,btm->bkm", alphas, enc.hidden).reshape(b * k, -1)
+        query = None if enc.query is None else enc.query.repeat_interleave(k, dim=0)
+        return self.decode_pooled(context, query).reshape(b, k, -1)
 
     def forward(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
         enc = self.encode(batch)

@@ -93,6 +93,8 @@ class AverageEncoder(nn.Module):
         self.activation = _activation(activation)
         self.output_dim = hidden_size
 
+    context_free = True  # h_t depends on token t alone (leave-one-out exploits this)
+
     def forward(self, embedded: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         return self.activation(self.proj(embedded)) * mask.unsqueeze(-1)
 
@@ -106,6 +108,8 @@ class NoEncoder(nn.Module):
     def __init__(self, input_dim: int):
         super().__init__()
         self.output_dim = input_dim
+
+    context_free = True
 
     def forward(self, embedded: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         return embedded * mask.unsqueeze(-1)

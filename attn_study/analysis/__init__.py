@@ -1,0 +1,1 @@
+"""Interpretability tests: measures, importance, and one module per test family."""

@@ -1,0 +1,185 @@
+"""Token importance: gradient (Jain & Wallace Algorithm 1, Meister et al. Eq. 4) and leave-one-out.
+
+All functions take a staged model in eval mode and a batch on the model's device, and return (B, T)
+tensors that are 0 on padding.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from attn_study.analysis.measures import tvd
+from attn_study.models.encoders import CNNEncoder
+
+_TINY = 1e-30
+
+
+def _grad_context(device: torch.device):
+    # cuDNN's RNN backward refuses eval mode; gradients of an eval-mode model need it off
+    return torch.backends.cudnn.flags(enabled=False) if device.type == "cuda" else contextlib.nullcontext()
+
+
+def normalise_rows(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """scores / Σ_t scores over real tokens (rows of zeros stay zero)."""
+    scores = scores * mask
+    return scores / scores.sum(-1, keepdim=True).clamp_min(_TINY)
+
+
+@torch.no_grad()
+def predict(model, batch: dict):
+    """(enc, α, ŷ) for ``batch``: encoder states, attention, output distribution (B, C)."""
+    enc = model.encode(batch)
+    alpha = model.attend(enc)
+    return enc, alpha, model.probabilities(model.decode(enc, alpha))
+
+
+def gradient_importance(model, batch: dict, detach_attention: bool = True, normalise: bool = True) -> torch.Tensor:
+    """Jain & Wallace's gradient importance g_t = Σ_c |∇_{e_t} ŷ_c · e_t| (Algorithm 1).
+
+    ŷ_c is the probability of output c, e_t the embedding of token t; with ``detach_attention`` α is
+    a constant (gradients do not flow through the attention). ``∇_{e_t} ŷ_c · e_t`` equals the
+    gradient w.r.t. the one-hot input, and Captum's InputXGradient summed over the embedding.
+    For two classes ∇ŷ_0 = −∇ŷ_1, so one backward pass serves both. Normalised to sum 1 over real
+    tokens unless ``normalise=False``.
+    """
+    mask = batch["mask"]
+    with torch.enable_grad(), _grad_context(mask.device):
+        emb = model.embed(batch).detach().requires_grad_(True)
+        enc = model.encode(batch, embedded=emb)
+        alpha = model.attend(enc)
+        if detach_attention:
+            alpha = alpha.detach()
+        probs = model.probabilities(model.decode(enc, alpha))
+        classes, factor = ([1], 2.0) if probs.shape[1] == 2 else (range(probs.shape[1]), 1.0)
+        scores = torch.zeros(mask.shape, device=mask.device, dtype=emb.dtype)
+        for c in classes:
+            (grad,) = torch.autograd.grad(probs[:, c].sum(), emb, retain_graph=True)
+            scores += (grad * emb).sum(-1).abs()
+    scores = factor * scores.detach() * mask
+    return normalise_rows(scores, mask) if normalise else scores
+
+
+def gradient_norm_importance(model, batch: dict, detach_attention: bool = False, normalise: bool = True) -> torch.Tensor:
+    """Meister et al.'s g_ŷ(x_t) = ‖∂ŷ/∂e_t‖₂ / Σ_k ‖∂ŷ/∂e_k‖₂ (Eq. 4), ŷ the predicted class's
+    probability; the gradient flows through the attention unless ``detach_attention``."""
+    mask = batch["mask"]
+    with torch.enable_grad(), _grad_context(mask.device):
+        emb = model.embed(batch).detach().requires_grad_(True)
+        enc = model.encode(batch, embedded=emb)
+        alpha = model.attend(enc)
+        if detach_attention:
+            alpha = alpha.detach()
+        probs = model.probabilities(model.decode(enc, alpha))
+        top = probs.gather(1, probs.argmax(1, keepdim=True)).sum()
+        (grad,) = torch.autograd.grad(top, emb)
+    scores = grad.norm(dim=-1) * mask
+    return normalise_rows(scores, mask) if normalise else scores
+
+
+def _deletion_index(batch: dict):
+    """Every single-token deletion of the batch's instances of length ≥ 2.
+
+    Returns (inst, pos, src): deletion n removes token ``pos[n]`` of instance ``inst[n]``;
+    ``src`` (T, T−1) maps position j of a sequence with token t deleted to its original position.
+    """
+    mask, lengths = batch["mask"], batch["lengths"]
+    t_max = mask.shape[1]
+    j = torch.arange(max(t_max - 1, 1), device=mask.device)
+    src = j[None, :] + (j[None, :] >= torch.arange(t_max, device=mask.device)[:, None]).long()
+    src = src.clamp_max(t_max - 1)
+    inst, pos = (mask & (lengths[:, None] > 1)).nonzero(as_tuple=True)
+    return inst, pos, src
+
+
+def _sub_batch(batch: dict, inst: torch.Tensor, pos: torch.Tensor, src: torch.Tensor) -> dict:
+    """The deleted sequences (inst[n] without token pos[n]) as a batch, other fields per instance."""
+    lengths = batch["lengths"][inst] - 1
+    width = int(lengths.max())
+    mask = torch.arange(width, device=inst.device)[None, :] < lengths[:, None]
+    ids = batch["ids"][inst[:, None], src[pos, :width]] * mask
+    sub = {k: v[inst] for k, v in batch.items() if torch.is_tensor(v) and v.shape[:1] == batch["ids"].shape[:1]}
+    sub.update(ids=ids, lengths=lengths, mask=mask)
+    return sub
+
+
+@torch.no_grad()
+def leave_one_out(model, batch: dict, probs: torch.Tensor | None = None, chunk_size: int = 512) -> torch.Tensor:
+    """Δŷ_t = TVD(ŷ(x₋ₜ), ŷ(x)): token t deleted (the sequence gets shorter), the whole model re-run.
+
+    All deletions of the batch run as batched model calls of at most ``chunk_size`` sequences.
+    Context-free encoders (``average``, ``noenc``) re-use the states: deleting t only removes its
+    score from the attention. Convolutions recompute only the states within their receptive field of
+    the deletion. Instances of length 1 get NaN (nothing is left to run); padding gets 0.
+    """
+    if probs is None:
+        probs = predict(model, batch)[2]
+    out = torch.zeros(batch["mask"].shape, device=probs.device, dtype=probs.dtype)
+    out[batch["lengths"] == 1, 0] = float("nan")
+    inst, pos, src = _deletion_index(batch)
+    if len(inst) == 0:
+        return out
+    encoder = model.encoder
+    if getattr(encoder, "context_free", False):
+        deleted = _loo_context_free(model, batch, inst, pos, chunk_size)
+    elif isinstance(encoder, CNNEncoder):
+        deleted = _loo_convolution(model, batch, inst, pos, src, chunk_size)
+    else:
+        deleted = torch.cat([
+            model.probabilities(model(_sub_batch(batch, inst[s:s + chunk_size], pos[s:s + chunk_size], src))[0])
+            for s in range(0, len(inst), chunk_size)
+        ])
+    out[inst, pos] = tvd(deleted, probs[inst])
+    return out
+
+
+def _loo_context_free(model, batch, inst, pos, chunk_size):
+    """Output distributions with token pos[n] removed from instance inst[n], states unchanged."""
+    enc = model.encode(batch)
+    scores = model.scorer(enc.hidden, enc.query)
+    results = []
+    for s in range(0, len(inst), chunk_size):
+        i, p = inst[s:s + chunk_size], pos[s:s + chunk_size]
+        mask = enc.mask[i].clone()
+        mask[torch.arange(len(i), device=mask.device), p] = False
+        alpha = model.projection(scores[i], mask)
+        context = torch.einsum("nt,ntm->nm", alpha, enc.hidden[i])
+        query = None if enc.query is None else enc.query[i]
+        results.append(model.probabilities(model.decode_pooled(context, query)))
+    return torch.cat(results)
+
+
+def _loo_convolution(model, batch, inst, pos, src, chunk_size):
+    """As a full re-run, but only the states within ±r of the deletion are recomputed (r: the
+    receptive radius); the others are the original states shifted by one."""
+    enc = model.encode(batch)
+    r = model.encoder.receptive_radius
+    t_max = enc.mask.shape[1]
+    results = []
+    for s in range(0, len(inst), chunk_size):
+        i, p = inst[s:s + chunk_size], pos[s:s + chunk_size]
+        n = len(i)
+        new_len = enc.lengths[i] - 1
+        width = int(new_len.max())
+        new_mask = torch.arange(width, device=i.device)[None, :] < new_len[:, None]
+        hidden = enc.hidden[i[:, None], src[p, :width]] * new_mask.unsqueeze(-1)
+        if r > 0:
+            # window of the new sequence around the deletion: positions p-2r .. p+2r-1
+            offsets = torch.arange(-2 * r, 2 * r, device=i.device)
+            win_pos = p[:, None] + offsets[None, :]
+            win_valid = (win_pos >= 0) & (win_pos < new_len[:, None])
+            win_src = src[p[:, None], win_pos.clamp(0, t_max - 2)]
+            win_emb = enc.embedded[i[:, None], win_src] * win_valid.unsqueeze(-1)
+            win_h = model.encoder(win_emb, win_valid, win_valid.sum(1))
+            # the middle 2r positions (p-r .. p+r-1) see their whole receptive field in the window
+            mid = win_pos[:, r:3 * r]
+            keep = (mid >= 0) & (mid < new_len[:, None])
+            rows = torch.arange(n, device=i.device)[:, None].expand_as(mid)
+            hidden[rows[keep], mid[keep]] = win_h[:, r:3 * r][keep]
+        scores = model.scorer(hidden, None if enc.query is None else enc.query[i])
+        alpha = model.projection(scores, new_mask)
+        context = torch.einsum("nt,ntm->nm", alpha, hidden)
+        query = None if enc.query is None else enc.query[i]
+        results.append(model.probabilities(model.decode_pooled(context, query)))
+    return torch.cat(results)

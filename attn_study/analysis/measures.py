@@ -1,0 +1,326 @@
+"""Distances between distributions, entropy, batched Kendall τ-b, and summaries of per-instance values.
+
+Everything works on batches of torch tensors (float32 or float64, CPU or CUDA) and reduces over the
+last dimension; nothing loops in Python over instances.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from functools import lru_cache
+
+import numpy as np
+import torch
+
+__all__ = ["tvd", "jsd", "entropy", "kendall_tau_b", "summarise"]
+
+LN2 = math.log(2.0)
+
+
+def _xlogy(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """x·log y with the convention 0·log y = 0 (also for y = 0), safe for gradients."""
+    pos = x > 0
+    return torch.where(pos, x * torch.log(torch.where(pos, y, torch.ones_like(y))), torch.zeros_like(x))
+
+
+def tvd(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """Total variation distance TVD(p, q) = ½ Σ_t |p_t − q_t| over the last dim (broadcast over the rest).
+
+    For distributions the result lies in [0, 1].
+    """
+    return 0.5 * (p - q).abs().sum(-1)
+
+
+def jsd(p: torch.Tensor, q: torch.Tensor, eps: float = 0.0) -> torch.Tensor:
+    """Jensen–Shannon divergence (natural log) over the last dim, broadcast over the rest.
+
+    JSD(p, q) = ½ KL(p ‖ m) + ½ KL(q ‖ m),  m = (p + q)/2,  KL(a ‖ m) = Σ_t a_t log(a_t / m_t),
+    with 0·log 0 = 0 exactly, so zeros in p or q (sparse attention) give no NaN. Wherever a_t > 0,
+    m_t ≥ a_t/2 > 0. The result is clamped to [0, ln 2] against rounding.
+
+    ``eps`` (default 0: the exact divergence) optionally smooths both inputs first,
+    a ← (a + eps) / Σ_t (a_t + eps).
+    """
+    if eps:
+        p = (p + eps) / (p + eps).sum(-1, keepdim=True)
+        q = (q + eps) / (q + eps).sum(-1, keepdim=True)
+    p, q = torch.broadcast_tensors(p, q)
+    m = 0.5 * (p + q)
+    kl_pm = (_xlogy(p, p) - _xlogy(p, m)).sum(-1)
+    kl_qm = (_xlogy(q, q) - _xlogy(q, m)).sum(-1)
+    return (0.5 * (kl_pm + kl_qm)).clamp(0.0, LN2)
+
+
+def entropy(p: torch.Tensor, mask: torch.Tensor | None = None, normalised: bool = False) -> torch.Tensor:
+    """Shannon entropy H(p) = −Σ_t p_t log p_t (natural log, 0·log 0 = 0) over the last dim.
+
+    Only entries with ``mask`` True count (all when ``mask`` is None). With ``normalised=True`` the
+    result is H(p) / log n, n = the number of masked-in entries, so a uniform distribution over the
+    real entries gives 1; it is defined as 0 when n ≤ 1.
+    """
+    if mask is not None:
+        mask = mask.to(torch.bool)
+        p = torch.where(mask, p, torch.zeros_like(p))
+    h = -_xlogy(p, p).sum(-1)
+    if not normalised:
+        return h
+    if mask is None:
+        n = torch.full_like(h, float(p.shape[-1]))
+    else:
+        n = mask.sum(-1).to(h.dtype).expand_as(h)
+    log_n = torch.log(n.clamp(min=1.0))
+    return torch.where(n > 1, h / torch.where(n > 1, log_n, torch.ones_like(log_n)), torch.zeros_like(h))
+
+
+# --------------------------------------------------------------------------------------------------
+# Kendall τ-b
+# --------------------------------------------------------------------------------------------------
+
+# scipy.stats.kendalltau(method='auto') uses the exact null distribution when there are no ties in
+# x or y and (n ≤ 33 or min(concordant, discordant) ≤ 1); otherwise the normal approximation.
+_EXACT_MAX_N = 33
+# scipy's closed forms for min(con, dis) ∈ {0, 1}: 2/n! and 2/(n−1)!, set to 0 from n = 171 / 172.
+_CLOSED_FORM_MAX_N = 172
+
+
+@lru_cache(maxsize=1)
+def _kendall_exact_tables() -> tuple[np.ndarray, np.ndarray]:
+    """Two-sided exact p-values under H0 (all n! permutations equally likely), as float64 tables.
+
+    ``small[n, c]`` for n ≤ 33, c ≤ n(n−1)/4: min(1, 2·Σ_{k≤c} I(n, k) / n!), where I(n, k) counts
+    the permutations of n items with k inversions (Mahonian numbers), from the recurrence
+    I(n, k) = Σ_{j=0}^{min(k, n−1)} I(n−1, k−j), computed with exact integers.
+    ``closed[n, c]`` for c ∈ {0, 1}: 2/n! and 2/(n−1)!, 0 where scipy gives 0 (n ≥ 171, resp. 172).
+    """
+    max_c = _EXACT_MAX_N * (_EXACT_MAX_N - 1) // 4
+    small = np.ones((_EXACT_MAX_N + 1, max_c + 1))
+    counts = [1]  # I(1, ·)
+    for n in range(2, _EXACT_MAX_N + 1):
+        new = [0] * (len(counts) + n - 1)
+        for k, c in enumerate(counts):  # multiply the generating polynomial by 1 + q + … + q^(n−1)
+            for j in range(n):
+                new[k + j] += c
+        counts = new
+        fact = math.factorial(n)
+        cum = 0
+        for c in range(min(max_c, (n * (n - 1)) // 2) + 1):
+            cum += counts[c]
+            small[n, c] = min(1.0, float(Fraction(2 * cum, fact)))
+    closed = np.zeros((_CLOSED_FORM_MAX_N + 1, 2))
+    for n in range(1, _CLOSED_FORM_MAX_N + 1):
+        closed[n, 0] = float(Fraction(2, math.factorial(n))) if n < 171 else 0.0
+        closed[n, 1] = float(Fraction(2, math.factorial(n - 1))) if n < 172 else 0.0
+    closed[1] = closed[2] = 1.0
+    return small, closed
+
+
+def _tie_groups(keys: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Sort order, dense ranks and tie-group sizes of the valid entries of each row (no pairwise work).
+
+    keys: (B, T) with every invalid entry holding a key ≥ all valid keys and valid entries before
+    invalid ones (so a stable sort keeps the valid entries first). Returns ``perm`` (B, T), the stable
+    ascending order; ``rank`` (B, T) int64, the dense rank 0, 1, … of each entry among its row's valid
+    keys; and ``sizes`` (B, T) int64, the size of tie group g at index g (0 beyond the last group;
+    invalid entries are not counted).
+    """
+    sorted_keys, perm = torch.sort(keys, dim=1, stable=True)
+    sorted_valid = torch.gather(valid, 1, perm)
+    start = torch.ones_like(sorted_valid)
+    start[:, 1:] = (sorted_keys[:, 1:] != sorted_keys[:, :-1]) | (sorted_valid[:, 1:] != sorted_valid[:, :-1])
+    group = torch.cumsum(start, dim=1) - 1
+    sizes = torch.zeros_like(group).scatter_add_(1, group, sorted_valid.to(group.dtype))
+    rank = torch.empty_like(group).scatter_(1, perm, group)
+    return perm, rank, sizes
+
+
+def _tie_sums(sizes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """From tie-group sizes t (B, G): Σ t(t−1)/2 (tied pairs), Σ t(t−1)(t−2), Σ t(t−1)(2t+5)."""
+    t = sizes
+    return (t * (t - 1) // 2).sum(-1), (t * (t - 1) * (t - 2)).sum(-1), (t * (t - 1) * (2 * t + 5)).sum(-1)
+
+
+_TRIL_CACHE: dict = {}
+
+
+def _strict_lower(L: int, device: torch.device) -> torch.Tensor:
+    key = (L, str(device))
+    if key not in _TRIL_CACHE:
+        if len(_TRIL_CACHE) > 64:
+            _TRIL_CACHE.clear()
+        _TRIL_CACHE[key] = torch.ones(L, L, dtype=torch.bool, device=device).tril(-1)
+    return _TRIL_CACHE[key]
+
+
+def _discordant(ry: torch.Tensor) -> torch.Tensor:
+    """Discordant pairs per row of a chunk (C, L) by pairwise (C, L, L) comparison.
+
+    ``ry`` holds the y-ranks with each row ordered by (x-rank, y-rank) ascending; then a pair j < i is
+    discordant iff ry_j > ry_i (x-ties are ordered by y, so they never count). Padding at the end of a
+    row must hold a rank above every real one. L must be a multiple of 8.
+    """
+    C, L = ry.shape
+    # inv[c, i, j] = (j < i and ry_j > ry_i)
+    inv = torch.gt(ry[:, None, :], ry[:, :, None]).logical_and_(_strict_lower(L, ry.device))
+    if L // 8 <= 255:
+        # Sum the 0/1 bytes as packed int64 words (each byte lane adds ≤ L/8 ≤ 255 ones, so no carry),
+        # then the 8 lanes: avoids converting the whole bool tensor to a wider integer type.
+        lanes = inv.view(torch.int64).sum(-1)  # (C, L), 8 byte-lane counts per word
+        return lanes.view(torch.uint8).reshape(C, L * 8).sum(-1, dtype=torch.int64)
+    return inv.view(torch.uint8).reshape(C, L * L).sum(-1, dtype=torch.int64)
+
+
+def kendall_tau_b(
+    x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None = None, chunk_size: int = 64
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-row Kendall τ-b and its two-sided p-value, as ``scipy.stats.kendalltau(x[m], y[m])``.
+
+    x, y: (B, T) scores; mask: (B, T) bool, True for real entries (anywhere in the row; None = all).
+    With P/Q the concordant/discordant pairs, n0 = n(n−1)/2, n1/n2 the pairs tied in x/y:
+
+        τ_b = (P − Q) / sqrt((n0 − n1)(n0 − n2)),  clipped to [−1, 1].
+
+    p-value (scipy's ``method='auto'``): if no ties in x or y and (n ≤ 33 or min(P, Q) ≤ 1), exact:
+    2·Pr[K ≤ min(P, Q)] (capped at 1) under the uniform distribution over permutations (cached table);
+    else asymptotic: z = (P − Q)/sqrt(var), p = 2·Φ(−|z|), with the tie-corrected variance
+    var = (v0 − vt − vu)/18 + 2·n1·n2/(n(n−1)) + t0·u0/(9n(n−1)(n−2)), v0 = n(n−1)(2n+5),
+    vt = Σ t(t−1)(2t+5), t0 = Σ t(t−1)(t−2) over x's tie groups of sizes t (vu, u0 likewise for y).
+
+    Rows with fewer than 2 real entries, a constant x or y, or a NaN among real entries → (NaN, NaN).
+    Tie groups and ranks come from per-row sorts; Q from pairwise (rows, L, L) comparisons of the
+    y-ranks in (x, y) order, L = the longest real length in the chunk, and P = n0 − n1 − n2 + n3 − Q,
+    n3 = pairs tied in both. Rows are grouped by length and processed ``chunk_size`` at a time (fewer
+    when rows·L² would exceed 2**25, to bound memory); chunking never changes results. Results come
+    back in the promoted floating dtype of x and y, computed internally in float64.
+    """
+    x, y = torch.broadcast_tensors(x, y)
+    if x.dim() != 2:
+        raise ValueError(f"kendall_tau_b expects (B, T) inputs, got shape {tuple(x.shape)}")
+    out_dtype = torch.promote_types(x.dtype, y.dtype)
+    if not out_dtype.is_floating_point:
+        out_dtype = torch.float64
+    device = x.device
+    B, T = x.shape
+    m = torch.ones_like(x, dtype=torch.bool) if mask is None else mask.to(device, torch.bool).expand(B, T)
+    x = x.to(torch.float64)
+    y = y.to(torch.float64)
+    has_nan = ((torch.isnan(x) | torch.isnan(y)) & m).any(-1)
+    n = m.sum(-1)
+
+    # move real entries to the front (stable), padding → +inf so that sorts keep it last
+    order = torch.argsort((~m).to(torch.int8), dim=-1, stable=True)
+    ms = torch.gather(m, 1, order)
+    inf = torch.tensor(float("inf"), dtype=torch.float64, device=device)
+    xs = torch.where(ms, torch.gather(x, 1, order), inf)
+    ys = torch.where(ms, torch.gather(y, 1, order), inf)
+
+    _, rx, x_sizes = _tie_groups(xs, ms)
+    _, ry, y_sizes = _tie_groups(ys, ms)
+    joint_perm, _, joint_sizes = _tie_groups(torch.where(ms, rx * T + ry, T * T), ms)
+    xtie, x0, x1 = _tie_sums(x_sizes)
+    ytie, y0, y1 = _tie_sums(y_sizes)
+    ntie = _tie_sums(joint_sizes)[0]
+
+    # discordant pairs: y-ranks in (x, y) order, padding (at the end) ranked above every real entry
+    ry = torch.where(ms, ry, T).to(torch.int32)
+    ry = torch.gather(ry, 1, joint_perm)
+    dis = torch.zeros(B, dtype=torch.int64, device=device)
+    rows_by_len = torch.argsort(n)  # similar lengths share a chunk → less padding
+    lengths = n[rows_by_len].tolist()
+    chunk_size = max(1, int(chunk_size))
+    max_pairs = 1 << 25
+    start = 0
+    while start < B:
+        stop = min(B, start + chunk_size)
+        L = int(lengths[stop - 1])
+        if L * L * (stop - start) > max_pairs:
+            stop = start + max(1, max_pairs // (L * L))
+            L = int(lengths[stop - 1])
+        idx = rows_by_len[start:stop]
+        start = stop
+        if L >= 2:
+            Lp = -(-L // 8) * 8
+            chunk = ry[idx, : min(Lp, T)]
+            if chunk.shape[1] < Lp:
+                chunk = torch.nn.functional.pad(chunk, (0, Lp - chunk.shape[1]), value=T)
+            dis[idx] = _discordant(chunk)
+
+    nf = n.to(torch.float64)
+    tot_i = n * (n - 1) // 2
+    con = tot_i - xtie - ytie + ntie - dis
+    undefined = (n < 2) | (xtie == tot_i) | (ytie == tot_i) | has_nan
+    tot, xt, yt = tot_i.double(), xtie.double(), ytie.double()
+    s = (con - dis).double()
+    one = torch.ones_like(tot)
+    tau = s / torch.sqrt(torch.where(undefined, one, tot - xt))
+    tau = tau / torch.sqrt(torch.where(undefined, one, tot - yt))
+    tau = tau.clamp(-1.0, 1.0)
+
+    # exact branch
+    c_min = torch.minimum(con, dis)
+    exact = (xtie == 0) & (ytie == 0) & ((n <= _EXACT_MAX_N) | (c_min <= 1))
+    small, closed = (torch.as_tensor(t, dtype=torch.float64, device=device) for t in _kendall_exact_tables())
+    p_small = small[n.clamp(0, _EXACT_MAX_N), c_min.clamp(0, small.shape[1] - 1)]
+    p_closed = closed[n.clamp(0, _CLOSED_FORM_MAX_N), c_min.clamp(0, 1)]
+    p_exact = torch.where(n <= _EXACT_MAX_N, p_small, p_closed)
+
+    # asymptotic branch
+    mm = nf * (nf - 1)
+    safe_mm = torch.where(mm > 0, mm, one)
+    safe_n2 = torch.where(nf > 2, nf - 2, one)
+    var = (
+        (mm * (2 * nf + 5) - x1.double() - y1.double()) / 18
+        + 2 * xt * yt / safe_mm
+        + x0.double() * y0.double() / (9 * safe_mm * safe_n2)
+    )
+    var = torch.where(var > 0, var, one)
+    z = s / torch.sqrt(var)
+    p_asym = torch.special.erfc(z.abs() / math.sqrt(2.0))  # 2·Φ(−|z|)
+
+    pvalue = torch.where(exact, p_exact, p_asym).clamp(0.0, 1.0)
+    nan = torch.tensor(float("nan"), dtype=torch.float64, device=device)
+    tau = torch.where(undefined, nan, tau)
+    pvalue = torch.where(undefined, nan, pvalue)
+    return tau.to(out_dtype), pvalue.to(out_dtype)
+
+
+# --------------------------------------------------------------------------------------------------
+# summaries
+# --------------------------------------------------------------------------------------------------
+
+
+def summarise(values, pvalues=None, threshold: float = 0.05) -> dict:
+    """Summary of per-instance values, ignoring NaN: mean, std, median, n (and sig_frac).
+
+    Every entry is a plain Python float except ``n``, a Python int.
+
+    ``std`` is the population standard deviation (ddof = 0); ``median`` averages the two middle values
+    for even n; ``n`` counts the non-NaN values. With ``pvalues``, ``sig_frac`` is the fraction of the
+    rows with a non-NaN value whose p-value is ≤ ``threshold`` (a NaN p-value counts as not
+    significant). With no non-NaN value all statistics are NaN and n = 0.
+    """
+    v = _as_numpy(values)
+    keep = ~np.isnan(v)
+    kept = v[keep]
+    n = int(kept.size)
+    nan = float("nan")
+    out = {
+        "mean": float(kept.mean()) if n else nan,
+        "std": float(kept.std(ddof=0)) if n else nan,
+        "median": float(np.median(kept)) if n else nan,
+        "n": n,
+    }
+    if pvalues is not None:
+        p = _as_numpy(pvalues)
+        if p.shape != v.shape:
+            raise ValueError(f"pvalues shape {p.shape} does not match values shape {v.shape}")
+        p = p[keep]
+        with np.errstate(invalid="ignore"):
+            out["sig_frac"] = float(np.mean(p <= threshold)) if n else nan
+    return out
+
+
+def _as_numpy(a) -> np.ndarray:
+    if isinstance(a, torch.Tensor):
+        a = a.detach().to("cpu", torch.float64).numpy()
+    return np.asarray(a, dtype=np.float64).reshape(-1)

@@ -1,0 +1,35 @@
+"""Permuted attention (Jain & Wallace Algorithm 2) — the attention's weights shuffled among the real
+tokens, decoded with the encoder states held fixed."""
+
+from __future__ import annotations
+
+import torch
+
+from attn_study.analysis.measures import tvd
+
+
+def permute_among_real(alpha: torch.Tensor, mask: torch.Tensor, n: int, generator: torch.Generator) -> torch.Tensor:
+    """``n`` random permutations of each row's weights among its real positions: (B, n, T).
+
+    Random keys sorted per row, padding keyed +inf, give permutations of the real positions that
+    leave padding in place, so no weight ever moves onto padding.
+    """
+    b, t = alpha.shape
+    keys = torch.rand((b, n, t), generator=generator, device=alpha.device)
+    keys = keys.masked_fill(~mask[:, None, :], float("inf"))
+    order = keys.argsort(dim=-1)
+    return alpha.gather(1, order.reshape(b, n * t)).reshape(b, n, t)
+
+
+@torch.no_grad()
+def permutation_tvd(model, enc, alpha: torch.Tensor, probs: torch.Tensor, n: int, generator: torch.Generator,
+                    chunk: int = 25) -> torch.Tensor:
+    """TVD(ŷ(α_perm), ŷ) for ``n`` permutations per instance: (B, n). ``chunk`` permutations per
+    decode call bound the memory (B·chunk pooled vectors)."""
+    permuted = permute_among_real(alpha, enc.mask, n, generator)
+    out = [
+        tvd(model.probabilities(model.decode_many(enc, permuted[:, s:s + chunk]).flatten(0, 1)).view(
+            alpha.shape[0], -1, probs.shape[1]), probs[:, None, :])
+        for s in range(0, n, chunk)
+    ]
+    return torch.cat(out, dim=1)
