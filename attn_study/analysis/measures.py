@@ -118,16 +118,16 @@ def _kendall_exact_tables() -> tuple[np.ndarray, np.ndarray]:
 def _tie_groups(keys: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Sort order, dense ranks and tie-group sizes of the valid entries of each row (no pairwise work).
 
-    keys: (B, T) with every invalid entry holding a key ≥ all valid keys and valid entries before
-    invalid ones (so a stable sort keeps the valid entries first). Returns ``perm`` (B, T), the stable
-    ascending order; ``rank`` (B, T) int64, the dense rank 0, 1, … of each entry among its row's valid
+    keys: (B, T) with every invalid entry holding a key ≥ all valid keys (an invalid entry may share
+    the largest valid key's group: it is not counted and its rank is not used). Returns ``perm``
+    (B, T), the stable ascending order; ``rank`` (B, T) int64, the dense rank 0, 1, … of each entry among its row's valid
     keys; and ``sizes`` (B, T) int64, the size of tie group g at index g (0 beyond the last group;
     invalid entries are not counted).
     """
     sorted_keys, perm = torch.sort(keys, dim=1, stable=True)
     sorted_valid = torch.gather(valid, 1, perm)
     start = torch.ones_like(sorted_valid)
-    start[:, 1:] = (sorted_keys[:, 1:] != sorted_keys[:, :-1]) | (sorted_valid[:, 1:] != sorted_valid[:, :-1])
+    start[:, 1:] = sorted_keys[:, 1:] != sorted_keys[:, :-1]
     group = torch.cumsum(start, dim=1) - 1
     sizes = torch.zeros_like(group).scatter_add_(1, group, sorted_valid.to(group.dtype))
     rank = torch.empty_like(group).scatter_(1, perm, group)
@@ -207,7 +207,7 @@ def kendall_tau_b(
     has_nan = ((torch.isnan(x) | torch.isnan(y)) & m).any(-1)
     n = m.sum(-1)
 
-    # move real entries to the front (stable), padding → +inf so that sorts keep it last
+    # move real entries to the front (stable), padding → +inf so that sorts put it last
     order = torch.argsort((~m).to(torch.int8), dim=-1, stable=True)
     ms = torch.gather(m, 1, order)
     inf = torch.tensor(float("inf"), dtype=torch.float64, device=device)

@@ -13,6 +13,8 @@ class RawExample:
     (question, hypothesis) or ``None``; ``rationale`` the indices of the label-deciding tokens of
     ``text`` after tokenisation, where the dataset knows them (synthetic tasks), else ``None``.
     ``uid`` identifies the instance within its dataset (file name, line number, …).
+    ``candidates`` restricts the answer of a QA instance to these label ids (the entities present
+    in a CNN passage), or ``None`` when every label is allowed.
     """
 
     uid: str
@@ -20,6 +22,7 @@ class RawExample:
     label: int
     query: str | None = None
     rationale: tuple[int, ...] | None = None
+    candidates: tuple[int, ...] | None = None
 
 
 SPLITS = ("train", "dev", "test")
