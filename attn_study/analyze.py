@@ -44,7 +44,7 @@ def analyze(cfg: DictConfig) -> dict:
     state = torch.load(ckpt, map_location="cpu", weights_only=False)["state_dict"]
     module.load_state_dict(state)
     loggers = []
-    if cfg.logger:
+    if cfg.use_loggers:
         if run_cfg.get("logger") and "wandb" in run_cfg.logger:
             run_cfg.logger.wandb.job_type = "analyze"
         loggers = build_loggers(run_cfg, run_dir)

@@ -16,6 +16,7 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 # a model small enough that a whole train/test run takes seconds on a CPU
 TINY = [
     "trainer=debug",
+    "analysis=none",
     "dataset.source.n_train=96",
     "dataset.source.n_dev=32",
     "dataset.source.n_test=32",

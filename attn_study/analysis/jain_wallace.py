@@ -29,7 +29,7 @@ class JainWallace:
     prefix = "jw"
 
     def __init__(self, split: str = "test", max_instances: int | None = None, subsample_seed: int = 0,
-                 batch_size: int = 64, loo_chunk_size: int = 512, tests: list[str] = SUBTESTS,
+                 batch_size: int = 256, loo_chunk_size: int = 512, tests: list[str] = SUBTESTS,
                  p_threshold: float = 0.05, detach_attention: bool = True, permutations: int = 100,
                  permutation_chunk: int = 25, adversaries: int = 5, steps: int = 500, lr: float = 0.01,
                  lam: float = 500.0, epsilon: float | None = None, select_epsilon: float | None = None,

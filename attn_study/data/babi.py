@@ -1,0 +1,228 @@
+"""bAbI QA tasks v1.2 (Weston et al. 2015) from the canonical ``tasks_1-20_v1-2`` release.
+
+A task file holds numbered lines; number 1 starts a new story. A statement line is ``<n> <sentence>``;
+a question line is ``<n> <question>\\t<answer>\\t<supporting line numbers>``. Each question is one
+instance: the passage is the story's statements before it (in order, joined by spaces; earlier
+questions are not part of it), the query the question, the label the answer's index in the answer
+vocabulary: every answer of the task's train file, sorted.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import re
+import tarfile
+import zlib
+from pathlib import Path
+from typing import Any
+
+from attn_study.data.download import describe_file, fetch
+from attn_study.data.example import RawExample
+from attn_study.data.zhang_csv import stratified_indices
+from attn_study.errors import DataError, UserError
+
+log = logging.getLogger(__name__)
+
+BABI_URL = "http://www.thespermwhale.com/jaseweston/babi/tasks_1-20_v1-2.tar.gz"
+TAR_NAME = "tasks_1-20_v1-2.tar.gz"
+PATH_HINT = "give the tasks_1-20_v1-2 folder or tasks_1-20_v1-2.tar.gz via dataset.path"
+VARIANTS = ("en", "en-10k")
+FILE_SPLITS = ("train", "test")
+TASKS = {
+    1: "single-supporting-fact", 2: "two-supporting-facts", 3: "three-supporting-facts",
+    4: "two-arg-relations", 5: "three-arg-relations", 6: "yes-no-questions", 7: "counting",
+    8: "lists-sets", 9: "simple-negation", 10: "indefinite-knowledge", 11: "basic-coreference",
+    12: "conjunction", 13: "compound-coreference", 14: "time-reasoning", 15: "basic-deduction",
+    16: "basic-induction", 17: "positional-reasoning", 18: "size-reasoning", 19: "path-finding",
+    20: "agents-motivations",
+}
+
+_LINE = re.compile(r"(\d+) (.*)")
+
+Question = tuple[int, str, str, str]  # line number, passage, question, answer
+
+
+def parse_babi(text: str, where: str) -> list[Question]:
+    """The questions of one task file: (line number, passage, question, answer) in file order.
+
+    Raise DataError naming ``where`` and the line when a line is not ``<n> ...``, when the numbers
+    neither restart at 1 nor count up by one, or when a question line lacks its answer.
+    """
+    questions: list[Question] = []
+    story: list[str] = []
+    previous = 0
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        match = _LINE.fullmatch(line.rstrip("\r"))
+        if match is None:
+            raise DataError(f"{where}, line {number}: not '<number> <sentence>'; the file is not in the "
+                            f"bAbI format; {PATH_HINT}")
+        index, rest = int(match[1]), match[2]
+        if index == 1:
+            story = []
+        elif index != previous + 1:
+            raise DataError(f"{where}, line {number}: line id {index} follows {previous}; the file is not "
+                            f"in the bAbI format or is damaged")
+        previous = index
+        if "\t" not in rest:
+            story.append(rest.strip())
+            continue
+        fields = rest.split("\t")
+        question, answer = fields[0].strip(), fields[1].strip()
+        if not question or not answer:
+            raise DataError(f"{where}, line {number}: a question line needs '<question>\\t<answer>'")
+        questions.append((number, " ".join(story), question, answer))
+    return questions
+
+
+class BabiSource:
+    """One bAbI task: the train file (a dev carved out of it, per answer, seeded) and the test file."""
+
+    def __init__(
+        self,
+        path: str | None = None,
+        task: int = 1,
+        variant: str = "en-10k",
+        url: str = BABI_URL,
+        sha256: str | None = None,
+        cache_dir: str = "~/.cache/attn_study/downloads",
+        dev_fraction: float = 0.1,
+        split_seed: int = 13,
+    ) -> None:
+        if task not in TASKS:
+            raise UserError(f"dataset.source.task={task}: must be a bAbI task number 1-20")
+        if variant not in VARIANTS:
+            raise UserError(f"dataset.source.variant={variant}: must be one of {', '.join(VARIANTS)}")
+        if not 0 < dev_fraction < 1:
+            raise UserError(f"dataset.source.dev_fraction={dev_fraction}: must be between 0 and 1")
+        self.path = path
+        self.task = task
+        self.variant = variant
+        self.url = url
+        self.sha256 = sha256
+        self.cache_dir = cache_dir
+        self.dev_fraction = dev_fraction
+        self.split_seed = split_seed
+        self.name = f"babi{task}"
+        self._answers: list[str] | None = None
+
+    @property
+    def label_names(self) -> list[str]:
+        """The answer vocabulary: the sorted answers of the train file (read on first use)."""
+        if self._answers is None:
+            source = self._resolve()
+            self._answers = _answer_vocabulary(parse_babi(*self._read(source, ("train",))["train"]))
+        return list(self._answers)
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.label_names)
+
+    def file_name(self, split: str) -> str:
+        """``qa<task>_<task name>_<split>.txt``."""
+        return f"qa{self.task}_{TASKS[self.task]}_{split}.txt"
+
+    def load(self) -> dict[str, list[RawExample]]:
+        """Read train/dev/test; uids are ``<file split>-<line number of the question>``."""
+        source = self._resolve()
+        texts = self._read(source, FILE_SPLITS)
+        parsed = {split: parse_babi(*texts[split]) for split in FILE_SPLITS}
+        for split in FILE_SPLITS:
+            if not parsed[split]:
+                raise DataError(f"{texts[split][1]}: no questions; {PATH_HINT}")
+        self._answers = _answer_vocabulary(parsed["train"])
+        index = {answer: i for i, answer in enumerate(self._answers)}
+        examples: dict[str, list[RawExample]] = {}
+        for split in FILE_SPLITS:
+            examples[split] = []
+            for number, passage, question, answer in parsed[split]:
+                if answer not in index:
+                    raise DataError(f"{texts[split][1]}, line {number}: answer {answer!r} never occurs in the "
+                                    f"train file, so it has no label; use train and test files of one task")
+                examples[split].append(RawExample(uid=f"{split}-{number}", text=passage, label=index[answer],
+                                                  query=question))
+        train = examples["train"]
+        dev_size = round(self.dev_fraction * len(train))
+        dev = set(stratified_indices([e.label for e in train], dev_size, self.split_seed,
+                                     "dataset.source.dev_fraction (times the train questions)"))
+        return {
+            "train": [e for i, e in enumerate(train) if i not in dev],
+            "dev": [train[i] for i in sorted(dev)],
+            "test": examples["test"],
+        }
+
+    def fingerprint(self) -> dict[str, Any]:
+        """A JSON-able identity of the source content: class, options, input files' stats."""
+        source = self._resolve()
+        paths = [source] if source.is_file() else [self._file(source, split) for split in FILE_SPLITS]
+        return {"class": type(self).__name__, "task": self.task, "variant": self.variant,
+                "dev_fraction": self.dev_fraction, "split_seed": self.split_seed,
+                "files": [describe_file(path) for path in paths]}
+
+    def _resolve(self) -> Path:
+        """The variant's folder (``<root>/en-10k``), or the tarball (downloaded when no path)."""
+        if self.path is None:
+            return fetch(self.url, self.cache_dir, TAR_NAME, self.sha256, "dataset.path")
+        given = Path(self.path).expanduser()
+        if not given.exists():
+            raise DataError(f"dataset.path={self.path}: not found; {PATH_HINT}")
+        if given.is_file():
+            return given
+        if given.name == self.variant:
+            return given
+        for root in (given, given / "tasks_1-20_v1-2"):
+            if (root / self.variant).is_dir():
+                return root / self.variant
+        raise DataError(f"dataset.path={self.path}: no {self.variant}/ folder in it or in tasks_1-20_v1-2/; "
+                        f"{PATH_HINT}")
+
+    def _missing(self, where: str) -> DataError:
+        advice = "; try dataset.source.variant=en" if self.variant != "en" else f"; {PATH_HINT}"
+        return DataError(f"{where}: not found{advice}")
+
+    def _file(self, folder: Path, split: str) -> Path:
+        path = folder / self.file_name(split)
+        if not path.is_file():
+            raise self._missing(str(path))
+        return path
+
+    def _read(self, source: Path, splits: tuple[str, ...]) -> dict[str, tuple[str, str]]:
+        """split → (file text, where) for the task files of ``splits`` (folder or tarball)."""
+        if source.is_dir():
+            paths = {split: self._file(source, split) for split in splits}
+            return {split: (_decode(path.read_bytes(), str(path)), str(path)) for split, path in paths.items()}
+        wanted = {split: re.compile(rf"(?:.*/)?{re.escape(self.variant)}/{re.escape(self.file_name(split))}")
+                  for split in splits}
+        found: dict[str, tuple[str, str]] = {}
+        try:
+            with gzip.open(source, "rb") as unzipped, tarfile.open(fileobj=unzipped, mode="r|") as tar:
+                for member in tar:
+                    split = next((s for s, pattern in wanted.items() if pattern.fullmatch(member.name)), None)
+                    if split is not None and split not in found and member.isfile():
+                        handle = tar.extractfile(member)
+                        assert handle is not None
+                        where = f"{source}:{member.name}"
+                        found[split] = (_decode(handle.read(), where), where)
+                        if len(found) == len(wanted):
+                            break
+        except (tarfile.TarError, EOFError, zlib.error, OSError) as error:
+            raise DataError(f"{source}: corrupt or truncated archive ({error}); download it again or give "
+                            f"the extracted tasks_1-20_v1-2 folder via dataset.path") from error
+        for split in splits:
+            if split not in found:
+                raise self._missing(f"{source}:{self.variant}/{self.file_name(split)}")
+        return found
+
+
+def _answer_vocabulary(questions: list[Question]) -> list[str]:
+    return sorted({answer for _, _, _, answer in questions})
+
+
+def _decode(data: bytes, where: str) -> str:
+    """Decode UTF-8; DataError naming ``where`` on invalid bytes."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise DataError(f"{where}: not UTF-8 text ({error}); {PATH_HINT}") from error

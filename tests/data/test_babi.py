@@ -1,0 +1,144 @@
+"""bAbI reader: story parsing, answer labels, dev carve, folder/tarball input, errors; real counts (slow)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from attn_study.data.babi import BabiSource, parse_babi
+from attn_study.errors import DataError, UserError
+from tests.data.fixtures_more import BABI_TASK1, BABI_TEST, BABI_TRAIN, write_babi, write_tree_tarball
+
+REAL_BABI = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "babi" / "tasks_1-20_v1-2"
+ANSWERS = ["bathroom", "garden", "hallway", "kitchen", "office"]
+
+
+@pytest.fixture
+def babi_dir(tmp_path: Path) -> Path:
+    return write_babi(tmp_path / "babi")
+
+
+@pytest.fixture
+def babi_tar(babi_dir: Path, tmp_path: Path) -> Path:
+    return write_tree_tarball(babi_dir, tmp_path / "tasks_1-20_v1-2.tar.gz", prefix="tasks_1-20_v1-2/")
+
+
+def test_parse_two_stories() -> None:
+    questions = parse_babi(BABI_TRAIN, "train.txt")
+    assert len(questions) == 8
+    assert questions[0] == (3, "Mary moved to the bathroom. John went to the hallway.", "Where is Mary?", "bathroom")
+    assert questions[2] == (9, "Mary moved to the bathroom. John went to the hallway. Daniel went back to the "
+                               "hallway. Sandra moved to the garden. John moved to the office. Sandra journeyed "
+                               "to the bathroom.", "Where is Sandra?", "bathroom")
+    # line 1 of the second story starts a new passage; questions are not part of it
+    assert questions[3] == (12, "Sandra travelled to the office. Mary went to the kitchen.", "Where is Sandra?",
+                            "office")
+    assert questions[7] == (20, "Sandra travelled to the office. Mary went to the kitchen. Mary moved to the "
+                                "garden. John went to the kitchen. Daniel went to the garden. Mary went to the "
+                                "office.", "Where is Mary?", "office")
+
+
+def test_labels_from_sorted_train_answers(babi_dir: Path) -> None:
+    source = BabiSource(str(babi_dir), dev_fraction=0.3)
+    assert (source.name, source.label_names, source.num_classes) == ("babi1", ANSWERS, 5)  # before load
+    splits = source.load()
+    assert {k: len(v) for k, v in splits.items()} == {"train": 6, "dev": 2, "test": 2}
+    for examples in splits.values():
+        for e in examples:
+            assert e.query is not None and e.query.startswith("Where is ")
+    assert [(e.uid, e.label, e.query) for e in splits["test"]] == [("test-3", 2, "Where is John?"),
+                                                                  ("test-6", 1, "Where is John?")]
+    assert splits["test"][1].text == ("John travelled to the hallway. Mary journeyed to the bathroom. Daniel went "
+                                      "back to the bathroom. John moved to the garden.")
+    train_dev = sorted((e.uid for e in splits["train"] + splits["dev"]), key=lambda u: int(u[6:]))
+    assert train_dev == ["train-3", "train-6", "train-9", "train-12", "train-14", "train-16", "train-18",
+                         "train-20"]
+
+
+def test_dev_carve_is_stratified_and_deterministic(tmp_path: Path) -> None:
+    story = "".join(f"1 Mary went to the {place}.\n2 Where is Mary? \t{place}\t1\n"
+                    for place in ["garden"] * 30 + ["office"] * 10)
+    root = write_babi(tmp_path / "b", train=story, test=BABI_TEST.replace("hallway\t1", "garden\t1"))
+    first = BabiSource(str(root), dev_fraction=0.2).load()
+    assert Counter(e.label for e in first["dev"]) == {0: 6, 1: 2}
+    assert BabiSource(str(root), dev_fraction=0.2).load() == first
+    assert not {e.uid for e in first["dev"]} & {e.uid for e in first["train"]}
+    with pytest.raises(UserError, match="dataset.source.dev_fraction=1.5"):
+        BabiSource(str(root), dev_fraction=1.5)
+
+
+def test_folder_variant_folder_and_tarball_agree(babi_dir: Path, babi_tar: Path) -> None:
+    expected = BabiSource(str(babi_dir), dev_fraction=0.3).load()
+    assert BabiSource(str(babi_tar), dev_fraction=0.3).load() == expected
+    assert BabiSource(str(babi_dir.parent), dev_fraction=0.3).load() == expected
+    assert BabiSource(str(babi_dir / "en-10k"), dev_fraction=0.3).load() == expected
+    assert BabiSource(str(babi_tar), variant="en", dev_fraction=0.3).load() == expected  # same fixture text
+
+
+def test_unknown_test_answer_names_the_file(tmp_path: Path) -> None:
+    root = write_babi(tmp_path / "b", test=BABI_TEST.replace("garden\t5", "cellar\t5"))
+    with pytest.raises(DataError, match=rf"en-10k/{BABI_TASK1}_test\.txt, line 6: answer 'cellar' never occurs"):
+        BabiSource(str(root), dev_fraction=0.3).load()
+
+
+def test_missing_train_file_suggests_en(babi_dir: Path, babi_tar: Path) -> None:
+    (babi_dir / "en-10k" / f"{BABI_TASK1}_train.txt").unlink()
+    with pytest.raises(DataError, match=rf"en-10k/{BABI_TASK1}_train\.txt: not found; try dataset.source.variant=en"):
+        BabiSource(str(babi_dir)).load()
+    with pytest.raises(DataError, match="variant=en"):
+        BabiSource(str(babi_dir)).label_names
+    BabiSource(str(babi_dir), variant="en", dev_fraction=0.3).load()
+    with pytest.raises(DataError, match=r"tasks_1-20_v1-2\.tar\.gz:en-10k/qa3_three-supporting-facts_train\.txt: "
+                                        r"not found; try dataset.source.variant=en"):
+        BabiSource(str(babi_tar), task=3).load()
+
+
+def test_malformed_lines(tmp_path: Path) -> None:
+    root = write_babi(tmp_path / "a", train=BABI_TRAIN.replace("4 Daniel", "7 Daniel"))
+    with pytest.raises(DataError, match=r"_train\.txt, line 4: line id 7 follows 3"):
+        BabiSource(str(root)).load()
+    root = write_babi(tmp_path / "b", train="Mary went home.\n")
+    with pytest.raises(DataError, match=r"line 1: not '<number> <sentence>'"):
+        BabiSource(str(root)).load()
+    root = write_babi(tmp_path / "c", train=BABI_TRAIN.replace("\tbathroom\t1", "\t\t1"))
+    with pytest.raises(DataError, match=r"line 3: a question line needs"):
+        BabiSource(str(root)).load()
+
+
+def test_options_and_paths(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="dataset.source.task=21"):
+        BabiSource(task=21)
+    with pytest.raises(UserError, match="dataset.source.variant=hn"):
+        BabiSource(variant="hn")
+    with pytest.raises(DataError, match=r"dataset.path=.*nope: not found; give the tasks_1-20_v1-2 folder"):
+        BabiSource(str(tmp_path / "nope")).load()
+    with pytest.raises(DataError, match=r"no en-10k/ folder in it"):
+        BabiSource(str(tmp_path)).load()
+
+
+def test_fingerprint(babi_dir: Path) -> None:
+    fp = BabiSource(str(babi_dir), task=1, variant="en").fingerprint()
+    assert (fp["task"], fp["variant"]) == (1, "en")
+    assert [Path(f["path"]).name for f in fp["files"]] == [f"{BABI_TASK1}_train.txt", f"{BABI_TASK1}_test.txt"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", [1, 2, 3])
+@pytest.mark.parametrize("variant", ["en-10k", "en"])
+def test_real_babi_counts(task: int, variant: str) -> None:
+    if not REAL_BABI.is_dir():
+        pytest.skip(f"real bAbI not at {REAL_BABI}")
+    source = BabiSource(str(REAL_BABI), task=task, variant=variant)
+    if not (REAL_BABI / variant / source.file_name("train")).is_file():
+        with pytest.raises(DataError, match="try dataset.source.variant=en"):
+            source.load()
+        pytest.skip(f"{variant}/{source.file_name('train')} is missing from the shared copy")
+    splits = source.load()
+    train_questions = 10000 if variant == "en-10k" else 1000
+    # J&W Table 1: 10000 train / 1000 test per task (en-10k); dev is carved out of train
+    assert {k: len(v) for k, v in splits.items()} == {"train": train_questions * 9 // 10,
+                                                      "dev": train_questions // 10, "test": 1000}
+    assert source.label_names == ["bathroom", "bedroom", "garden", "hallway", "kitchen", "office"]
+    assert all(e.query and e.query.endswith("?") for e in splits["test"])
