@@ -158,16 +158,16 @@ BABI_TASK1 = "qa1_single-supporting-fact"
 
 
 def write_babi(root: Path, variants: tuple[str, ...] = ("en", "en-10k"), train: str = BABI_TRAIN,
-               test: str = BABI_TEST) -> Path:
-    """``root/tasks_1-20_v1-2/<variant>/qa1_single-supporting-fact_{train,test}.txt``; return the
-    tasks_1-20_v1-2 folder."""
+               test: str = BABI_TEST, tasks: tuple[str, ...] = (BABI_TASK1,)) -> Path:
+    """``root/tasks_1-20_v1-2/<variant>/<task>_{train,test}.txt`` (the same text for every task);
+    return the tasks_1-20_v1-2 folder."""
     release = root / "tasks_1-20_v1-2"
     for variant in variants:
         folder = release / variant
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"{BABI_TASK1}_train.txt").write_text(train, encoding="utf-8")
-        (folder / f"{BABI_TASK1}_test.txt").write_text(test, encoding="utf-8")
-        (folder / "qa2_two-supporting-facts_train.txt").write_text(train, encoding="utf-8")
+        for task in tasks:
+            (folder / f"{task}_train.txt").write_text(train, encoding="utf-8")
+            (folder / f"{task}_test.txt").write_text(test, encoding="utf-8")
     (release / "README").write_text("bAbI tasks v1.2\n", encoding="utf-8")
     return release
 
