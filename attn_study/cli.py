@@ -24,7 +24,9 @@ def _quiet_third_party() -> None:
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
 def train_main(cfg: DictConfig) -> float | None:
     """Train, test and (when configured) analyse; the run directory is Hydra's output dir."""
-    from attn_study.run import train_and_test  # heavy imports after Hydra has parsed --help etc.
+    from attn_study.run import (
+        train_and_test,  # heavy imports after Hydra has parsed --help etc.
+    )
 
     _quiet_third_party()
     try:

@@ -321,7 +321,7 @@ def _example_html(ex: dict) -> str:
     adversarial = None if adversarial is None else list(adversarial)
     lengths = [len(tokens), len(attention)] + ([] if adversarial is None else [len(adversarial)])
     n = min(lengths)
-    parts = [f'<section class="example">', f"<h2>{uid}</h2>",
+    parts = ['<section class="example">', f"<h2>{uid}</h2>",
              f'<p class="meta">gold: <b>{html.escape(str(ex.get("label", "")))}</b> &middot; '
              f'predicted: <b>{html.escape(str(ex.get("prediction", "")))}</b> '
              f'(p = {_fmt(ex.get("probability"))})</p>']

@@ -35,6 +35,17 @@ def predict(model, batch: dict):
     return enc, alpha, model.probabilities(model.decode(enc, alpha))
 
 
+def _outputs_from_leaf(model, batch: dict, detach_attention: bool):
+    """(E, ŷ): the embeddings as a leaf tensor and the output distribution computed from them
+    (call under ``torch.enable_grad()``)."""
+    emb = model.embed(batch).detach().requires_grad_(True)
+    enc = model.encode(batch, embedded=emb)
+    alpha = model.attend(enc)
+    if detach_attention:
+        alpha = alpha.detach()
+    return emb, model.probabilities(model.decode(enc, alpha))
+
+
 def gradient_importance(model, batch: dict, detach_attention: bool = True, normalise: bool = True) -> torch.Tensor:
     """Jain & Wallace's gradient importance g_t = Σ_c |∇_{e_t} ŷ_c · e_t| (Algorithm 1).
 
@@ -46,12 +57,7 @@ def gradient_importance(model, batch: dict, detach_attention: bool = True, norma
     """
     mask = batch["mask"]
     with torch.enable_grad(), _grad_context(mask.device):
-        emb = model.embed(batch).detach().requires_grad_(True)
-        enc = model.encode(batch, embedded=emb)
-        alpha = model.attend(enc)
-        if detach_attention:
-            alpha = alpha.detach()
-        probs = model.probabilities(model.decode(enc, alpha))
+        emb, probs = _outputs_from_leaf(model, batch, detach_attention)
         classes, factor = ([1], 2.0) if probs.shape[1] == 2 else (range(probs.shape[1]), 1.0)
         scores = torch.zeros(mask.shape, device=mask.device, dtype=emb.dtype)
         for c in classes:
@@ -66,12 +72,7 @@ def gradient_norm_importance(model, batch: dict, detach_attention: bool = False,
     probability; the gradient flows through the attention unless ``detach_attention``."""
     mask = batch["mask"]
     with torch.enable_grad(), _grad_context(mask.device):
-        emb = model.embed(batch).detach().requires_grad_(True)
-        enc = model.encode(batch, embedded=emb)
-        alpha = model.attend(enc)
-        if detach_attention:
-            alpha = alpha.detach()
-        probs = model.probabilities(model.decode(enc, alpha))
+        emb, probs = _outputs_from_leaf(model, batch, detach_attention)
         top = probs.gather(1, probs.argmax(1, keepdim=True)).sum()
         (grad,) = torch.autograd.grad(top, emb)
     scores = grad.norm(dim=-1) * mask
@@ -134,6 +135,11 @@ def leave_one_out(model, batch: dict, probs: torch.Tensor | None = None, chunk_s
     return out
 
 
+def _pair_fields(enc, index: torch.Tensor):
+    """(query, candidates) of the instances at ``index`` (None where the task has none)."""
+    return tuple(None if x is None else x[index] for x in (enc.query, enc.candidates))
+
+
 def _loo_context_free(model, batch, inst, pos, chunk_size):
     """Output distributions with token pos[n] removed from instance inst[n], states unchanged."""
     enc = model.encode(batch)
@@ -145,8 +151,7 @@ def _loo_context_free(model, batch, inst, pos, chunk_size):
         mask[torch.arange(len(i), device=mask.device), p] = False
         alpha = model.projection(scores[i], mask)
         context = torch.einsum("nt,ntm->nm", alpha, enc.hidden[i])
-        query = None if enc.query is None else enc.query[i]
-        results.append(model.probabilities(model.decode_pooled(context, query)))
+        results.append(model.probabilities(model.decode_pooled(context, *_pair_fields(enc, i))))
     return torch.cat(results)
 
 
@@ -180,6 +185,5 @@ def _loo_convolution(model, batch, inst, pos, src, chunk_size):
         scores = model.scorer(hidden, None if enc.query is None else enc.query[i])
         alpha = model.projection(scores, new_mask)
         context = torch.einsum("nt,ntm->nm", alpha, hidden)
-        query = None if enc.query is None else enc.query[i]
-        results.append(model.probabilities(model.decode_pooled(context, query)))
+        results.append(model.probabilities(model.decode_pooled(context, *_pair_fields(enc, i))))
     return torch.cat(results)

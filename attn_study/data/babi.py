@@ -10,7 +10,6 @@ vocabulary: every answer of the task's train file, sorted.
 from __future__ import annotations
 
 import gzip
-import logging
 import re
 import tarfile
 import zlib
@@ -19,10 +18,8 @@ from typing import Any
 
 from attn_study.data.download import describe_file, fetch
 from attn_study.data.example import RawExample
-from attn_study.data.zhang_csv import stratified_indices
+from attn_study.data.splits import stratified_indices
 from attn_study.errors import DataError, UserError
-
-log = logging.getLogger(__name__)
 
 BABI_URL = "http://www.thespermwhale.com/jaseweston/babi/tasks_1-20_v1-2.tar.gz"
 TAR_NAME = "tasks_1-20_v1-2.tar.gz"

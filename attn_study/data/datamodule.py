@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from functools import partial
 from pathlib import Path
 
 import lightning as L
@@ -10,7 +11,12 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from attn_study.data.processed import Preprocessing, ProcessedDataset, ProcessedSplit, load_or_build
+from attn_study.data.processed import (
+    Preprocessing,
+    ProcessedDataset,
+    ProcessedSplit,
+    load_or_build,
+)
 from attn_study.data.text import PAD_ID
 
 log = logging.getLogger(__name__)
@@ -32,6 +38,8 @@ class SplitDataset(Dataset):
             item["query_ids"] = s.query_ids[i]
         if s.sentence_lengths is not None:
             item["sentence_lengths"] = s.sentence_lengths[i]
+        if s.candidates is not None:
+            item["candidates"] = s.candidates[i]
         return item
 
 
@@ -44,12 +52,13 @@ def _pad(seqs: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor, torch.Tens
     return ids, lengths, mask
 
 
-def collate(items: list[dict]) -> dict[str, torch.Tensor]:
+def collate(items: list[dict], num_classes: int | None = None) -> dict[str, torch.Tensor]:
     """Pad a list of instances into a batch.
 
     Keys: ``ids`` (B, T) long, ``lengths`` (B,), ``mask`` (B, T) bool (True on real tokens),
     ``labels`` (B,), ``index`` (B,) position in the split; for pair tasks ``query_ids``,
-    ``query_lengths``, ``query_mask``; with sentence boundaries ``sentence_ids`` (B, T): the sentence
+    ``query_lengths``, ``query_mask``; for QA with restricted answers ``candidates`` (B, num_classes)
+    bool, True on the allowed answers; with sentence boundaries ``sentence_ids`` (B, T): the sentence
     index of each token, -1 on padding.
     """
     ids, lengths, mask = _pad([it["ids"] for it in items])
@@ -62,6 +71,11 @@ def collate(items: list[dict]) -> dict[str, torch.Tensor]:
     }
     if "query_ids" in items[0]:
         batch["query_ids"], batch["query_lengths"], batch["query_mask"] = _pad([it["query_ids"] for it in items])
+    if "candidates" in items[0]:
+        allowed = torch.zeros(len(items), num_classes, dtype=torch.bool)
+        for row, it in enumerate(items):
+            allowed[row, list(it["candidates"])] = True
+        batch["candidates"] = allowed
     if "sentence_lengths" in items[0]:
         sentence_ids = torch.full(ids.shape, -1, dtype=torch.long)
         for row, it in enumerate(items):
@@ -136,7 +150,8 @@ class TextDataModule(L.LightningDataModule):
 
     @property
     def num_classes(self) -> int:
-        return self.source.num_classes
+        self.setup()
+        return self.data.num_classes
 
     def split(self, name: str) -> ProcessedSplit:
         self.setup()
@@ -151,13 +166,14 @@ class TextDataModule(L.LightningDataModule):
         dataset = SplitDataset(data)
         if indices is not None:
             dataset = torch.utils.data.Subset(dataset, [int(i) for i in indices])
+        collate_fn = partial(collate, num_classes=self.num_classes)
         lengths = data.lengths if indices is None else data.lengths[np.asarray(indices, dtype=np.int64)]
         if self.bucket:
             sampler = BucketBatchSampler(lengths, size, shuffle=shuffle, seed=self.seed)
-            return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate, num_workers=self.num_workers)
+            return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate_fn, num_workers=self.num_workers)
         generator = torch.Generator().manual_seed(self.seed)
         return DataLoader(dataset, batch_size=size, shuffle=shuffle, generator=generator,
-                          collate_fn=collate, num_workers=self.num_workers)
+                          collate_fn=collate_fn, num_workers=self.num_workers)
 
     def train_dataloader(self) -> DataLoader:
         return self.loader("train", shuffle=True)

@@ -11,11 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from attn_study.data.download import describe_file, fetch
 from attn_study.data.example import RawExample
-from attn_study.errors import DataError, UserError
+from attn_study.data.splits import stratified_indices
+from attn_study.errors import DataError
 
 IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
 IMDB_SHA256 = "c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d1658fe"
@@ -122,23 +121,8 @@ class IMDBSource:
         return RawExample(uid=uid, text=_BREAK.sub(" ", text), label=label)
 
     def _dev_indices(self, labels: list[int]) -> set[int]:
-        """Indices of ``dev_size`` examples drawn per class (largest-remainder shares), seeded."""
-        if not 0 < self.dev_size < len(labels):
-            raise UserError(f"dataset.dev_size={self.dev_size}: must be between 1 and {len(labels) - 1} "
-                            f"(the number of train reviews minus one)")
-        label_array = np.asarray(labels)
-        classes = np.unique(label_array)
-        counts = np.array([np.count_nonzero(label_array == c) for c in classes])
-        exact = counts * self.dev_size / len(labels)
-        shares = np.floor(exact).astype(int)
-        remainder = self.dev_size - int(shares.sum())
-        shares[np.argsort(-(exact - shares), kind="stable")[:remainder]] += 1
-        rng = np.random.default_rng(self.split_seed)
-        chosen: set[int] = set()
-        for c, share in zip(classes, shares):
-            members = np.flatnonzero(label_array == c)
-            chosen.update(int(i) for i in rng.choice(members, size=share, replace=False))
-        return chosen
+        """Indices of ``dev_size`` train reviews drawn per class (largest-remainder shares), seeded."""
+        return set(stratified_indices(labels, self.dev_size, self.split_seed, "dataset.source.dev_size"))
 
 
 def _review_paths(root: Path) -> Iterator[Path]:

@@ -24,7 +24,7 @@ from attn_study.data.text import Vocab, tokenize_many
 from attn_study.errors import DataError
 
 log = logging.getLogger(__name__)
-CACHE_FORMAT = 1  # bump when the processed layout or the tokenisation changes
+CACHE_FORMAT = 2  # bump when the processed layout or the tokenisation changes
 
 
 @dataclass
@@ -37,6 +37,7 @@ class ProcessedSplit:
     query_ids: list[np.ndarray] | None = None
     rationales: list[tuple[int, ...] | None] | None = None
     sentence_lengths: list[np.ndarray] | None = None  # tokens per sentence, for hierarchical models
+    candidates: list[tuple[int, ...]] | None = None  # allowed answers per instance (QA)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -172,12 +173,14 @@ def build(source, prep: Preprocessing) -> ProcessedDataset:
     for split, kept in tokenized.items():
         has_query = kept[0][2] is not None
         has_rationale = kept[0][0].rationale is not None
+        has_candidates = kept[0][0].candidates is not None
         splits[split] = ProcessedSplit(
             ids=[np.asarray(vocab.encode(tokens), dtype=np.int64) for _, tokens, _ in kept],
             labels=np.asarray([e.label for e, _, _ in kept], dtype=np.int64),
             uids=[e.uid for e, _, _ in kept],
             query_ids=[np.asarray(vocab.encode(q), dtype=np.int64) for _, _, q in kept] if has_query else None,
             rationales=[tuple(i for i in e.rationale if i < len(t)) for e, t, _ in kept] if has_rationale else None,
+            candidates=[tuple(e.candidates) for e, _, _ in kept] if has_candidates else None,
         )
         labels = splits[split].labels
         if labels.min() < 0 or labels.max() >= source.num_classes:

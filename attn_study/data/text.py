@@ -1,7 +1,8 @@
 """Text normalisation and vocabulary, as in Jain & Wallace (2019).
 
 Tokens come from spaCy's rule-based English tokenizer (``spacy.blank("en")``: no model download),
-are lower-cased, and any token containing a digit becomes ``qqq``.
+are lower-cased, and any token containing a digit becomes ``qqq`` — except the anonymised entity
+markers of cloze QA (``@entity13``), which are kept as they are.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ PAD, UNK = "<pad>", "<unk>"
 PAD_ID, UNK_ID = 0, 1
 DIGIT_TOKEN = "qqq"
 _HAS_DIGIT = re.compile(r"\d")
+_ENTITY = re.compile(r"@entity\d+")
 _WHITESPACE = re.compile(r"\s+")
 
 
@@ -26,7 +28,9 @@ def _spacy_tokenizer():
 
 
 def normalise(token: str) -> str:
-    """Lower-case; a token with any digit becomes ``qqq``."""
+    """Lower-case; a token with any digit becomes ``qqq`` (entity markers ``@entityN`` excepted)."""
+    if _ENTITY.fullmatch(token):
+        return token
     return DIGIT_TOKEN if _HAS_DIGIT.search(token) else token.lower()
 
 

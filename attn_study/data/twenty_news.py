@@ -18,7 +18,7 @@ from typing import Any
 
 from attn_study.data.download import describe_file, fetch
 from attn_study.data.example import RawExample
-from attn_study.data.zhang_csv import stratified_indices
+from attn_study.data.splits import stratified_indices
 from attn_study.errors import DataError, UserError
 
 NEWS_URL = "http://qwone.com/~jason/20Newsgroups/20news-bydate.tar.gz"

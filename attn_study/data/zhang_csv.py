@@ -22,10 +22,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-import numpy as np
-
 from attn_study.data.download import describe_file
 from attn_study.data.example import RawExample
+from attn_study.data.splits import stratified_indices
 from attn_study.errors import DataError, UserError
 
 log = logging.getLogger(__name__)
@@ -59,35 +58,12 @@ PRESETS = {
 _MEMBER = re.compile(r"(?:.*/)?(train|test)\.csv")
 
 
-def stratified_indices(labels: Sequence[int], size: int, seed: int | Sequence[int], option: str) -> list[int]:
-    """Sorted positions of ``size`` items drawn per class (largest-remainder shares), seeded.
-
-    ``option`` names the setting that chose ``size``, for the UserError when it does not leave at
-    least one item out (``0 < size < len(labels)`` is required).
-    """
-    if not 0 < size < len(labels):
-        raise UserError(f"{option}={size}: must be between 1 and {len(labels) - 1} (the number of "
-                        f"instances it is drawn from, minus one)")
-    label_array = np.asarray(labels)
-    classes = np.unique(label_array)
-    counts = np.array([np.count_nonzero(label_array == c) for c in classes])
-    exact = counts * size / len(labels)
-    shares = np.floor(exact).astype(int)
-    remainder = size - int(shares.sum())
-    shares[np.argsort(-(exact - shares), kind="stable")[:remainder]] += 1
-    rng = np.random.default_rng(seed)
-    chosen: list[int] = []
-    for c, share in zip(classes, shares):
-        members = np.flatnonzero(label_array == c)
-        chosen.extend(int(i) for i in rng.choice(members, size=share, replace=False))
-    return sorted(chosen)
-
-
 class ZhangCSVSource:
     """One Zhang et al. (2015) CSV release: train.csv (dev carved from it) and test.csv.
 
     ``classes`` maps original 1-based class indices to new labels (classes left out are dropped
-    and counted); ``None`` keeps every class with label = class index - 1. ``dev_size`` instances
+    and counted), or lists the indices to keep (label = position in the list); ``None`` keeps every
+    class with label = class index - 1. ``dev_size`` instances
     are drawn from train per class with ``split_seed``; ``max_train``, if set, then keeps at most
     that many of the remaining train instances (also per class, seeded). Train is read twice (labels
     first, then only the chosen rows' text) so that a subsample never holds the whole file in memory.
@@ -97,7 +73,7 @@ class ZhangCSVSource:
         self,
         path: str | None = None,
         dataset: str = "ag_news",
-        classes: Mapping[int | str, int] | None = None,
+        classes: Mapping[int | str, int] | Sequence[int] | None = None,
         dev_size: int = 5000,
         split_seed: int = 13,
         max_train: int | None = None,
@@ -171,16 +147,21 @@ class ZhangCSVSource:
                 "split_seed": self.split_seed, "max_train": self.max_train, "text_columns": self.text_columns,
                 "files": [describe_file(path) for path in paths if path.is_file()]}
 
-    def _class_map(self, classes: Mapping[int | str, int] | None) -> dict[int, int]:
+    def _class_map(self, classes: Mapping[int | str, int] | Sequence[int] | None) -> dict[int, int]:
         """The validated original-class → label map (keys 1..K, labels exactly 0..M-1)."""
         total = len(self.preset.class_names)
         if classes is None:
             return {c: c - 1 for c in range(1, total + 1)}
         try:
-            mapping = {int(k): int(v) for k, v in dict(classes).items()}
+            if isinstance(classes, Mapping):
+                mapping = {int(k): int(v) for k, v in dict(classes).items()}
+            else:  # a list of class indices: label = position in the list
+                mapping = {int(k): i for i, k in enumerate(classes)}
+                if len(mapping) != len(classes):
+                    raise ValueError("a class index is listed twice")
         except (TypeError, ValueError) as error:
             raise UserError(f"dataset.source.classes={classes}: must map class indices to labels, e.g. "
-                            f"{{1: 0, 3: 1}} ({error})") from error
+                            f"{{1: 0, 3: 1}}, or list the indices to keep, e.g. [1, 3] ({error})") from error
         if not mapping or any(not 1 <= k <= total for k in mapping):
             raise UserError(f"dataset.source.classes={classes}: keys must be original class indices 1-{total} "
                             f"of {self.dataset}")

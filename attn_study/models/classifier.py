@@ -21,6 +21,11 @@ from torch import nn
 from attn_study.data.text import PAD_ID
 
 
+def restrict(logits: torch.Tensor, candidates: torch.Tensor | None) -> torch.Tensor:
+    """Logits with the answers not in ``candidates`` set to −1e9 (probability 0)."""
+    return logits if candidates is None else logits.masked_fill(~candidates, -1e9)
+
+
 @dataclass
 class Encoded:
     """Everything ``decode`` and the tests need from one encoder pass."""
@@ -30,13 +35,7 @@ class Encoded:
     mask: torch.Tensor  # (B, T) bool, True on real tokens
     lengths: torch.Tensor  # (B,)
     query: torch.Tensor | None = None  # (B, m) for pair tasks
-
-    def select(self, index: torch.Tensor) -> "Encoded":
-        """The instances at ``index`` (repeats allowed), e.g. to decode K attentions per instance."""
-        return Encoded(
-            embedded=self.embedded[index], hidden=self.hidden[index], mask=self.mask[index],
-            lengths=self.lengths[index], query=None if self.query is None else self.query[index],
-        )
+    candidates: torch.Tensor | None = None  # (B, C) bool: allowed answers (QA), None = all
 
 
 class AttentionClassifier(nn.Module):
@@ -72,7 +71,8 @@ class AttentionClassifier(nn.Module):
             embedded = self.embed(batch)
         mask, lengths = batch["mask"], batch["lengths"]
         hidden = self.encoder(self.dropout(embedded), mask, lengths)
-        return Encoded(embedded=embedded, hidden=hidden, mask=mask, lengths=lengths)
+        return Encoded(embedded=embedded, hidden=hidden, mask=mask, lengths=lengths,
+                       candidates=batch.get("candidates"))
 
     def attend(self, enc: Encoded) -> torch.Tensor:
         return self.projection(self.scorer(enc.hidden, enc.query), enc.mask)
@@ -83,19 +83,27 @@ class AttentionClassifier(nn.Module):
 
     def decode(self, enc: Encoded, alpha: torch.Tensor) -> torch.Tensor:
         """Logits from the attention ``alpha`` (B, T) over ``enc``'s states."""
-        return self.decode_pooled(self.pool(enc, alpha), enc.query)
+        return self.decode_pooled(self.pool(enc, alpha), enc.query, enc.candidates)
 
-    def decode_pooled(self, context: torch.Tensor, query: torch.Tensor | None = None) -> torch.Tensor:
-        """Logits from a pooled vector c (N, m) — the zero vector included. ``query`` (N, m) is the
-        query encoding of pair tasks (unused here)."""
-        return self.output(self.dropout(context))
+    def decode_pooled(self, context: torch.Tensor, query: torch.Tensor | None = None,
+                      candidates: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits from a pooled vector c (N, m) — the zero vector included. ``query`` (N, m): the
+        query encoding of pair tasks; ``candidates`` (N, C): answers allowed (others get −1e9)."""
+        return restrict(self.output(self.dropout(self.combine(context, query))), candidates)
+
+    def combine(self, context: torch.Tensor, query: torch.Tensor | None) -> torch.Tensor:
+        """The decoder's input: c itself for single-text tasks."""
+        return context
 
     def decode_many(self, enc: Encoded, alphas: torch.Tensor) -> torch.Tensor:
         """Logits (B, K, C) for K attentions per instance, ``alphas`` (B, K, T), without re-encoding."""
         b, k, _ = alphas.shape
         context = torch.einsum("bkt,btm->bkm", alphas, enc.hidden).reshape(b * k, -1)
-        query = None if enc.query is None else enc.query.repeat_interleave(k, dim=0)
-        return self.decode_pooled(context, query).reshape(b, k, -1)
+
+        def repeat(x):
+            return None if x is None else x.repeat_interleave(k, dim=0)
+
+        return self.decode_pooled(context, repeat(enc.query), repeat(enc.candidates)).reshape(b, k, -1)
 
     def forward(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
         enc = self.encode(batch)
@@ -108,3 +116,36 @@ class AttentionClassifier(nn.Module):
             p = torch.sigmoid(logits)
             return torch.cat([1 - p, p], dim=-1)
         return torch.softmax(logits, dim=-1)
+
+
+class PairAttentionClassifier(AttentionClassifier):
+    """Attention over a passage conditioned on a second sequence (QA question, NLI hypothesis).
+
+    Passage and question have separate encoders of the same type; the query q is the question
+    encoder's summary (BiLSTM last states, CNN max-pool, mean otherwise); scores φ(h_t, q) come from
+    the configured scorer with query_dim = m; the output is Linear(tanh(W_p c + W_q q)) as Jain &
+    Wallace, restricted to the allowed answers when the batch has ``candidates``.
+    """
+
+    def __init__(self, vocab_size: int, num_classes: int, encoder, scorer, projection: nn.Module,
+                 embedding_dim: int = 300, decoder_dim: int = 128, dropout: float = 0.0,
+                 pretrained: np.ndarray | None = None, freeze_embeddings: bool = False):
+        super().__init__(vocab_size, num_classes, encoder, scorer, projection, embedding_dim, dropout,
+                         pretrained, freeze_embeddings)
+        m = self.encoder.output_dim
+        self.question_encoder = encoder(input_dim=embedding_dim)
+        self.scorer = scorer(hidden_dim=m, query_dim=m)
+        self.w_context = nn.Linear(m, decoder_dim)
+        self.w_query = nn.Linear(m, decoder_dim, bias=False)
+        self.output = nn.Linear(decoder_dim, 1 if num_classes == 2 else num_classes)
+
+    def encode(self, batch: dict, embedded: torch.Tensor | None = None) -> Encoded:
+        enc = super().encode(batch, embedded)
+        mask, lengths = batch["query_mask"], batch["query_lengths"]
+        states = self.question_encoder(self.dropout(self.embedding(batch["query_ids"])), mask, lengths)
+        enc.query = self.question_encoder.summarize(states, mask, lengths)
+        return enc
+
+    def combine(self, context: torch.Tensor, query: torch.Tensor | None) -> torch.Tensor:
+        """tanh(W_p c + W_q q)."""
+        return torch.tanh(self.w_context(context) + self.w_query(query))

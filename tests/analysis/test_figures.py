@@ -12,7 +12,12 @@ import pandas as pd
 import pytest
 
 from attn_study.analysis import figures
-from attn_study.analysis.figures import FILENAMES, attention_heatmaps_html, build_figures, jain_wallace_figures
+from attn_study.analysis.figures import (
+    FILENAMES,
+    attention_heatmaps_html,
+    build_figures,
+    jain_wallace_figures,
+)
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 ADV = ["adv_emax_jsd"]

@@ -7,7 +7,12 @@ from functools import partial
 import pytest
 import torch
 
-from attn_study.analysis.importance import gradient_importance, gradient_norm_importance, leave_one_out, predict
+from attn_study.analysis.importance import (
+    gradient_importance,
+    gradient_norm_importance,
+    leave_one_out,
+    predict,
+)
 from attn_study.data.datamodule import collate
 from attn_study.models import attention, encoders, projection
 from attn_study.models.classifier import AttentionClassifier

@@ -140,3 +140,16 @@ def make_analyze_cfg(*overrides):
 def test_analyze_rejects_a_path_without_a_run(tmp_path):
     with pytest.raises(UserError, match="ckpt_path="):
         analyze(make_analyze_cfg(f"ckpt_path={tmp_path}"))
+
+
+def test_battery_runs_unchanged_on_a_pair_task(make_cfg, tmp_path):
+    from tests.data.fixtures_more import BABI_TASK1, write_babi
+
+    release = write_babi(tmp_path, tasks=(BABI_TASK1,))
+    cfg = make_cfg("dataset=babi1", f"dataset.path={release}", "trainer=debug", "logger=none",
+                   "analysis=jain_wallace", "analysis.steps=5", "analysis.permutations=4")
+    assert cfg.model.name == "pair" and cfg.model.network.embedding_dim == 50
+    summary = train_and_test(cfg, tmp_path / "run")
+    for key in ("jw/tau_grad/mean", "jw/tau_loo/mean", "jw/perm/median_tvd/mean", "jw/adv/emax_jsd/mean"):
+        assert key in summary
+    assert summary["jw/adv/epsilon"] == 0.05  # QA: the paper's epsilon

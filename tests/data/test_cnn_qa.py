@@ -9,7 +9,12 @@ import pytest
 
 from attn_study.data.cnn_qa import CNNQASource, parse_question
 from attn_study.errors import DataError
-from tests.data.fixtures_more import CNN_FILES, question_file, write_cnn, write_tree_tarball
+from tests.data.fixtures_more import (
+    CNN_FILES,
+    question_file,
+    write_cnn,
+    write_tree_tarball,
+)
 
 
 @pytest.fixture

@@ -96,7 +96,7 @@ def test_dev_carve_is_stratified_deterministic_and_order_free(
 
 def test_dev_size_must_leave_train(aclimdb_dir: Path) -> None:
     for bad in (0, 10):
-        with pytest.raises(UserError, match=f"dataset.dev_size={bad}"):
+        with pytest.raises(UserError, match=f"dataset.source.dev_size={bad}"):
             IMDBSource(str(aclimdb_dir), dev_size=bad).load()
 
 

@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 
 from attn_study.data.embeddings import load_embeddings
-from attn_study.data.text import PAD_ID, UNK_ID, Vocab, normalise, tokenize, tokenize_many
+from attn_study.data.text import (
+    PAD_ID,
+    UNK_ID,
+    Vocab,
+    normalise,
+    tokenize,
+    tokenize_many,
+)
 from attn_study.errors import DataError
 
 

@@ -10,7 +10,13 @@ import pytest
 
 from attn_study.data.twenty_news import TwentyNewsSource, clean_post
 from attn_study.errors import DataError, UserError
-from tests.data.fixtures_more import NEWS_SPECIAL, NEWS_SPECIAL_CLEAN, news_body, write_news_tree, write_tree_tarball
+from tests.data.fixtures_more import (
+    NEWS_SPECIAL,
+    NEWS_SPECIAL_CLEAN,
+    news_body,
+    write_news_tree,
+    write_tree_tarball,
+)
 
 
 @pytest.fixture

@@ -61,9 +61,11 @@ def test_class_map_keeps_and_renumbers(ag_dir: Path) -> None:
     assert Counter(e.label for e in splits["dev"]) == {0: 1, 1: 1}
     merged = ZhangCSVSource(str(ag_dir), classes={"1": 0, "2": 0, "3": 1, "4": 1}, dev_size=2)
     assert merged.label_names == ["World/Sports", "Business/Sci/Tech"]
+    listed = ZhangCSVSource(str(ag_dir), classes=[3, 1], dev_size=2)
+    assert (listed.classes, listed.label_names) == ({3: 0, 1: 1}, ["Business", "World"])
 
 
-@pytest.mark.parametrize("classes", [{5: 0}, {1: 0, 3: 2}, {}, {"x": 0}])
+@pytest.mark.parametrize("classes", [{5: 0}, {1: 0, 3: 2}, {}, {"x": 0}, [1, 1], [0, 2]])
 def test_bad_class_map(ag_dir: Path, classes: dict) -> None:
     with pytest.raises(UserError, match="dataset.source.classes"):
         ZhangCSVSource(str(ag_dir), classes=classes)
