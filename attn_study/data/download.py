@@ -110,3 +110,15 @@ def _reason(error: BaseException) -> str:
     else:
         text = str(error) or type(error).__name__
     return " ".join(text.split())
+
+
+def local_or_download(path: str | None, url: str, cache_dir: str | Path, filename: str, sha256: str | None,
+                      hint: str) -> Path:
+    """The user's ``dataset.path`` (file or folder) if given — DataError with ``hint`` when it does not
+    exist — else the canonical archive downloaded from ``url`` into ``cache_dir``."""
+    if path is None:
+        return fetch(url, cache_dir, filename, sha256, "dataset.path")
+    given = Path(path).expanduser()
+    if not given.exists():
+        raise DataError(f"dataset.path={path}: not found; {hint}")
+    return given

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from attn_study.data.download import describe_file, fetch
+from attn_study.data.download import describe_file, local_or_download
 from attn_study.data.example import RawExample
 from attn_study.data.splits import stratified_indices
 from attn_study.errors import DataError
@@ -92,11 +92,7 @@ class IMDBSource:
 
     def _resolve(self) -> Path:
         """The aclImdb folder, or the tarball (downloaded when no path is given)."""
-        if self.path is None:
-            return fetch(self.url, self.cache_dir, TAR_NAME, self.sha256, "dataset.path")
-        given = Path(self.path).expanduser()
-        if not given.exists():
-            raise DataError(f"dataset.path={self.path}: not found; {PATH_HINT}")
+        given = local_or_download(self.path, self.url, self.cache_dir, TAR_NAME, self.sha256, PATH_HINT)
         if given.is_file():
             return given
         for root in (given, given / "aclImdb"):

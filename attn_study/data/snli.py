@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from attn_study.data.download import describe_file, fetch
+from attn_study.data.download import describe_file, local_or_download
 from attn_study.data.example import SPLITS, RawExample
 from attn_study.errors import DataError, UserError
 
@@ -84,11 +84,7 @@ class SNLISource:
 
     def _resolve(self) -> Path:
         """The folder holding the jsonl files, or the zip archive (downloaded when no path)."""
-        if self.path is None:
-            return fetch(self.url, self.cache_dir, ZIP_NAME, self.sha256, "dataset.path")
-        given = Path(self.path).expanduser()
-        if not given.exists():
-            raise DataError(f"dataset.path={self.path}: not found; {PATH_HINT}")
+        given = local_or_download(self.path, self.url, self.cache_dir, ZIP_NAME, self.sha256, PATH_HINT)
         if given.is_file():
             return given
         for root in (given, given / "snli_1.0"):

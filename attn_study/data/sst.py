@@ -8,7 +8,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from attn_study.data.download import describe_file, fetch
+from attn_study.data.download import describe_file, local_or_download
 from attn_study.data.example import SPLITS, RawExample
 from attn_study.errors import DataError
 
@@ -124,11 +124,7 @@ class SSTSource:
 
     def _resolve(self) -> Path:
         """The folder holding the split files, or the zip archive (downloaded when no path)."""
-        if self.path is None:
-            return fetch(self.url, self.cache_dir, ZIP_NAME, self.sha256, "dataset.path")
-        given = Path(self.path).expanduser()
-        if not given.exists():
-            raise DataError(f"dataset.path={self.path}: not found; {PATH_HINT}")
+        given = local_or_download(self.path, self.url, self.cache_dir, ZIP_NAME, self.sha256, PATH_HINT)
         if given.is_file():
             return given
         for sub in SPLIT_DIRS:
