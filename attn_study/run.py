@@ -16,7 +16,7 @@ from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from lightning.pytorch.loggers import WandbLogger
 from omegaconf import DictConfig, OmegaConf
 
-from attn_study.analysis.runner import run_analysis
+from attn_study.analysis.runner import check_analysis, run_analysis
 from attn_study.build import build_datamodule, build_model, component
 from attn_study.io import write_json_atomic
 
@@ -64,6 +64,7 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path) -> dict:
     datamodule = build_datamodule(cfg)
     datamodule.setup()
     module = build_model(cfg, datamodule)
+    check_analysis(cfg, module.model)
 
     loggers = build_loggers(cfg, run_dir)
     for lg in loggers:

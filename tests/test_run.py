@@ -89,3 +89,13 @@ def test_cli_default_run(tmp_path):
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["test/acc"] > 0.85
     assert "results:" in proc.stdout and "W&B run:" in proc.stdout
+
+
+def test_token_level_analysis_on_a_sentence_level_model_fails_before_training(make_cfg, tmp_path):
+    from attn_study.errors import UserError
+
+    cfg = make_cfg("trainer=debug", "logger=none", "model=han", "encoder=gru", "analysis=jain_wallace")
+    with pytest.raises(UserError, match="analysis=serrano_smith"):
+        train_and_test(cfg, tmp_path / "run")
+    assert not (tmp_path / "run" / "checkpoints").exists()
+    assert make_cfg("model=han").analysis.name == "serrano_smith"  # the HAN's default analysis

@@ -17,6 +17,7 @@ from attn_study.analysis.figures import attention_heatmaps_html, jain_wallace_fi
 from attn_study.analysis.importance import gradient_importance, leave_one_out, predict
 from attn_study.analysis.measures import entropy, kendall_tau_b, summarise
 from attn_study.analysis.permutation import permutation_tvd
+from attn_study.errors import UserError
 
 SUBTESTS = ("correlation", "permutation", "adversarial")
 CORRELATIONS = {"tau_grad": ("attention", "grad"), "tau_loo": ("attention", "loo"), "tau_grad_loo": ("grad", "loo")}
@@ -46,6 +47,13 @@ class JainWallace:
         self.heatmaps, self.seed = heatmaps, seed
 
     # -- orchestration -------------------------------------------------------------------------
+
+    @staticmethod
+    def check_model(model) -> None:
+        """The battery compares attention with token importance: the attention must be over tokens."""
+        if not getattr(model, "token_attention", True):
+            raise UserError(f"analysis=jain_wallace needs attention over tokens, and {type(model).__name__}'s final "
+                            "attention is over sentences; use analysis=serrano_smith (or model=flat)")
 
     def instances(self, datamodule) -> np.ndarray:
         """Indices of the split to analyse: all, or a reproducible subsample of ``max_instances``."""

@@ -27,11 +27,21 @@ def analysis_device(cfg: DictConfig) -> torch.device:
     return torch.device("cuda" if wants_gpu and torch.cuda.is_available() else "cpu")
 
 
+def check_analysis(cfg: DictConfig, model) -> None:
+    """Fail before training when the configured analysis cannot run on this model."""
+    if cfg.analysis.get("name", "none") != "none":
+        analysis = component(cfg.analysis)
+        if hasattr(analysis, "check_model"):
+            analysis.check_model(model)
+
+
 def run_analysis(cfg: DictConfig, model, datamodule, run_dir: Path, loggers: list) -> dict:
     """Run ``cfg.analysis`` on ``model`` (frozen, eval mode); return its summary metrics."""
     if cfg.analysis.get("name", "none") == "none":
         return {}
     analysis = component(cfg.analysis)
+    if hasattr(analysis, "check_model"):
+        analysis.check_model(model)
     model = model.to(analysis_device(cfg)).eval().requires_grad_(False)
     root = Path(run_dir) / "analysis"
     final, partial = root / analysis.name, root / f".{analysis.name}.partial"

@@ -20,11 +20,11 @@ from pathlib import Path
 import numpy as np
 
 from attn_study.data.example import SPLITS, RawExample
-from attn_study.data.text import Vocab, tokenize_many
+from attn_study.data.text import Vocab, tokenize_many, tokenize_sentences_many
 from attn_study.errors import DataError
 
 log = logging.getLogger(__name__)
-CACHE_FORMAT = 2  # bump when the processed layout or the tokenisation changes
+CACHE_FORMAT = 3  # bump when the processed layout or the tokenisation changes
 
 
 @dataclass
@@ -66,13 +66,16 @@ class Preprocessing:
     ``min_length``/``max_length``: instances outside [min_length, max_length] are dropped (counted
     and logged per split). ``truncate``: passages longer than this are cut to their first
     ``truncate`` tokens (applied after the length filter). ``min_count``: vocabulary words must occur
-    at least this often in the training split; rarer words map to ``<unk>``.
+    at least this often in the training split; rarer words map to ``<unk>``. ``sentences``: also
+    record the sentence boundaries of each passage (spaCy's rule-based sentencizer) in
+    ``ProcessedSplit.sentence_lengths``, for hierarchical models; truncation cuts the last sentences.
     """
 
     min_count: int = 1
     min_length: int = 1
     max_length: int | None = None
     truncate: int | None = None
+    sentences: bool = False
 
     def __post_init__(self):
         if self.min_count < 1:
@@ -137,14 +140,18 @@ def build(source, prep: Preprocessing) -> ProcessedDataset:
     """Read the source, tokenise, filter by length, build the vocabulary, encode."""
     raw = source.load()
     tokenized: dict[str, list[tuple[RawExample, list[str], list[str] | None]]] = {}
+    sentence_lengths: dict[str, list[np.ndarray]] = {}  # per split, when prep.sentences
     stats: dict = {}
     for split in SPLITS:
         examples = raw.get(split) or []
         if not examples:
             raise DataError(f"dataset {source.name}: the {split} split is empty; check dataset.path")
-        texts = tokenize_many(e.text for e in examples)
+        if prep.sentences:
+            texts, sentences = map(list, zip(*tokenize_sentences_many(e.text for e in examples)))
+        else:
+            texts, sentences = tokenize_many(e.text for e in examples), None
         queries = tokenize_many(e.query or "" for e in examples) if examples[0].query is not None else None
-        kept, too_short, too_long = [], 0, 0
+        kept, kept_sentences, too_short, too_long = [], [], 0, 0
         for i, (example, tokens) in enumerate(zip(examples, texts)):
             if len(tokens) < prep.min_length:
                 too_short += 1
@@ -154,6 +161,8 @@ def build(source, prep: Preprocessing) -> ProcessedDataset:
                 if prep.truncate is not None:
                     tokens = tokens[: prep.truncate]
                 kept.append((example, tokens, queries[i] if queries is not None else None))
+                if sentences is not None:
+                    kept_sentences.append(_cut_sentences(sentences[i], len(tokens)))
         stats[split] = {"read": len(examples), "kept": len(kept), "too_short": too_short, "too_long": too_long}
         log.info(
             "%s/%s: %d read, %d kept, %d dropped shorter than %d tokens, %d dropped longer than %s tokens",
@@ -165,6 +174,8 @@ def build(source, prep: Preprocessing) -> ProcessedDataset:
                 f"{split} instance; relax dataset.preprocessing.min_length / max_length"
             )
         tokenized[split] = kept
+        if sentences is not None:
+            sentence_lengths[split] = kept_sentences
     # query words (pair tasks) share the passage's vocabulary and embedding table
     train = tokenized["train"]
     vocab = Vocab.build([t for _, t, _ in train] + [q for _, _, q in train if q is not None], min_count=prep.min_count)
@@ -181,6 +192,7 @@ def build(source, prep: Preprocessing) -> ProcessedDataset:
             query_ids=[np.asarray(vocab.encode(q), dtype=np.int64) for _, _, q in kept] if has_query else None,
             rationales=[tuple(i for i in e.rationale if i < len(t)) for e, t, _ in kept] if has_rationale else None,
             candidates=[tuple(e.candidates) for e, _, _ in kept] if has_candidates else None,
+            sentence_lengths=sentence_lengths.get(split),
         )
         labels = splits[split].labels
         if labels.min() < 0 or labels.max() >= source.num_classes:
@@ -193,3 +205,12 @@ def build(source, prep: Preprocessing) -> ProcessedDataset:
         splits=splits,
         stats=stats,
     )
+
+
+def _cut_sentences(lengths: list[int], total: int) -> np.ndarray:
+    """Sentence lengths of a passage cut to its first ``total`` tokens: the sentences past the cut
+    are dropped and the one it falls in is shortened, so the result sums to ``total``."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    starts = np.cumsum(lengths) - lengths
+    keep = starts < total
+    return np.minimum(lengths[keep], total - starts[keep]).astype(np.int64)

@@ -49,6 +49,37 @@ def tokenize_many(texts: Iterable[str], batch_size: int = 1000) -> list[list[str
     ]
 
 
+@lru_cache(maxsize=1)
+def _spacy_sentencizer():
+    """A blank English pipeline with spaCy's rule-based ``sentencizer`` (punctuation-based sentence
+    boundaries; no model download). Its tokenizer is the same as ``_spacy_tokenizer``'s."""
+    import spacy
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    return nlp
+
+
+def tokenize_sentences_many(texts: Iterable[str], batch_size: int = 1000) -> list[tuple[list[str], list[int]]]:
+    """``tokenize_many`` plus sentence boundaries: per text (tokens, tokens per sentence).
+
+    The tokens are exactly those of ``tokenize_many``; the sentence lengths are positive and sum to
+    ``len(tokens)`` (sentences left empty once whitespace tokens are dropped are skipped; an empty
+    text gives ``([], [])``).
+    """
+    cleaned = (_WHITESPACE.sub(" ", t).strip() for t in texts)
+    out = []
+    for doc in _spacy_sentencizer().pipe(cleaned, batch_size=batch_size):
+        tokens, lengths = [], []
+        for sent in doc.sents:
+            words = [normalise(t.text) for t in sent if not t.is_space]
+            if words:
+                tokens += words
+                lengths.append(len(words))
+        out.append((tokens, lengths))
+    return out
+
+
 class Vocab:
     """Word ↔ id map with ``<pad>`` = 0 and ``<unk>`` = 1, built from training tokens."""
 

@@ -45,6 +45,8 @@ class AttentionClassifier(nn.Module):
     ``scorer(hidden_dim=m)``; ``projection`` is a module ``(scores, mask) → α``.
     """
 
+    token_attention = True  # α is over the input tokens (token-importance tests apply)
+
     def __init__(self, vocab_size: int, num_classes: int, encoder, scorer, projection: nn.Module,
                  embedding_dim: int = 300, dropout: float = 0.0, pretrained: np.ndarray | None = None,
                  freeze_embeddings: bool = False):
