@@ -7,12 +7,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
 from attn_study.analysis.adversarial import adversarial_attention, epsilon_max_jsd
+from attn_study.analysis.base import SplitAnalysis
 from attn_study.analysis.figures import attention_heatmaps_html, jain_wallace_figures
 from attn_study.analysis.importance import gradient_importance, leave_one_out, predict
 from attn_study.analysis.measures import entropy, kendall_tau_b, summarise
@@ -23,7 +23,7 @@ SUBTESTS = ("correlation", "permutation", "adversarial")
 CORRELATIONS = {"tau_grad": ("attention", "grad"), "tau_loo": ("attention", "loo"), "tau_grad_loo": ("grad", "loo")}
 
 
-class JainWallace:
+class JainWallace(SplitAnalysis):
     """Runs the battery on one split of a trained model; see conf/analysis/jain_wallace.yaml."""
 
     name = "jain_wallace"
@@ -54,14 +54,6 @@ class JainWallace:
         if not getattr(model, "token_attention", True):
             raise UserError(f"analysis=jain_wallace needs attention over tokens, and {type(model).__name__}'s final "
                             "attention is over sentences; use analysis=serrano_smith (or model=flat)")
-
-    def instances(self, datamodule) -> np.ndarray:
-        """Indices of the split to analyse: all, or a reproducible subsample of ``max_instances``."""
-        n = len(datamodule.split(self.split))
-        if self.max_instances is None or self.max_instances >= n:
-            return np.arange(n)
-        rng = np.random.default_rng(self.subsample_seed)
-        return np.sort(rng.choice(n, size=self.max_instances, replace=False))
 
     def run(self, model, datamodule, out_dir: Path) -> tuple[dict, pd.DataFrame, dict]:
         """(summary metrics, per-instance frame, artefacts {name: path}) for ``model`` on the split."""

@@ -30,6 +30,7 @@ import torch
 from matplotlib.ticker import MaxNLocator
 from tqdm.auto import tqdm
 
+from attn_study.analysis.base import SplitAnalysis
 from attn_study.analysis.figures import _new_figure, _save_png
 from attn_study.analysis.importance import predict
 from attn_study.analysis.measures import jsd, summarise
@@ -211,7 +212,7 @@ def first_flips(model, enc, alpha: torch.Tensor, order: torch.Tensor, prediction
 # the analysis
 # ------------------------------------------------------------------------------------------------
 
-class SerranoSmith:
+class SerranoSmith(SplitAnalysis):
     """Runs the erasure tests on one split of a trained model; see conf/analysis/serrano_smith.yaml."""
 
     name = "serrano_smith"
@@ -234,14 +235,6 @@ class SerranoSmith:
         self.rankings = [r for r in RANKINGS if r in rankings]
 
     # -- orchestration -------------------------------------------------------------------------
-
-    def instances(self, datamodule) -> np.ndarray:
-        """Indices of the split to analyse: all, or a reproducible subsample of ``max_instances``."""
-        n = len(datamodule.split(self.split))
-        if self.max_instances is None or self.max_instances >= n:
-            return np.arange(n)
-        rng = np.random.default_rng(self.subsample_seed)
-        return np.sort(rng.choice(n, size=self.max_instances, replace=False))
 
     def run(self, model, datamodule, out_dir: Path) -> tuple[dict, pd.DataFrame, dict]:
         """(summary metrics, per-instance frame, artefacts {name: path}) for ``model`` on the split."""

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import http.client
 import logging
 import os
+import re
 import sys
+import tarfile
 import urllib.error
 import urllib.request
+import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 from tqdm import tqdm
@@ -122,3 +127,25 @@ def local_or_download(path: str | None, url: str, cache_dir: str | Path, filenam
     if not given.exists():
         raise DataError(f"dataset.path={path}: not found; {hint}")
     return given
+
+
+def stream_tar_gz(archive: Path, member: re.Pattern, keep: Callable[[re.Match], bool], hint: str):
+    """(match, bytes) for every regular file of a .tar.gz whose name fully matches ``member`` and
+    passes ``keep``, streamed without extracting to disk.
+
+    The gzip stream is read through ``gzip.open`` and drained to the end, because ``tarfile`` alone
+    silently stops at a truncated stream, while ``gzip`` raises on a missing end or a CRC mismatch.
+    A corrupt or truncated archive raises DataError naming it, followed by ``hint``.
+    """
+    try:
+        with gzip.open(archive, "rb") as unzipped, tarfile.open(fileobj=unzipped, mode="r|") as tar:
+            for entry in tar:
+                match = member.fullmatch(entry.name)
+                if match and entry.isfile() and keep(match):
+                    handle = tar.extractfile(entry)
+                    if handle is not None:
+                        yield match, handle.read()
+            while unzipped.read(1 << 20):
+                pass
+    except (tarfile.TarError, EOFError, zlib.error, OSError) as error:
+        raise DataError(f"{archive}: corrupt or truncated archive ({error}); {hint}") from error

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import re
-import tarfile
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from attn_study.data.download import describe_file, local_or_download
+from attn_study.data.download import describe_file, local_or_download, stream_tar_gz
 from attn_study.data.example import RawExample
 from attn_study.data.splits import stratified_indices
 from attn_study.errors import DataError
@@ -137,21 +134,7 @@ def _read_folder(root: Path) -> Iterator[tuple[str, str, str, bytes]]:
 
 
 def _read_tar(archive: Path) -> Iterator[tuple[str, str, str, bytes]]:
-    """(split, polarity, file name, bytes) of every review in the tarball, streamed.
-
-    gzip is read through ``gzip.open`` and drained to the end, because ``tarfile`` alone silently
-    stops at a truncated stream; ``gzip`` raises on a missing end or a CRC mismatch.
-    """
-    try:
-        with gzip.open(archive, "rb") as unzipped, tarfile.open(fileobj=unzipped, mode="r|") as tar:
-            for member in tar:
-                match = _MEMBER.fullmatch(member.name)
-                if match and member.isfile():
-                    handle = tar.extractfile(member)
-                    assert handle is not None
-                    yield match[1], match[2], match[3], handle.read()
-            while unzipped.read(1 << 20):
-                pass
-    except (tarfile.TarError, EOFError, zlib.error, OSError) as error:
-        raise DataError(f"{archive}: corrupt or truncated archive ({error}); download it again or give "
-                        f"the extracted aclImdb folder via dataset.path") from error
+    """(split, polarity, file name, bytes) of every review in the tarball, streamed."""
+    hint = "download it again or give the extracted aclImdb folder via dataset.path"
+    for match, raw in stream_tar_gz(archive, _MEMBER, lambda m: True, hint):
+        yield match[1], match[2], match[3], raw

@@ -7,16 +7,13 @@ Each post is cleaned by ``clean_post`` (headers, quotes and signature removed).
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import re
-import tarfile
-import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from attn_study.data.download import describe_file, local_or_download
+from attn_study.data.download import describe_file, local_or_download, stream_tar_gz
 from attn_study.data.example import RawExample
 from attn_study.data.splits import stratified_indices
 from attn_study.errors import DataError, UserError
@@ -148,21 +145,8 @@ def _read_folder(root: Path, categories: Sequence[str]) -> Iterator[tuple[str, s
 
 
 def _read_tar(archive: Path, categories: Sequence[str]) -> Iterator[tuple[str, str, str, bytes]]:
-    """(split, newsgroup, file name, bytes) of every post of the chosen newsgroups in the tarball.
-
-    Streamed through ``gzip.open`` and drained to the end so that truncation raises (as for IMDB).
-    """
+    """(split, newsgroup, file name, bytes) of every post of the chosen newsgroups in the tarball."""
     wanted = set(categories)
-    try:
-        with gzip.open(archive, "rb") as unzipped, tarfile.open(fileobj=unzipped, mode="r|") as tar:
-            for member in tar:
-                match = _MEMBER.fullmatch(member.name)
-                if match and match[2] in wanted and member.isfile():
-                    handle = tar.extractfile(member)
-                    assert handle is not None
-                    yield match[1], match[2], match[3], handle.read()
-            while unzipped.read(1 << 20):
-                pass
-    except (tarfile.TarError, EOFError, zlib.error, OSError) as error:
-        raise DataError(f"{archive}: corrupt or truncated archive ({error}); download it again or give "
-                        f"the extracted folder via dataset.path") from error
+    hint = "download it again or give the extracted folder via dataset.path"
+    for match, raw in stream_tar_gz(archive, _MEMBER, lambda m: m[2] in wanted, hint):
+        yield match[1], match[2], match[3], raw
