@@ -135,9 +135,13 @@ def leave_one_out(model, batch: dict, probs: torch.Tensor | None = None, chunk_s
     return out
 
 
-def _pair_fields(enc, index: torch.Tensor):
-    """(query, candidates) of the instances at ``index`` (None where the task has none)."""
-    return tuple(None if x is None else x[index] for x in (enc.query, enc.candidates))
+def _output_from_states(model, enc, index, hidden, scores, mask) -> torch.Tensor:
+    """ŷ from given states and scores of the instances at ``index``: project the scores over
+    ``mask``, pool, decode (with those instances' query and answer candidates for pair tasks)."""
+    alpha = model.projection(scores, mask)
+    context = torch.einsum("nt,ntm->nm", alpha, hidden)
+    query, candidates = (None if x is None else x[index] for x in (enc.query, enc.candidates))
+    return model.probabilities(model.decode_pooled(context, query, candidates))
 
 
 def _loo_context_free(model, batch, inst, pos, chunk_size):
@@ -149,9 +153,7 @@ def _loo_context_free(model, batch, inst, pos, chunk_size):
         i, p = inst[s:s + chunk_size], pos[s:s + chunk_size]
         mask = enc.mask[i].clone()
         mask[torch.arange(len(i), device=mask.device), p] = False
-        alpha = model.projection(scores[i], mask)
-        context = torch.einsum("nt,ntm->nm", alpha, enc.hidden[i])
-        results.append(model.probabilities(model.decode_pooled(context, *_pair_fields(enc, i))))
+        results.append(_output_from_states(model, enc, i, enc.hidden[i], scores[i], mask))
     return torch.cat(results)
 
 
@@ -183,7 +185,5 @@ def _loo_convolution(model, batch, inst, pos, src, chunk_size):
             rows = torch.arange(n, device=i.device)[:, None].expand_as(mid)
             hidden[rows[keep], mid[keep]] = win_h[:, r:3 * r][keep]
         scores = model.scorer(hidden, None if enc.query is None else enc.query[i])
-        alpha = model.projection(scores, new_mask)
-        context = torch.einsum("nt,ntm->nm", alpha, hidden)
-        results.append(model.probabilities(model.decode_pooled(context, *_pair_fields(enc, i))))
+        results.append(_output_from_states(model, enc, i, hidden, scores, new_mask))
     return torch.cat(results)
