@@ -6,9 +6,13 @@ import logging
 import sys
 from pathlib import Path
 
+import os
+import warnings
+
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, open_dict
 
 from attn_study.errors import UserError
 
@@ -17,24 +21,46 @@ log = logging.getLogger("attn_study")
 
 
 def _quiet_third_party() -> None:
+    # Lightning hints at srun whenever SLURM's tools are installed; jobs of hydra/launcher=slurm
+    # already run under srun, anywhere else the hint is noise
+    warnings.filterwarnings("ignore", message=".*The `srun` command is available.*")
     for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.seed"):
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
+def _sweep_settings(cfg: DictConfig) -> bool:
+    """In a multirun: the W&B group from the sweep record, one torch thread per parallel joblib job.
+    Returns whether this is a sweep job (whose failures are recorded, not raised)."""
+    hydra_cfg = HydraConfig.get()
+    if hydra_cfg.mode != RunMode.MULTIRUN:
+        return False
+    from attn_study.sweep.record import wandb_group
+
+    with open_dict(cfg):
+        wandb_cfg = cfg.get("logger", {}).get("wandb") if cfg.get("logger") else None
+        if wandb_cfg is not None and wandb_cfg.get("group") is None:
+            wandb_cfg.group = wandb_group(Path(hydra_cfg.sweep.dir))
+        if cfg.get("threads") is None and "joblib" in str(hydra_cfg.launcher.get("_target_", "")).lower():
+            n_jobs = int(hydra_cfg.launcher.get("n_jobs") or -1)
+            cpus = os.cpu_count() or 1
+            cfg.threads = max(1, cpus // (cpus if n_jobs < 1 else n_jobs))
+    return True
+
+
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
 def train_main(cfg: DictConfig) -> float | None:
-    """Train, test and (when configured) analyse; the run directory is Hydra's output dir."""
-    from attn_study.run import (
-        train_and_test,  # heavy imports after Hydra has parsed --help etc.
-    )
+    """Train, test and (when configured) analyse; the run directory is Hydra's output dir. A
+    complete run directory is skipped; inside a sweep a failure is recorded and the sweep goes on."""
+    from attn_study.run import run  # heavy imports after Hydra has parsed --help etc.
 
     _quiet_third_party()
+    in_sweep = _sweep_settings(cfg)
     try:
-        summary = train_and_test(cfg, HydraConfig.get().runtime.output_dir)
+        summary = run(cfg, HydraConfig.get().runtime.output_dir, keep_going=in_sweep)
     except UserError as err:
         print(f"attn-study: error: {err}", file=sys.stderr)
         sys.exit(2)
-    return summary.get("test/acc")
+    return summary.get("test/acc") if summary else None
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="analyze")

@@ -1,12 +1,15 @@
-"""One run: train, select on dev, test the best checkpoint, write ``summary.json``.
+"""One run: train, select on dev, test the best checkpoint, analyse, write ``summary.json``.
 
-Run directory contract (DESIGN.md): ``.hydra/`` (written by Hydra), ``summary.json``,
-``checkpoints/``, ``csv/metrics.csv``, ``wandb/`` (offline run), ``analysis/<family>/``.
+Run directory contract (DESIGN.md): ``.hydra/`` (written by Hydra), ``status.json`` (the state:
+running / complete / failed, see ``attn_study.sweep.state``), ``summary.json``, ``checkpoints/``,
+``csv/metrics.csv``, ``wandb/`` (offline run), ``analysis/<family>/``, ``error.txt`` on failure.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import sys
 import time
 from pathlib import Path
 
@@ -18,24 +21,81 @@ from omegaconf import DictConfig, OmegaConf
 
 from attn_study.analysis.runner import check_analysis, run_analysis
 from attn_study.build import build_datamodule, build_model, component
-from attn_study.io import write_json_atomic
+from attn_study.errors import UserError
+from attn_study.io import read_json, write_json_atomic
+from attn_study.sweep import state
 
 log = logging.getLogger(__name__)
 
 
 def flat_config(cfg: DictConfig) -> dict:
     """The resolved config as a flat ``a/b/c → value`` dict, for loggers' run tables."""
-    out = {}
+    flat = state.flatten(OmegaConf.to_container(cfg, resolve=True))
+    return {k: str(v) if isinstance(v, list) else v for k, v in flat.items()}
 
-    def walk(node, prefix):
-        if isinstance(node, dict):
-            for k, v in node.items():
-                walk(v, f"{prefix}{k}/")
-        else:
-            out[prefix.rstrip("/")] = node if not isinstance(node, list) else str(node)
 
-    walk(OmegaConf.to_container(cfg, resolve=True), "")
-    return out
+def _canonical(ident: dict) -> str:
+    return json.dumps(ident, sort_keys=True, default=str)
+
+
+def run(cfg: DictConfig, run_dir: str | Path, keep_going: bool = False) -> dict | None:
+    """One job with its state in ``run_dir``: the way both ``attn-study`` and every sweep job run.
+
+    - complete already with the same config identity → skipped (its summary returned) unless
+      ``force=true``; complete with a *different* identity → refused, the results are left alone;
+    - an earlier attempt that was killed (state ``running``) with the same identity and a
+      ``checkpoints/last.ckpt`` → training resumes from it (``resume=true``, the default: SLURM
+      requeues after a timeout land here); any other unfinished attempt's outputs are removed first;
+    - an exception → ``failed`` with the traceback in ``error.txt``; re-raised, unless ``keep_going``
+      (sweeps), where it is logged in one line and ``None`` returned so the other jobs go on.
+    """
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ident = json.loads(_canonical(state.identity(cfg)))
+    previous = state.read_status(run_dir)
+    if state.is_complete(run_dir, previous) and not cfg.get("force"):
+        if _canonical(previous.get("identity", {})) == _canonical(ident):
+            print(f"complete already, skipped (force=true re-runs it): {run_dir}", flush=True)
+            return read_json(run_dir / "summary.json")
+        diffs = state.identity_differences(previous.get("identity", {}), ident)
+        message = (f"{run_dir} holds complete results of a different configuration ({'; '.join(diffs)}); "
+                   "re-run it with force=true or choose another hydra.sweep.dir")
+        state.record_conflict(run_dir, previous, message)
+        if keep_going:
+            log.error("job refused: %s", message)
+            return None
+        raise UserError(message)
+    if previous.get("state") == "running" and state.still_running(previous):
+        message = f"{run_dir} is being run by process {previous['pid']} on this host; wait for it or stop it"
+        if keep_going:
+            log.error("job refused: %s", message)
+            return None
+        raise UserError(message)
+    last = run_dir / "checkpoints" / "last.ckpt"
+    resume = (bool(cfg.get("resume", True)) and previous.get("state") == "running" and last.is_file()
+              and _canonical(previous.get("identity", {})) == _canonical(ident))
+    state.clear_attempt(run_dir, keep_checkpoints=resume)
+    running = state.mark_running(run_dir, ident, previous)
+    details: dict = {}
+    try:
+        summary = train_and_test(cfg, run_dir, resume_from=last if resume else None, details=details)
+    except Exception as err:  # recorded in the run dir; a sweep goes on with its other jobs
+        _finish_wandb(exit_code=1)
+        state.mark_failed(run_dir, running, err)
+        if not keep_going:
+            raise
+        log.error("job failed: %s (traceback: %s)", f"{type(err).__name__}: {err}".splitlines()[0],
+                  run_dir / state.ERROR)
+        return None
+    state.mark_complete(run_dir, running, **details)
+    return summary
+
+
+def _finish_wandb(exit_code: int = 0) -> None:
+    """End the active W&B run, so the next job of an in-process sweep starts its own."""
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and wandb.run is not None:
+        wandb.finish(exit_code=exit_code)
 
 
 def build_loggers(cfg: DictConfig, run_dir: Path) -> list:
@@ -48,8 +108,11 @@ def build_loggers(cfg: DictConfig, run_dir: Path) -> list:
     return loggers
 
 
-def train_and_test(cfg: DictConfig, run_dir: str | Path) -> dict:
-    """Train ``cfg``'s model, test the checkpoint best on dev, write and return the summary."""
+def train_and_test(cfg: DictConfig, run_dir: str | Path, resume_from: Path | None = None,
+                   details: dict | None = None) -> dict:
+    """Train ``cfg``'s model (continuing from ``resume_from``, a Lightning checkpoint, when given),
+    test the checkpoint best on dev, analyse, write and return the summary. ``details``, when given,
+    receives the class names and where the loggers wrote."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     config_file = run_dir / ".hydra" / "config.yaml"
@@ -71,7 +134,7 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path) -> dict:
         lg.log_hyperparams(flat_config(cfg))
     checkpoint = ModelCheckpoint(
         dirpath=run_dir / "checkpoints", filename="best", monitor=cfg.checkpoint.monitor,
-        mode=cfg.checkpoint.mode, save_last=False, enable_version_counter=False,
+        mode=cfg.checkpoint.mode, save_last=True, enable_version_counter=False,
     )
     callbacks = [checkpoint]
     if cfg.early_stopping.enabled:
@@ -80,7 +143,9 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path) -> dict:
     trainer: L.Trainer = component(cfg.trainer, logger=loggers or False, callbacks=callbacks,
                                    default_root_dir=str(run_dir))
     fit_started = time.time()
-    trainer.fit(module, datamodule=datamodule)
+    if resume_from is not None:
+        print(f"resuming training from {resume_from}", flush=True)
+    trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None)
     fit_seconds = time.time() - fit_started
     tested = trainer.test(module, datamodule=datamodule, ckpt_path=checkpoint.best_model_path or None,
                           verbose=False)[0]
@@ -88,7 +153,7 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path) -> dict:
     stats = datamodule.data.stats
     summary = {k: float(v) for k, v in tested.items()}
     summary.update({
-        "val/acc_best": float(module.val_acc_best.compute()) if module.val_acc_best.update_count else float("nan"),
+        "val/acc_best": float(checkpoint.best_model_score) if checkpoint.best_model_score is not None else float("nan"),
         "train/epochs": trainer.current_epoch,
         "train/seconds": fit_seconds,
         "train/seconds_per_epoch": fit_seconds / max(trainer.current_epoch, 1),
@@ -102,16 +167,21 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path) -> dict:
         if isinstance(lg, WandbLogger):
             lg.experiment.summary.update(summary)
         lg.finalize("success")
+    locations = describe_locations(run_dir, loggers, summary)
+    _finish_wandb()
     write_json_atomic(run_dir / "summary.json", summary)
-    report_locations(run_dir, loggers, summary)
+    Path(run_dir / "checkpoints" / "last.ckpt").unlink(missing_ok=True)  # resume point, no longer needed
+    if details is not None:
+        details["labels"] = [str(name) for name in datamodule.data.label_names]
+    print(locations, flush=True)
     return summary
 
 
-def report_locations(run_dir: Path, loggers: list, summary: dict) -> None:
+def describe_locations(run_dir: Path, loggers: list, summary: dict) -> str:
     lines = [f"test/acc {summary.get('test/acc', float('nan')):.4f}  (val/acc_best {summary['val/acc_best']:.4f})",
              f"results:  {run_dir / 'summary.json'}"]
     for lg in loggers:
         if isinstance(lg, WandbLogger):
             wandb_dir = Path(lg.experiment.dir).parent
             lines.append(f"W&B run:  {wandb_dir}  (upload: wandb sync {wandb_dir})")
-    print("\n".join(lines), flush=True)
+    return "\n".join(lines)

@@ -72,6 +72,15 @@ class AttentionModule(L.LightningModule):
         getattr(self, f"{stage}_metrics").reset()
         return values
 
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        if self.val_acc_best.update_count:  # a resumed run keeps its best dev accuracy so far
+            checkpoint["val_acc_best"] = float(self.val_acc_best.compute())
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        if "val_acc_best" in checkpoint:
+            self.val_acc_best.reset()
+            self.val_acc_best.update(torch.tensor(checkpoint["val_acc_best"]))
+
     def on_train_epoch_end(self):
         self._log_epoch("train")
 

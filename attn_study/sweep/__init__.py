@@ -1,0 +1,1 @@
+"""Sweeps: job directories, run states (resume, failures), the sweep record, the SLURM launcher."""
