@@ -1,0 +1,1 @@
+"""Aggregate many runs into the papers' tables and figures (``attn-study-report``)."""

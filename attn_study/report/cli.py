@@ -1,0 +1,135 @@
+"""``attn-study-report <run, sweep or outputs dir> [--out DIR]``: the papers' tables and figures from
+every finished run below a directory, as Markdown, CSV and LaTeX tables, PNG figures and one
+self-contained ``index.html``. Failed, unfinished and missing runs are listed, never dropped."""
+
+from __future__ import annotations
+
+import argparse
+import html
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+
+from attn_study.errors import UserError
+from attn_study.report import jain_wallace as jw
+from attn_study.report import serrano_smith as ss
+from attn_study.report.render import embedded_png, html_page, html_table, write_table
+from attn_study.report.runs import collect, latest_per_model, status_table
+
+
+def build_report(root: Path, out_dir: Path | None = None) -> Path:
+    """Write the report for the runs under ``root`` into ``out_dir`` (default ``<root>/report``)."""
+    root = Path(root).resolve()
+    out_dir = Path(out_dir).resolve() if out_dir else root / "report"
+    runs, missing = collect(root)
+    if not runs and not missing:
+        raise UserError(f"attn-study-report: no runs under {root} (a run directory has .hydra/config.yaml)")
+    used, older = latest_per_model(runs)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
+    try:
+        sections = _write_all(root, work, out_dir, runs, missing, used, older)
+        (work / "index.html").write_text(html_page(f"attn_study report: {root.name}", sections))
+        shutil.rmtree(out_dir, ignore_errors=True)
+        os.replace(work, out_dir)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def _write_all(root, work, out_dir, runs, missing, used, older) -> list[tuple[str, str]]:
+    sections = []
+    status = status_table(runs, missing, root)
+    write_table(status, work, "runs", "Every run found, with its state")
+    problems = status[status["state"] != "complete"]
+    counts = status["state"].value_counts().to_dict()
+    lines = [f"<p>{len(status)} runs under <code>{html.escape(str(root))}</code>: "
+             + ", ".join(f"{v} {html.escape(k)}" for k, v in sorted(counts.items())) + ".</p>"]
+    if len(problems):
+        lines.append("<p>Not in the tables (failed, unfinished or never started):</p>"
+                     + html_table(problems[["run", "state", "error"]]))
+    if older:
+        lines.append("<p class='note'>Also not in the tables: older complete runs of a model that a newer run "
+                     "replaces: " + ", ".join(html.escape(str(r.path.relative_to(root))) for r in older) + "</p>")
+    sections.append(("Runs", "".join(lines)))
+
+    jw_used = jw.jw_runs(used)
+    for attention, projection in jw.variants(jw_used):
+        frame = jw.table2(jw_used, attention, projection)
+        if frame.empty:
+            continue
+        stem = f"table2_{attention}-{projection}"
+        caption = (f"Jain & Wallace Table 2 ({attention} attention, {projection}): Kendall τ of attention vs "
+                   "gradient (τ_g) and leave-one-out (τ_loo) importance per predicted class; mean ± std over "
+                   "instances and the fraction with p ≤ 0.05")
+        table = write_table(frame, work, stem, caption, display=jw.table2_display(frame))
+        body = f"<p>{html.escape(caption)}.</p>" + html_table(table["frame"])
+        for number, make in ((3, lambda p: jw.difference_figure(jw_used, attention, projection, "loo", p)),
+                             (4, lambda p: jw.difference_figure(jw_used, attention, projection, "grad", p)),
+                             (5, lambda p: jw.average_vs_bilstm_figure(jw_used, attention, projection, p))):
+            path = make(work / f"fig{number}_{attention}-{projection}.png")
+            if path is not None:
+                body += embedded_png(path)
+        sections.append((f"Jain & Wallace: {attention} attention, {projection}", body))
+
+    accuracy = jw.accuracy_table(used)
+    if not accuracy.empty:
+        write_table(accuracy, work, "accuracy", "Test metrics of every model (best-on-dev checkpoint)")
+        sections.append(("Accuracy", html_table(accuracy)))
+
+    ss_used = ss.ss_runs(used)
+    if ss_used:
+        flips, multi = ss.flip_table(ss_used), ss.multi_table(ss_used)
+        body = ""
+        if not flips.empty:
+            caption = ("Serrano & Smith Table 2: erasing the top item i* vs a random item r; percent of instances "
+                       "by which erasures flip the decision")
+            body += f"<p>{html.escape(caption)}.</p>" + html_table(write_table(flips, work, "ss_flip_table", caption)["frame"])
+        if not multi.empty:
+            caption = "Serrano & Smith multi-weight erasure: fraction of items removed before the decision flips"
+            body += f"<p>{html.escape(caption)}.</p>" + html_table(write_table(multi, work, "ss_fraction_removed", caption)["frame"])
+        for dataset in sorted({r.config["dataset"] for r in ss_used}):
+            path = ss.fraction_removed_figure(ss_used, dataset, work / f"ss_fraction_removed_{dataset}.png")
+            if path is not None:
+                body += embedded_png(path)
+        sections.append(("Serrano & Smith", body))
+
+    sections.append(("Per-run figures", _run_links(used, root, out_dir)))
+    return sections
+
+
+def _run_links(runs, root: Path, out_dir: Path) -> str:
+    items = []
+    for run in sorted(runs, key=lambda r: str(r.path)):
+        files = sorted(p for p in (run.path / "analysis").glob("*/*") if p.suffix in (".png", ".html"))
+        if files:
+            links = " · ".join(f"<a href='{html.escape(os.path.relpath(p, out_dir))}'>{html.escape(p.parent.name)}/"
+                               f"{html.escape(p.name)}</a>" for p in files)
+            items.append(f"<li><b>{html.escape(str(run.path.relative_to(root)) if run.path != root else run.name)}"
+                         f"</b>: {links}</li>")
+    return f"<ul>{''.join(items)}</ul>" if items else "<p>No per-run figures.</p>"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="attn-study-report", description=__doc__)
+    parser.add_argument("directory", type=Path, help="a run, sweep (e.g. outputs/sweeps/jain_wallace) or outputs dir")
+    parser.add_argument("--out", type=Path, default=None, help="report folder (default: <directory>/report)")
+    args = parser.parse_args(argv)
+    try:
+        out = build_report(args.directory, args.out)
+    except UserError as err:
+        print(f"attn-study-report: error: {str(err).removeprefix('attn-study-report: ')}", file=sys.stderr)
+        sys.exit(2)
+    tables = sorted(p.name for p in out.glob("*.md"))
+    print(f"report: {out / 'index.html'}\ntables: {', '.join(tables)}")
+    for name in tables:
+        if name.startswith("table2_"):
+            print("\n" + (out / name).read_text())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+"""Jain & Wallace (2019) across runs: Table 2, accuracies (their Table 1's last column), Figs 3–5.
+
+Table 2: for each dataset and predicted class, Kendall tau-b of attention vs gradient importance
+(tau_g) for the BiLSTM and the Average encoder, and of attention vs leave-one-out (tau_loo) for the
+BiLSTM — mean ± std over instances and the fraction with p <= the run's threshold — read from each
+run's ``jw/...`` summary (the numbers the run logged). One table per (attention, projection); the
+paper's is additive ("tanh") attention with softmax.
+Figs 3 and 4 (BiLSTM): per-instance tau(grad, loo) − tau(attn, loo) and tau(grad, loo) − tau(attn,
+grad), by dataset and predicted class. Fig 5: per-instance tau_loo of the Average vs the BiLSTM
+encoder, by dataset, with the difference of the means.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from attn_study.report.runs import Run  # noqa: E402
+
+BILSTM, AVERAGE = "lstm", "average"
+TABLE2_COLUMNS = {  # column stem → (encoder, summary key)
+    "tau_g_bilstm": (BILSTM, "tau_grad"),
+    "tau_g_average": (AVERAGE, "tau_grad"),
+    "tau_loo_bilstm": (BILSTM, "tau_loo"),
+}
+TABLE2_HEADERS = {"tau_g_bilstm": "τ_g BiLSTM", "tau_g_average": "τ_g Average", "tau_loo_bilstm": "τ_loo BiLSTM"}
+
+
+def jw_runs(runs: list[Run]) -> list[Run]:
+    return [r for r in runs if any(k.startswith("jw/tau_grad/") for k in r.summary)]
+
+
+def variants(runs: list[Run]) -> list[tuple[str, str]]:
+    """(attention, projection) pairs present, the paper's (additive, softmax) first."""
+    pairs = {(r.config["attention"], r.config["projection"]) for r in runs}
+    return sorted(pairs, key=lambda p: (p != ("additive", "softmax"), p))
+
+
+def _classes(run: Run) -> list[int]:
+    return sorted({int(k.split("/")[2].removeprefix("class_")) for k in run.summary
+                   if k.startswith("jw/tau_grad/class_")})
+
+
+def table2(runs: list[Run], attention: str, projection: str) -> pd.DataFrame:
+    """One row per dataset (× seed when several) × predicted class; numeric columns
+    ``<stem>_mean``, ``<stem>_std``, ``<stem>_sig_frac``, ``<stem>_n`` for the three stems."""
+    chosen = [r for r in jw_runs(runs) if (r.config["attention"], r.config["projection"]) == (attention, projection)]
+    seeds = {r.config["seed"] for r in chosen}
+    rows: dict[tuple, dict] = {}
+    for run in chosen:
+        for stem, (encoder, key) in TABLE2_COLUMNS.items():
+            if run.config["encoder"] != encoder:
+                continue
+            for k in _classes(run):
+                row_key = (run.config["dataset"], run.config["seed"], k)
+                row = rows.setdefault(row_key, {"dataset": run.config["dataset"], "seed": run.config["seed"],
+                                                "class": run.label(k)})
+                for stat in ("mean", "std", "sig_frac", "n"):
+                    row[f"{stem}_{stat}"] = run.summary.get(f"jw/{key}/class_{k}/{stat}", np.nan)
+    frame = pd.DataFrame([rows[k] for k in sorted(rows, key=lambda k: (k[0], str(k[1]), k[2]))])
+    if frame.empty:
+        return frame
+    for stem in TABLE2_COLUMNS:
+        for stat in ("mean", "std", "sig_frac", "n"):
+            if f"{stem}_{stat}" not in frame:
+                frame[f"{stem}_{stat}"] = np.nan
+    if len(seeds) == 1:
+        frame = frame.drop(columns="seed")
+    return frame
+
+
+def table2_display(frame: pd.DataFrame) -> pd.DataFrame:
+    """Table 2 as the paper prints it: "mean ± std" and "sig. frac." per column."""
+    keys = [c for c in ("dataset", "seed", "class") if c in frame]
+    out = frame[keys].copy()
+    for stem, header in TABLE2_HEADERS.items():
+        mean, std, sig = frame[f"{stem}_mean"], frame[f"{stem}_std"], frame[f"{stem}_sig_frac"]
+        out[f"{header} mean ± std"] = [("—" if np.isnan(m) else f"{m:.2f} ± {s:.2f}") for m, s in zip(mean, std)]
+        out[f"{header} sig. frac."] = ["—" if np.isnan(v) else f"{v:.2f}" for v in sig]
+    return out
+
+
+def accuracy_table(runs: list[Run]) -> pd.DataFrame:
+    """Test metrics of every complete run (Jain & Wallace's Table 1 reports the BiLSTM's)."""
+    rows = [{**{k: r.config[k] for k in ("dataset", "model", "encoder", "attention", "projection", "seed")},
+             "test/acc": r.summary.get("test/acc", np.nan), "test/f1": r.summary.get("test/f1", np.nan),
+             "test/auroc": r.summary.get("test/auroc", np.nan), "val/acc_best": r.summary.get("val/acc_best", np.nan),
+             "epochs": r.summary.get("train/epochs", np.nan), "minutes": r.summary.get("run/seconds", np.nan) / 60}
+            for r in runs if r.state == "complete"]
+    frame = pd.DataFrame(rows)
+    return frame.sort_values(["dataset", "model", "encoder", "attention", "projection", "seed"]) if rows else frame
+
+
+def _per_instance(runs: list[Run], encoder: str, attention: str, projection: str) -> dict[str, pd.DataFrame]:
+    """dataset → the per-instance J&W frame of the matching run (first seed when several)."""
+    out = {}
+    for run in sorted(jw_runs(runs), key=lambda r: (r.config["dataset"], str(r.config["seed"]))):
+        c = run.config
+        if (c["encoder"], c["attention"], c["projection"]) == (encoder, attention, projection) and c["dataset"] not in out:
+            frame = run.instances("jain_wallace")
+            if frame is not None and "tau_grad" in frame:
+                out[c["dataset"]] = frame.assign(class_name=[run.label(int(k)) for k in frame["prediction"]])
+    return out
+
+
+def _boxes(ax, groups: list[tuple[str, np.ndarray]], xlabel: str) -> None:
+    labels = [g[0] for g in groups]
+    data = [g[1][~np.isnan(g[1])] for g in groups]
+    ax.boxplot(data, vert=False, showmeans=True, showfliers=False,
+               meanprops={"marker": "D", "markerfacecolor": "black", "markeredgecolor": "black", "markersize": 4})
+    ax.set_yticks(range(1, len(labels) + 1), labels)
+    ax.axvline(0, color="grey", lw=0.8, ls="--")
+    ax.set_xlabel(xlabel)
+    ax.invert_yaxis()
+
+
+def difference_figure(runs: list[Run], attention: str, projection: str, which: str, path: Path) -> Path | None:
+    """Fig 3 (``which='loo'``): tau(grad, loo) − tau(attn, loo); Fig 4 (``'grad'``): tau(grad, loo) −
+    tau(attn, grad); BiLSTM, per dataset and predicted class (boxes; diamond = mean)."""
+    frames = _per_instance(runs, BILSTM, attention, projection)
+    if not frames:
+        return None
+    other = "tau_loo" if which == "loo" else "tau_grad"
+    groups = []
+    for dataset, frame in frames.items():
+        for name, g in frame.groupby("class_name", sort=True):
+            diff = (g["tau_grad_loo"] - g[other]).to_numpy(float)
+            groups.append((f"{dataset} / {name} (mean {np.nanmean(diff):+.2f})", diff))
+    fig, ax = plt.subplots(figsize=(7, 0.45 * len(groups) + 1.4))
+    what = "τ(grad, loo) − τ(attn, loo)" if which == "loo" else "τ(grad, loo) − τ(attn, grad)"
+    _boxes(ax, groups, what)
+    number = 3 if which == "loo" else 4
+    ax.set_title(f"Fig {number}: {what}, BiLSTM + {attention} ({projection})", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def average_vs_bilstm_figure(runs: list[Run], attention: str, projection: str, path: Path) -> Path | None:
+    """Fig 5: per-instance tau_loo of the Average and the BiLSTM encoder per dataset."""
+    lstm = _per_instance(runs, BILSTM, attention, projection)
+    avg = _per_instance(runs, AVERAGE, attention, projection)
+    datasets = sorted(set(lstm) & set(avg))
+    if not datasets:
+        return None
+    groups = []
+    for dataset in datasets:
+        a, b = avg[dataset]["tau_loo"].to_numpy(float), lstm[dataset]["tau_loo"].to_numpy(float)
+        diff = np.nanmean(a) - np.nanmean(b)
+        groups += [(f"{dataset} Average (Δ mean {diff:+.2f})", a), (f"{dataset} BiLSTM", b)]
+    fig, ax = plt.subplots(figsize=(7, 0.45 * len(groups) + 1.4))
+    _boxes(ax, groups, "τ_loo (attention vs leave-one-out)")
+    ax.set_title(f"Fig 5: Average vs BiLSTM encoder, {attention} ({projection})", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

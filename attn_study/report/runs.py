@@ -1,0 +1,115 @@
+"""Find the runs under a directory (one run, a sweep, or all of ``outputs/``) and what became of them.
+
+A run is a directory with ``.hydra/config.yaml``. Its state comes from ``status.json``
+(``attn_study.sweep.state``); only ``complete`` runs enter the tables. Jobs named in a
+``sweep.json`` that have no run directory, or whose run never finished, are listed as missing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+from omegaconf import OmegaConf
+
+from attn_study.errors import UserError
+from attn_study.io import read_json
+from attn_study.sweep import state
+from attn_study.sweep.record import RECORD
+
+SKIP_DIRS = {".submitit", "wandb", "analysis", "checkpoints", "csv", "report", ".hydra"}
+# what identifies a model in the tables
+MODEL_KEYS = ("dataset", "model", "encoder", "attention", "projection", "seed")
+
+
+@dataclass
+class Run:
+    path: Path
+    state: str                      # complete / failed / running (unfinished) / none (never started)
+    error: str = ""
+    finished: float = 0.0
+    config: dict = field(default_factory=dict)   # MODEL_KEYS + analysis
+    labels: list = field(default_factory=list)
+    summary: dict = field(default_factory=dict)
+
+    def label(self, k: int) -> str:
+        return str(self.labels[k]) if 0 <= k < len(self.labels) else f"class {k}"
+
+    def instances(self, family: str) -> pd.DataFrame | None:
+        path = self.path / "analysis" / family / "instances.parquet"
+        return pd.read_parquet(path) if path.is_file() else None
+
+    @property
+    def name(self) -> str:
+        c = self.config
+        return f"{c['dataset']} {c['model']}-{c['encoder']}-{c['attention']}-{c['projection']} s{c['seed']}"
+
+
+def _config(run_dir: Path) -> dict:
+    cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
+
+    def pick(key):
+        value = OmegaConf.select(cfg, key, default=None, throw_on_resolution_failure=False)
+        return "?" if value is None else value
+
+    out = {k: str(pick(f"{k}.name")) for k in ("dataset", "model", "encoder", "attention", "projection", "analysis")}
+    out["seed"] = pick("seed")
+    return out
+
+
+def _run_dirs(root: Path):
+    if (root / ".hydra" / "config.yaml").is_file():
+        yield root
+        return
+    for child in sorted(p for p in root.iterdir() if p.is_dir() and p.name not in SKIP_DIRS):
+        yield from _run_dirs(child)
+
+
+def collect(root: Path) -> tuple[list[Run], list[dict]]:
+    """(every run found under ``root``, the sweep jobs with no run directory)."""
+    root = Path(root)
+    if not root.is_dir():
+        raise UserError(f"attn-study-report: {root} is not a directory; give a run, sweep or outputs directory")
+    runs = []
+    for run_dir in _run_dirs(root):
+        status = state.read_status(run_dir)
+        complete = state.is_complete(run_dir, status)
+        run = Run(path=run_dir, state="complete" if complete else status.get("state", "none"),
+                  error=status.get("error", ""), finished=status.get("finished", 0.0),
+                  config=_config(run_dir), labels=status.get("labels", []))
+        if run.state == "running":
+            run.error = "no final state: killed, lost or still running"
+        if complete:
+            run.summary = read_json(run_dir / "summary.json")
+        runs.append(run)
+    missing = []
+    for record_path in sorted(root.rglob(RECORD)):
+        sweep_dir = record_path.parent
+        for name, overrides in read_json(record_path).get("jobs", {}).items():
+            if not (sweep_dir / name / ".hydra" / "config.yaml").is_file():
+                missing.append({"sweep": str(sweep_dir), "job": name, "overrides": " ".join(overrides)})
+    return runs, missing
+
+
+def latest_per_model(runs: list[Run]) -> tuple[list[Run], list[Run]]:
+    """Complete runs, one per ``MODEL_KEYS`` (the most recently finished), and the older duplicates."""
+    best: dict[tuple, Run] = {}
+    older = []
+    for run in sorted((r for r in runs if r.state == "complete"), key=lambda r: r.finished):
+        key = tuple(str(run.config[k]) for k in MODEL_KEYS)
+        if key in best:
+            older.append(best[key])
+        best[key] = run
+    return list(best.values()), older
+
+
+def status_table(runs: list[Run], missing: list[dict], root: Path) -> pd.DataFrame:
+    rows = [{"run": str(r.path.relative_to(root)) if r.path != root else ".", "state": r.state,
+             **{k: r.config[k] for k in MODEL_KEYS}, "analysis": r.config["analysis"],
+             "finished": time.strftime("%Y-%m-%d %H:%M", time.localtime(r.finished)) if r.finished else "",
+             "error": r.error} for r in runs]
+    rows += [{"run": str(Path(m["sweep"]).relative_to(root) / m["job"]) if Path(m["sweep"]).is_relative_to(root)
+              else m["job"], "state": "missing", "error": f"never started ({m['overrides']})"} for m in missing]
+    return pd.DataFrame(rows)

@@ -1,0 +1,98 @@
+"""Serrano & Smith (2019) across runs: decision-flip tables and fraction-removed box plots.
+
+Flip table (their Table 2): erasing the top item i* (by attention, gradient or gradient × attention)
+vs a random other item r — percent of instances where both / only i* / only r / neither flip the
+decision, per model. Multi-weight (Figs 5–6, 10–11): per model and ranking the median fraction of
+items removed before the decision flips, the never-flip fraction, and how often the gradient
+ranking flips sooner than attention (paper: >= 1.6× as often, for every model with an encoder).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from attn_study.analysis.serrano_smith import CELLS, RANKING_LABELS, SINGLE_TABLES  # noqa: E402
+from attn_study.report.runs import Run  # noqa: E402
+
+CELL_HEADERS = {"yes_yes": "both flip", "yes_no": "only i* flips", "no_yes": "only r flips", "no_no": "neither"}
+
+
+def ss_runs(runs: list[Run]) -> list[Run]:
+    return sorted((r for r in runs if "ss/n_instances" in r.summary),
+                  key=lambda r: (r.config["dataset"], r.config["model"], r.config["encoder"], str(r.config["seed"])))
+
+
+def _model(run: Run) -> dict:
+    c = run.config
+    return {"dataset": c["dataset"], "model": c["model"], "encoder": c["encoder"], "attention": c["attention"],
+            "projection": c["projection"], "seed": c["seed"]}
+
+
+def flip_table(runs: list[Run]) -> pd.DataFrame:
+    """Percent of instances per cell, per model and top-item ranking (attention / gradient / grad×attn)."""
+    rows = []
+    for run in ss_runs(runs):
+        for key, ranking in SINGLE_TABLES.items():
+            if f"ss/{key}/flip_table/yes_yes" not in run.summary:
+                continue
+            rows.append({**_model(run), "i* by": RANKING_LABELS[ranking], "n": run.summary.get("ss/single/n"),
+                         **{CELL_HEADERS[c]: run.summary[f"ss/{key}/flip_table/{c}"] for c in CELLS}})
+    return pd.DataFrame(rows)
+
+
+def multi_table(runs: list[Run]) -> pd.DataFrame:
+    """Per model and ranking: median / mean fraction removed, never-flip fraction; gradient vs attention."""
+    rows = []
+    for run in ss_runs(runs):
+        s = run.summary
+        rankings = sorted({k.split("/")[2] for k in s if k.startswith("ss/multi/") and k.endswith("/never_flip")})
+        for ranking in rankings:
+            rows.append({**_model(run), "ranking": RANKING_LABELS.get(ranking, ranking), "n": s.get("ss/multi/n"),
+                         "median frac removed": s.get(f"ss/multi/{ranking}/frac_removed/median", np.nan),
+                         "mean frac removed": s.get(f"ss/multi/{ranking}/frac_removed/mean", np.nan),
+                         "never flips": s.get(f"ss/multi/{ranking}/never_flip_frac", np.nan),
+                         "gradient sooner / attention sooner": (s.get("ss/multi/grad_vs_attn_ratio", np.nan)
+                                                                if ranking == "attention" else np.nan)})
+    return pd.DataFrame(rows)
+
+
+def fraction_removed_figure(runs: list[Run], dataset: str, path: Path) -> Path | None:
+    """Box plots of the fraction of items removed before a decision flip: one group per model of
+    ``dataset``, one box per ranking (instances that never flip are left out, and counted in the tables)."""
+    chosen = [r for r in ss_runs(runs) if r.config["dataset"] == dataset]
+    frames = [(r, r.instances("serrano_smith")) for r in chosen]
+    frames = [(r, f) for r, f in frames if f is not None and any(c.endswith("_frac") for c in f)]
+    if not frames:
+        return None
+    rankings = [r for r in RANKING_LABELS if any(f"{r}_frac" in f for _, f in frames)]
+    width = 0.8 / len(rankings)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(frames) + 2), 4))
+    colours = plt.get_cmap("tab10")
+    for j, ranking in enumerate(rankings):
+        data, positions = [], []
+        for i, (_, frame) in enumerate(frames):
+            if f"{ranking}_frac" in frame:
+                values = frame.loc[frame["length"] >= 2, f"{ranking}_frac"].to_numpy(float)
+                data.append(values[~np.isnan(values)])
+                positions.append(i + (j - (len(rankings) - 1) / 2) * width)
+        parts = ax.boxplot(data, positions=positions, widths=width * 0.9, showfliers=False, patch_artist=True)
+        for box in parts["boxes"]:
+            box.set_facecolor(colours(j))
+            box.set_alpha(0.6)
+        ax.plot([], [], color=colours(j), lw=6, alpha=0.6, label=RANKING_LABELS[ranking])
+    ax.set_xticks(range(len(frames)), [f"{r.config['model']}-{r.config['encoder']}" for r, _ in frames])
+    ax.set_ylabel("fraction of items removed before the decision flips")
+    ax.set_ylim(0, 1.02)
+    ax.set_title(f"{dataset}: items erased (top of each ranking first) until the decision flips", fontsize=10)
+    ax.legend(fontsize=8, ncol=len(rankings), loc="upper center", bbox_to_anchor=(0.5, -0.12))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
