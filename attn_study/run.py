@@ -173,6 +173,7 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path, resume_from: Path | Non
     Path(run_dir / "checkpoints" / "last.ckpt").unlink(missing_ok=True)  # resume point, no longer needed
     if details is not None:
         details["labels"] = [str(name) for name in datamodule.data.label_names]
+        details["torch_threads"] = torch.get_num_threads()
     print(locations, flush=True)
     return summary
 

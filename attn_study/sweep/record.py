@@ -73,7 +73,8 @@ class SweepRecorder(Callback):
         self.started = time.time()
         sweep_dir = Path(str(config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        params = OmegaConf.to_container(config.hydra.sweeper.get("params") or {}, resolve=False)
+        params = config.hydra.sweeper.get("params")
+        params = OmegaConf.to_container(params, resolve=False) if params is not None else {}
         task = list(config.hydra.overrides.task)
         self.jobs = {job_dir_name(job): job for job in expand_grid(params, task)}
         record = read_record(sweep_dir)

@@ -1,0 +1,102 @@
+"""Real 2-job sweeps with every launcher available without a cluster, failures, resuming."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.conftest import REPO, cli_env
+from tests.sweep.helpers import CLI, TWO_JOBS, job_dir, job_dirs, launch, status, summary
+
+LAUNCHERS = {
+    "basic": [],
+    "joblib": ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
+    "submitit_local": ["hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10"],
+}
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_two_job_sweep(tmp_path, launcher):
+    proc = launch(tmp_path / "sweep", *TWO_JOBS, "logger=csv", *LAUNCHERS[launcher])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    dirs = [job_dir(tmp_path / "sweep", "encoder=average"), job_dir(tmp_path / "sweep", "encoder=lstm")]
+    assert len(job_dirs(tmp_path / "sweep")) == 2
+    for d in dirs:
+        assert status(d)["state"] == "complete"
+        assert 0 <= summary(d)["test/acc"] <= 1 and summary(d)["data/train_size"] == 96
+    assert "2 jobs: 2 ran" in proc.stdout
+    record = json.loads((tmp_path / "sweep" / "sweep.json").read_text())
+    assert sorted(record["jobs"]) == sorted(d.name for d in dirs)
+
+
+@pytest.mark.parametrize("n_jobs", [2, -1])
+def test_joblib_jobs_share_the_cores(tmp_path, n_jobs):
+    proc = launch(tmp_path / "sweep", *TWO_JOBS, "logger=csv", "hydra/launcher=joblib", f"hydra.launcher.n_jobs={n_jobs}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cpus = os.cpu_count() or 1
+    expected = 1 if n_jobs == -1 else max(1, cpus // n_jobs)
+    assert [status(d)["torch_threads"] for d in job_dirs(tmp_path / "sweep")] == [expected, expected]
+
+
+def test_sweep_jobs_share_one_wandb_group_and_tags(tmp_path):
+    proc = launch(tmp_path / "sweep", *TWO_JOBS, "logger=wandb")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    group = json.loads((tmp_path / "sweep" / "sweep.json").read_text())["group"]
+    assert group.startswith("multirun-")
+    names = set()
+    for d in job_dirs(tmp_path / "sweep"):
+        runs = list((d / "wandb").glob("offline-run-*/*.wandb"))
+        assert len(runs) == 1  # each job its own W&B run (an in-process sweep must finish the last one)
+        blob = runs[0].read_bytes()
+        assert group.encode() in blob and b"synthetic" in blob
+        names.add(runs[0].parent.name)
+    assert len(names) == 2
+
+
+def test_a_failing_job_is_recorded_and_the_others_finish(tmp_path):
+    bad = tmp_path / "missing.txt"
+    proc = launch(tmp_path / "sweep", *TWO_JOBS, "logger=csv", f"model.embeddings.path=null,{bad}")
+    assert proc.returncode == 1
+    by_state = {}
+    for d in job_dirs(tmp_path / "sweep"):
+        by_state.setdefault(status(d)["state"], []).append(d)
+    assert len(by_state["complete"]) == 2 and len(by_state["failed"]) == 2
+    for d in by_state["failed"]:
+        assert str(bad) in status(d)["error"] and (d / "error.txt").is_file()
+    assert "4 jobs: 2 ran, 2 failed" in proc.stdout and "failed: " in proc.stdout
+    assert "Traceback" not in proc.stderr
+
+
+def test_killed_sweep_relaunch_runs_only_the_unfinished_job(tmp_path):
+    sweep = tmp_path / "sweep"
+    args = [*CLI, "-m", f"hydra.sweep.dir={sweep}", *TWO_JOBS, "logger=csv", "trainer.max_epochs=30",
+            "trainer.limit_train_batches=3"]
+    proc = subprocess.Popen(args, cwd=REPO, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.time() + 240
+    first = None  # Hydra runs the grid in order: lstm first, then average
+    while time.time() < deadline and proc.poll() is None:
+        done = [d for d in job_dirs(sweep) if (d / "status.json").is_file() and status(d)["state"] == "complete"] \
+            if sweep.is_dir() else []
+        if done:
+            first = done[0]
+            break
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert first is not None and "encoder=lstm" in first.name.split(",")
+    unfinished = [d for d in job_dirs(sweep) if d != first]
+    assert all(status(d)["state"] == "running" for d in unfinished if (d / "status.json").is_file())
+    finished_before = status(first)["finished"]
+    relaunch = subprocess.run(args, cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=300)
+    assert relaunch.returncode == 0, relaunch.stderr[-3000:]
+    assert "2 jobs: 1 ran, 1 skipped" in relaunch.stdout
+    assert status(first)["finished"] == finished_before
+    assert status(job_dir(sweep, "encoder=average"))["state"] == "complete"
+    forced = subprocess.run([*args, "force=true"], cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=300)
+    assert "2 jobs: 2 ran" in forced.stdout and status(first)["finished"] > finished_before

@@ -1,0 +1,70 @@
+"""Job directory names, the expanded grid of a sweep, the sweep files, outcome bookkeeping."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from attn_study.cli import CONFIG_DIR
+from attn_study.io import write_json_atomic
+from attn_study.sweep.naming import MAX_NAME, job_dir_name
+from attn_study.sweep.record import expand_grid, job_outcomes
+
+
+def test_job_dir_name_is_sorted_by_key_and_ignores_settings_that_do_not_change_results():
+    a = job_dir_name(["encoder=lstm", "dataset=sst", "sweep=jain_wallace", "logger=csv", "force=true",
+                      "paths.data.sst=/x/y", "cluster.partition=gpu", "threads=1"])
+    b = job_dir_name(["dataset=sst", "encoder=lstm"])
+    assert a == b == "dataset=sst,encoder=lstm"
+    assert job_dir_name(["sweep=smoke"]) == "default"
+
+
+def test_job_dir_name_makes_paths_safe_and_long_names_unique():
+    assert job_dir_name(["dataset.path=../data/sst dir"]) == "dataset.path=.._data_sst_dir"
+    long_a = job_dir_name([f"+model.x{i}=value{i}" for i in range(30)])
+    long_b = job_dir_name([f"+model.x{i}=value{i}" for i in range(29)] + ["+model.x29=other"])
+    assert len(long_a) <= MAX_NAME and len(long_b) <= MAX_NAME and long_a != long_b
+
+
+def test_expand_grid_is_the_product_and_the_command_line_narrows_it():
+    params = {"dataset": "sst,imdb", "encoder": "lstm,cnn,average"}
+    assert len(expand_grid(params, ["sweep=x"])) == 6
+    narrowed = expand_grid(params, ["dataset=sst", "attention=dot"])
+    assert sorted(job_dir_name(j) for j in narrowed) == [
+        "attention=dot,dataset=sst,encoder=average", "attention=dot,dataset=sst,encoder=cnn",
+        "attention=dot,dataset=sst,encoder=lstm"]
+
+
+@pytest.mark.parametrize("sweep, size, analysis", [("jain_wallace", 12 * 3 * 2, "jain_wallace"),
+                                                  ("serrano_smith", 4 * 2 * 3, "serrano_smith"),
+                                                  ("smoke", 3 * 2, "jain_wallace"),
+                                                  ("smoke_serrano_smith", 3, "serrano_smith")])
+def test_sweep_files_compose_and_name_their_grid(sweep, size, analysis):
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose("config", overrides=[f"sweep={sweep}"], return_hydra_config=True)
+    params = dict(cfg.hydra.sweeper.params)
+    assert len(expand_grid(params, [f"sweep={sweep}"])) == size
+    assert cfg.sweep.name == sweep and cfg.analysis.name == analysis
+    assert cfg.hydra.sweep.dir == f"outputs/sweeps/{sweep}"
+
+
+def test_every_serrano_smith_job_gets_its_analysis_whatever_the_model():
+    for model in ("han", "flat"):
+        with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+            cfg = compose("config", overrides=["sweep=serrano_smith", f"model={model}", "encoder=conv"])
+        assert cfg.analysis.name == "serrano_smith" and cfg.model.name == model
+
+
+def test_job_outcomes_sort_jobs_by_what_happened_in_this_launch(tmp_path):
+    launch = time.time()
+    states = {"old": ("complete", launch - 100), "new": ("complete", launch + 1), "bad": ("failed", launch + 1),
+              "killed": ("running", launch + 1), "stale_failure": ("failed", launch - 100)}
+    for name, (state, finished) in states.items():
+        (tmp_path / name).mkdir()
+        write_json_atomic(tmp_path / name / "status.json", {"state": state, "finished": finished})
+        (tmp_path / name / "summary.json").write_text("{}")
+    out = job_outcomes(tmp_path, [*states, "never_started"], since=launch)
+    assert out == {"ran": ["new"], "skipped": ["old"], "failed": ["bad"], "refused": [],
+                   "unfinished": ["killed", "stale_failure", "never_started"]}
