@@ -19,6 +19,7 @@ from pathlib import Path
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import BaseSubmititLauncher
+from omegaconf import OmegaConf
 
 from attn_study.sweep import state
 
@@ -36,6 +37,10 @@ class SlurmLauncher(BaseSubmititLauncher):
         import submitit
 
         params = dict(self.params)
+        cluster = OmegaConf.to_container(self.config.get("cluster") or OmegaConf.create(), resolve=True)
+        params["setup"] = [*(params.get("setup") or []), *(cluster.get("setup") or [])]
+        params["additional_parameters"] = {**(cluster.get("additional_parameters") or {}),
+                                           **(params.get("additional_parameters") or {})}
         executor = submitit.AutoExecutor(folder=params.pop("submitit_folder"), cluster="slurm",
                                          slurm_max_num_timeout=params.pop("max_num_timeout", 0))
         executor.update_parameters(**{k if k in _GENERIC else f"slurm_{k}": v for k, v in params.items()

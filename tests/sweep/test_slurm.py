@@ -1,0 +1,78 @@
+"""``hydra/launcher=slurm`` against a real one-node SLURM cluster on localhost
+(``scripts/slurm/cluster.sh``; needs root and the Debian slurm-wlm + munge packages, which
+``.ci/run`` installs). Skipped cleanly where SLURM is not installed or we are not root."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from tests.conftest import REPO, TINY, cli_env
+from tests.sweep.helpers import CLI, TWO_JOBS, job_dir, job_dirs, launch, status, summary
+
+pytestmark = pytest.mark.slurm
+CLUSTER = REPO / "scripts" / "slurm" / "cluster.sh"
+# what fits the test node (its CPUs and memory), one CPU per job
+RESOURCES = ["hydra/launcher=slurm", "cluster.partition=debug", "cluster.cpus=1", "cluster.mem_gb=2",
+             "cluster.time_min=15", "logger=csv"]
+
+
+@pytest.fixture(scope="module")
+def slurm_env(tmp_path_factory):
+    if os.geteuid() != 0 or not all(shutil.which(t) for t in ("slurmctld", "slurmd", "munged", "sbatch")):
+        pytest.skip("needs root and slurm-wlm + munge (apt-get install -y slurm-wlm munge)")
+    state_dir = tmp_path_factory.mktemp("slurm")
+    started = subprocess.run(["bash", str(CLUSTER), "start", str(state_dir)], capture_output=True, text=True,
+                             timeout=120)
+    assert started.returncode == 0, started.stdout + started.stderr
+    env = cli_env()
+    env["SLURM_CONF"] = str(state_dir / "slurm.conf")
+    env["PATH"] = f"{CLUSTER.parent / 'bin'}:{env['PATH']}"  # the sacct stand-in (no accounting database)
+    try:
+        yield env
+    finally:
+        subprocess.run(["bash", str(CLUSTER), "stop", str(state_dir)], capture_output=True, timeout=120)
+
+
+def test_two_job_sweep_on_slurm(tmp_path, slurm_env):
+    proc = launch(tmp_path / "sweep", *TWO_JOBS, *RESOURCES, env=slurm_env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    for encoder in ("lstm", "average"):
+        d = job_dir(tmp_path / "sweep", f"encoder={encoder}")
+        record = status(d)
+        assert record["state"] == "complete" and "slurm_job_id" in record
+        assert 0 <= summary(d)["test/acc"] <= 1
+    assert "2 jobs: 2 ran" in proc.stdout
+    assert list((tmp_path / "sweep" / ".submitit").glob("*/*_log.out"))
+
+
+def test_cancelled_job_is_recorded_and_the_sweep_ends(tmp_path, slurm_env):
+    """One job is cancelled with scancel while it trains; the launcher must not wait forever, must
+    record it as failed in its run dir, and the other job must finish."""
+    sweep = tmp_path / "sweep"
+    args = [*CLI, "-m", f"hydra.sweep.dir={sweep}", "encoder=average", "encoder.hidden_size=8", *TINY, *RESOURCES,
+            "trainer.max_epochs=1,5000", "trainer.limit_train_batches=3"]
+    proc = subprocess.Popen(args, cwd=REPO, env=slurm_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline, victim = time.time() + 300, None
+    while victim is None and time.time() < deadline and proc.poll() is None:
+        for d in job_dirs(sweep) if sweep.is_dir() else []:
+            record = status(d) if (d / "status.json").is_file() else {}
+            overrides = (d / ".hydra" / "overrides.yaml").read_text() if (d / ".hydra" / "overrides.yaml").is_file() else ""
+            if "trainer.max_epochs=5000" in overrides and record.get("state") == "running":
+                victim = d, f"{record['slurm_array_job_id']}_{record['slurm_array_task_id']}"  # not SLURM_JOB_ID: the
+                # last task of an array keeps the array's id, and scancel of that id cancels every task
+        time.sleep(0.5)
+    assert victim is not None, "the long job never started"
+    subprocess.run(["scancel", victim[1]], env=slurm_env, check=True)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, out[-2000:] + err[-2000:]
+    lost = status(victim[0])
+    assert lost["state"] == "failed" and "CANCELLED" in lost["error"], lost
+    assert "CANCELLED" in (victim[0] / "error.txt").read_text()
+    others = [status(d) for d in job_dirs(sweep) if d != victim[0]]
+    assert [s["state"] for s in others] == ["complete"], others
+    assert "failed: " in out
