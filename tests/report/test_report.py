@@ -1,0 +1,172 @@
+"""attn-study-report: tables whose numbers are known (hand-made run directories), the listing of
+failed and missing runs, the output formats, and the real smoke sweep → report path."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from omegaconf import OmegaConf
+
+from attn_study.io import write_json_atomic
+from attn_study.report.cli import build_report
+from attn_study.report.render import latex_escape, markdown
+from tests.conftest import REPO, cli_env
+
+
+def make_run(root, name, *, dataset, encoder, attention="additive", model="flat", state="complete", seed=13,
+             summary=None, instances=None, family="jain_wallace", finished=1.0e9, error=None):
+    run = root / name
+    (run / ".hydra").mkdir(parents=True)
+    analysis = "serrano_smith" if family == "serrano_smith" else "jain_wallace"
+    OmegaConf.save(OmegaConf.create({k: {"name": v} for k, v in dict(
+        dataset=dataset, model=model, encoder=encoder, attention=attention, projection="softmax",
+        analysis=analysis).items()} | {"seed": seed}), run / ".hydra" / "config.yaml")
+    status = {"state": state, "finished": finished, "labels": ["neg", "pos"]}
+    if error:
+        status["error"] = error
+    write_json_atomic(run / "status.json", status)
+    if summary is not None:
+        write_json_atomic(run / "summary.json", summary)
+    if instances is not None:
+        (run / "analysis" / family).mkdir(parents=True)
+        instances.to_parquet(run / "analysis" / family / "instances.parquet")
+    return run
+
+
+def jw_summary(base: float, acc: float) -> dict:
+    """``jw/...`` keys with values that encode (statistic, class): base + class/10 + offsets."""
+    out = {"test/acc": acc, "test/f1": acc, "test/auroc": acc, "val/acc_best": acc, "run/seconds": 60.0}
+    for k in (0, 1):
+        for name, shift in (("tau_grad", 0.0), ("tau_loo", 0.05)):
+            out[f"jw/{name}/class_{k}/mean"] = base + k / 10 + shift
+            out[f"jw/{name}/class_{k}/std"] = 0.2
+            out[f"jw/{name}/class_{k}/sig_frac"] = 0.5 + k / 10
+            out[f"jw/{name}/class_{k}/n"] = 10
+    return out
+
+
+def jw_instances(seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    n = 20
+    return pd.DataFrame({"prediction": np.arange(n) % 2, "tau_grad": rng.uniform(-1, 1, n),
+                         "tau_loo": rng.uniform(-1, 1, n), "tau_grad_loo": rng.uniform(-1, 1, n)})
+
+
+@pytest.fixture
+def sweep(tmp_path):
+    root = tmp_path / "sweep"
+    for i, dataset in enumerate(("sst", "imdb")):
+        make_run(root, f"{dataset}-lstm", dataset=dataset, encoder="lstm", summary=jw_summary(0.3 + i, 0.8),
+                 instances=jw_instances(i))
+        make_run(root, f"{dataset}-average", dataset=dataset, encoder="average", summary=jw_summary(0.6 + i, 0.7),
+                 instances=jw_instances(10 + i))
+    make_run(root, "sst-cnn", dataset="sst", encoder="cnn", state="failed", error="RuntimeError: out of memory")
+    make_run(root, "sst-lstm-old", dataset="sst", encoder="lstm", summary=jw_summary(9.0, 0.1), finished=1.0)
+    write_json_atomic(root / "sweep.json", {"jobs": {"sst-lstm": ["dataset=sst", "encoder=lstm"],
+                                                     "imdb-cnn": ["dataset=imdb", "encoder=cnn"]}})
+    return root
+
+
+def test_table2_has_the_runs_numbers_per_dataset_and_class(sweep):
+    out = build_report(sweep)
+    table = pd.read_csv(out / "table2_additive-softmax.csv")
+    assert list(zip(table["dataset"], table["class"])) == [("imdb", "neg"), ("imdb", "pos"), ("sst", "neg"), ("sst", "pos")]
+    sst_pos = table.iloc[3]
+    assert sst_pos["tau_g_bilstm_mean"] == pytest.approx(0.4)      # 0.3 + class 1 / 10, the newer lstm run
+    assert sst_pos["tau_g_average_mean"] == pytest.approx(0.7)
+    assert sst_pos["tau_loo_bilstm_mean"] == pytest.approx(0.45)
+    assert sst_pos["tau_loo_bilstm_sig_frac"] == pytest.approx(0.6)
+    md = (out / "table2_additive-softmax.md").read_text()
+    rows = [line for line in md.splitlines() if line.startswith("| sst") or line.startswith("| imdb")]
+    assert len(rows) == 4 and "| sst | pos | 0.40 ± 0.20 | 0.60 | 0.70 ± 0.20 | 0.60 | 0.45 ± 0.20 | 0.60 |" in md
+    header = md.splitlines()[2]
+    assert all(h in header for h in ("τ_g BiLSTM", "τ_g Average", "τ_loo BiLSTM"))
+    assert r"$\pm$" in (out / "table2_additive-softmax.tex").read_text()
+
+
+def test_failed_missing_and_replaced_runs_are_listed(sweep):
+    out = build_report(sweep)
+    runs = pd.read_csv(out / "runs.csv")
+    states = dict(zip(runs["run"], runs["state"]))
+    assert states["sst-cnn"] == "failed" and states["imdb-cnn"] == "missing"
+    page = (out / "index.html").read_text()
+    assert "out of memory" in page and "imdb-cnn" in page and "sst-lstm-old" in page
+    accuracy = pd.read_csv(out / "accuracy.csv")
+    assert len(accuracy) == 4 and 0.1 not in accuracy["test/acc"].tolist()  # the replaced run is not used
+
+
+def test_html_is_self_contained_with_the_figures(sweep):
+    out = build_report(sweep)
+    page = (out / "index.html").read_text()
+    for name in ("fig3_additive-softmax.png", "fig4_additive-softmax.png", "fig5_additive-softmax.png"):
+        assert (out / name).is_file()
+    assert page.count('src="data:image/png;base64,') == 3
+    assert not re.search(r'src="(?!data:)', page)
+
+
+def test_serrano_smith_tables(tmp_path):
+    root = tmp_path / "ss"
+    summary = {"ss/n_instances": 10, "ss/single/n": 10, "ss/multi/n": 10, "test/acc": 0.5,
+               "ss/multi/grad_vs_attn_ratio": 2.0}
+    for key in ("single", "single_grad", "single_grad_attention"):
+        for cell, value in zip(("yes_yes", "yes_no", "no_yes", "no_no"), (10.0, 20.0, 30.0, 40.0)):
+            summary[f"ss/{key}/flip_table/{cell}"] = value
+    for ranking in ("attention", "random"):
+        summary[f"ss/multi/{ranking}/never_flip"] = 1
+        summary[f"ss/multi/{ranking}/never_flip_frac"] = 0.1
+        summary[f"ss/multi/{ranking}/frac_removed/median"] = 0.25 if ranking == "attention" else 0.75
+        summary[f"ss/multi/{ranking}/frac_removed/mean"] = 0.3
+    frame = pd.DataFrame({"length": [3] * 10, "attention_frac": np.linspace(0, 1, 10),
+                          "random_frac": np.linspace(0.5, 1, 10)})
+    make_run(root, "yelp-han-gru", dataset="yelp", model="han", encoder="gru", summary=summary, instances=frame,
+             family="serrano_smith")
+    out = build_report(root)
+    flips = pd.read_csv(out / "ss_flip_table.csv")
+    assert len(flips) == 3 and flips.iloc[0]["only i* flips"] == 20.0 and flips.iloc[0]["i* by"] == "attention"
+    multi = pd.read_csv(out / "ss_fraction_removed.csv")
+    assert multi.set_index("ranking").loc["attention", "median frac removed"] == 0.25
+    assert multi.set_index("ranking").loc["attention", "gradient sooner / attention sooner"] == 2.0
+    assert (out / "ss_fraction_removed_yelp.png").is_file()
+
+
+def test_render_helpers():
+    assert latex_escape("a_b & 50% τ ± #1") == r"a\_b \& 50\% $\tau$ $\pm$ \#1"
+    assert markdown(pd.DataFrame({"a": [1.0, float("nan")], "b": ["x|y", "z"]})) == \
+        "| a | b |\n|---|---|\n| 1.000 | x\\|y |\n| — | z |\n"
+
+
+def test_report_cli_errors_in_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "attn_study.report.cli", str(tmp_path / "nope")],
+                          capture_output=True, text=True, cwd=REPO, env=cli_env())
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "is not a directory" in proc.stderr
+
+
+def test_smoke_sweep_then_report(tmp_path):
+    """The documented path: ``attn-study -m sweep=smoke`` then ``attn-study-report`` on its directory."""
+    sweep = tmp_path / "smoke"
+    run = subprocess.run([sys.executable, "-m", "attn_study.cli", "-m", "sweep=smoke", f"hydra.sweep.dir={sweep}",
+                          "logger=csv"], capture_output=True, text=True, cwd=REPO, env=cli_env(), timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "6 jobs: 6 ran" in run.stdout
+    report = subprocess.run([sys.executable, "-m", "attn_study.report.cli", str(sweep)], capture_output=True,
+                            text=True, cwd=REPO, env=cli_env(), timeout=300)
+    assert report.returncode == 0, report.stderr[-3000:]
+    md = (sweep / "report" / "table2_additive-softmax.md").read_text()
+    rows = [line for line in md.splitlines() if line.startswith("| synthetic |")]
+    assert len(rows) == 2  # synthetic × {negative, positive}
+    assert {r.split(" | ")[1] for r in rows} == {"negative", "positive"}
+    for r in rows:
+        assert len(r.strip("|").split("|")) == 8  # dataset, class, 3 × (mean ± std, sig. frac.)
+    table = pd.read_csv(sweep / "report" / "table2_additive-softmax.csv")
+    summaries = {json.loads((d / "summary.json").read_text())["jw/tau_grad/class_1/mean"]
+                 for d in sweep.iterdir() if (d / "summary.json").is_file() and "encoder=average" in d.name
+                 and "attention=additive" in d.name}
+    got = table.loc[table["class"] == "positive", "tau_g_average_mean"].dropna().tolist()
+    assert got and got[0] in summaries
+    assert (sweep / "report" / "index.html").is_file() and (sweep / "report" / "accuracy.md").is_file()
