@@ -1,1 +1,2 @@
-"""Sweeps: job directories, run states (resume, failures), the sweep record, the SLURM launcher."""
+"""Sweeps: job directory names, run states (skip, resume, failures), the sweep record (sweep.json).
+The SLURM launcher is a Hydra plugin: hydra_plugins/attn_study_launcher."""

@@ -68,3 +68,31 @@ def test_job_outcomes_sort_jobs_by_what_happened_in_this_launch(tmp_path):
     out = job_outcomes(tmp_path, [*states, "never_started"], since=launch)
     assert out == {"ran": ["new"], "skipped": ["old"], "failed": ["bad"], "refused": [],
                    "unfinished": ["killed", "stale_failure", "never_started"]}
+
+
+def test_local_overlay_fills_dataset_paths_and_cluster_settings(tmp_path):
+    """conf/local/default.yaml (git-ignored) is loaded when present; the command line still wins."""
+    import shutil
+
+    conf = tmp_path / "conf"
+    shutil.copytree(CONFIG_DIR, conf, symlinks=False)
+    shutil.copy(conf / "local" / "example.yaml", conf / "local" / "default.yaml")
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        cfg = compose("config", overrides=["dataset=imdb"])
+        assert cfg.dataset.path == "/data/nlp/aclImdb_v1.tar.gz" and cfg.cluster.partition == "gpu"
+        cfg = compose("config", overrides=["dataset=babi2", "cluster.partition=debug"])
+        assert cfg.dataset.path == "/data/nlp/tasks_1-20_v1-2" and cfg.cluster.partition == "debug"
+    shutil.rmtree(conf / "local")
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        assert compose("config", overrides=["dataset=imdb"]).dataset.path is None  # optional: absent is fine
+
+
+def test_slurm_launcher_config_takes_the_cluster_settings():
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose("config", overrides=["hydra/launcher=slurm", "cluster.partition=p", "cluster.account=a",
+                                           "cluster.qos=q", "cluster.gpus=2", "cluster.time_min=60",
+                                           "cluster.max_requeue=5", "sweep=smoke"], return_hydra_config=True)
+    launcher = cfg.hydra.launcher
+    assert launcher._target_ == "hydra_plugins.attn_study_launcher.slurm_launcher.SlurmLauncher"
+    assert (launcher.partition, launcher.account, launcher.qos, launcher.gpus_per_node, launcher.timeout_min,
+            launcher.max_num_timeout, launcher.name) == ("p", "a", "q", 2, 60, 5, "smoke")
