@@ -29,7 +29,8 @@ def _quiet_third_party() -> None:
 
 
 def _sweep_settings(cfg: DictConfig) -> bool:
-    """In a multirun: the W&B group from the sweep record, one torch thread per parallel joblib job.
+    """In a multirun: the W&B group from the sweep record; torch threads = the cores a job has
+    (cores / n_jobs under joblib, the allocated CPUs under SLURM).
     Returns whether this is a sweep job (whose failures are recorded, not raised)."""
     hydra_cfg = HydraConfig.get()
     if hydra_cfg.mode != RunMode.MULTIRUN:
@@ -44,6 +45,8 @@ def _sweep_settings(cfg: DictConfig) -> bool:
             n_jobs = int(hydra_cfg.launcher.get("n_jobs") or -1)
             cpus = os.cpu_count() or 1
             cfg.threads = max(1, cpus // (cpus if n_jobs < 1 else n_jobs))
+        elif cfg.get("threads") is None and os.environ.get("SLURM_CPUS_PER_TASK", "").isdigit():
+            cfg.threads = int(os.environ["SLURM_CPUS_PER_TASK"])  # the job's CPUs, not the node's
     return True
 
 

@@ -17,6 +17,7 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from lightning.pytorch.loggers import WandbLogger
+from lightning.pytorch.plugins.environments import SLURMEnvironment
 from omegaconf import DictConfig, OmegaConf
 
 from attn_study.analysis.runner import check_analysis, run_analysis
@@ -140,8 +141,11 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path, resume_from: Path | Non
     if cfg.early_stopping.enabled:
         callbacks.append(EarlyStopping(monitor=cfg.checkpoint.monitor, mode=cfg.checkpoint.mode,
                                        patience=cfg.early_stopping.patience))
+    extra = {}
+    if SLURMEnvironment.detect():  # submitit requeues on time-out and we resume from last.ckpt;
+        extra["plugins"] = [SLURMEnvironment(auto_requeue=False)]  # Lightning's own requeue stays off
     trainer: L.Trainer = component(cfg.trainer, logger=loggers or False, callbacks=callbacks,
-                                   default_root_dir=str(run_dir))
+                                   default_root_dir=str(run_dir), **extra)
     fit_started = time.time()
     if resume_from is not None:
         print(f"resuming training from {resume_from}", flush=True)

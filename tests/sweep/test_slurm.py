@@ -45,6 +45,7 @@ def test_two_job_sweep_on_slurm(tmp_path, slurm_env):
         d = job_dir(tmp_path / "sweep", f"encoder={encoder}")
         record = status(d)
         assert record["state"] == "complete" and "slurm_job_id" in record
+        assert record["torch_threads"] == 1  # cluster.cpus=1
         assert 0 <= summary(d)["test/acc"] <= 1
     assert "2 jobs: 2 ran" in proc.stdout
     assert list((tmp_path / "sweep" / ".submitit").glob("*/*_log.out"))
