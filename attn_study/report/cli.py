@@ -68,6 +68,11 @@ def _write_all(root, work, out_dir, runs, missing, used, older) -> list[tuple[st
                    "instances and the fraction with p ≤ 0.05")
         table = write_table(frame, work, stem, caption, display=jw.table2_display(frame))
         body = f"<p>{html.escape(caption)}.</p>" + html_table(table["frame"])
+        seeds = jw.table2_across_seeds(frame)
+        if not seeds.empty:
+            caption = (f"Table 2 ({attention}, {projection}) across seeds: mean and standard deviation over seeds "
+                       "of each seed's mean τ")
+            body += f"<p>{html.escape(caption)}.</p>" + html_table(write_table(seeds, work, f"{stem}_seeds", caption)["frame"])
         for number, make in ((3, lambda p: jw.difference_figure(jw_used, attention, projection, "loo", p)),
                              (4, lambda p: jw.difference_figure(jw_used, attention, projection, "grad", p)),
                              (5, lambda p: jw.average_vs_bilstm_figure(jw_used, attention, projection, p))):

@@ -75,6 +75,25 @@ def table2(runs: list[Run], attention: str, projection: str) -> pd.DataFrame:
     return frame
 
 
+def table2_across_seeds(frame: pd.DataFrame) -> pd.DataFrame:
+    """With several seeds: per dataset × class and column, the mean over seeds of the per-seed mean
+    τ, its standard deviation over seeds (ddof 0) — how much a single-seed Table 2 can move — the
+    mean significant fraction and the number of seeds."""
+    if "seed" not in frame:
+        return pd.DataFrame()
+    rows = []
+    for (dataset, name), g in frame.groupby(["dataset", "class"], sort=True):
+        row = {"dataset": dataset, "class": name}
+        for stem, header in TABLE2_HEADERS.items():
+            means = g[f"{stem}_mean"].dropna()
+            row[f"{header} mean over seeds"] = means.mean() if len(means) else np.nan
+            row[f"{header} std over seeds"] = means.std(ddof=0) if len(means) else np.nan
+            row[f"{header} sig. frac."] = g[f"{stem}_sig_frac"].dropna().mean() if len(means) else np.nan
+            row[f"{header} seeds"] = len(means)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def table2_display(frame: pd.DataFrame) -> pd.DataFrame:
     """Table 2 as the paper prints it: "mean ± std" and "sig. frac." per column."""
     keys = [c for c in ("dataset", "seed", "class") if c in frame]

@@ -170,3 +170,18 @@ def test_smoke_sweep_then_report(tmp_path):
     got = table.loc[table["class"] == "positive", "tau_g_average_mean"].dropna().tolist()
     assert got and got[0] in summaries
     assert (sweep / "report" / "index.html").is_file() and (sweep / "report" / "accuracy.md").is_file()
+
+
+def test_several_seeds_give_rows_per_seed_and_a_spread_over_seeds(tmp_path):
+    root = tmp_path / "seeds"
+    for seed, base in ((1, 0.2), (2, 0.4)):
+        make_run(root, f"lstm-{seed}", dataset="sst", encoder="lstm", seed=seed, summary=jw_summary(base, 0.8))
+        make_run(root, f"avg-{seed}", dataset="sst", encoder="average", seed=seed, summary=jw_summary(base + 0.3, 0.7))
+    out = build_report(root)
+    per_seed = pd.read_csv(out / "table2_additive-softmax.csv")
+    assert list(per_seed["seed"]) == [1, 1, 2, 2]
+    seeds = pd.read_csv(out / "table2_additive-softmax_seeds.csv").set_index("class")
+    assert seeds.loc["neg", "τ_g BiLSTM mean over seeds"] == pytest.approx(0.3)
+    assert seeds.loc["neg", "τ_g BiLSTM std over seeds"] == pytest.approx(0.1)
+    assert seeds.loc["pos", "τ_g Average mean over seeds"] == pytest.approx(0.7)
+    assert seeds.loc["pos", "τ_g Average seeds"] == 2
