@@ -54,27 +54,21 @@ def run(cfg: DictConfig, run_dir: str | Path, keep_going: bool = False) -> dict 
     run_dir.mkdir(parents=True, exist_ok=True)
     ident = json.loads(_canonical(state.identity(cfg)))
     previous = state.read_status(run_dir)
+    same_config = _canonical(previous.get("identity", {})) == _canonical(ident)
     if state.is_complete(run_dir, previous) and not cfg.get("force"):
-        if _canonical(previous.get("identity", {})) == _canonical(ident):
+        if same_config:
             print(f"complete already, skipped (force=true re-runs it): {run_dir}", flush=True)
             return read_json(run_dir / "summary.json")
         diffs = state.identity_differences(previous.get("identity", {}), ident)
         message = (f"{run_dir} holds complete results of a different configuration ({'; '.join(diffs)}); "
                    "re-run it with force=true or choose another hydra.sweep.dir")
         state.record_conflict(run_dir, previous, message)
-        if keep_going:
-            log.error("job refused: %s", message)
-            return None
-        raise UserError(message)
+        return _refuse(message, keep_going)
     if previous.get("state") == "running" and state.still_running(previous):
-        message = f"{run_dir} is being run by process {previous['pid']} on this host; wait for it or stop it"
-        if keep_going:
-            log.error("job refused: %s", message)
-            return None
-        raise UserError(message)
+        return _refuse(f"{run_dir} is being run by process {previous['pid']} on this host; wait for it or stop it",
+                       keep_going)
     last = run_dir / "checkpoints" / "last.ckpt"
-    resume = (bool(cfg.get("resume", True)) and previous.get("state") == "running" and last.is_file()
-              and _canonical(previous.get("identity", {})) == _canonical(ident))
+    resume = bool(cfg.get("resume", True)) and previous.get("state") == "running" and last.is_file() and same_config
     state.clear_attempt(run_dir, keep_checkpoints=resume)
     running = state.mark_running(run_dir, ident, previous)
     details: dict = {}
@@ -90,6 +84,13 @@ def run(cfg: DictConfig, run_dir: str | Path, keep_going: bool = False) -> dict 
         return None
     state.mark_complete(run_dir, running, **details)
     return summary
+
+
+def _refuse(message: str, keep_going: bool) -> None:
+    """A job that must not run: logged in a sweep (``keep_going``), a ``UserError`` otherwise."""
+    if not keep_going:
+        raise UserError(message)
+    log.error("job refused: %s", message)
 
 
 def _finish_wandb(exit_code: int = 0) -> None:

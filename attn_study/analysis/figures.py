@@ -84,7 +84,7 @@ def _n_classes(sub: pd.DataFrame, label_names: Sequence[str]) -> int:
     return max(len(label_names), int(sub["prediction"].max()) + 1, 1)
 
 
-def _new_figure(figsize) -> Figure:
+def new_figure(figsize) -> Figure:
     fig = Figure(figsize=figsize, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
@@ -107,7 +107,7 @@ def _publish(tmp: str, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def _save_png(fig: Figure, path: Path) -> Path:
+def save_png(fig: Figure, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -148,7 +148,7 @@ def _histogram_by_class(df, column, label_names, title, *, lo, hi, xlabel, what,
     if sub is None:
         return None
     n_classes = _n_classes(sub, label_names)
-    fig = _new_figure((6.4, 4.2))
+    fig = new_figure((6.4, 4.2))
     ax = fig.add_subplot()
     bins = np.linspace(lo, hi, _HIST_BINS + 1)
     for k, group in sub.groupby("prediction", sort=True):
@@ -177,7 +177,7 @@ def _density_by_class(df, x_col, label_names, title, *, x_range, xlabel, what) -
     groups = list(sub.groupby("prediction", sort=True))
     ncols = min(len(groups), _PANEL_COLS)
     nrows = math.ceil(len(groups) / ncols)
-    fig = _new_figure((3.3 * ncols + 0.8, 3.1 * nrows + 0.7))
+    fig = new_figure((3.3 * ncols + 0.8, 3.1 * nrows + 0.7))
     axes = fig.subplots(nrows, ncols, squeeze=False, sharex=True, sharey=True)
     x_lo, x_hi = x_range(sub[x_col].to_numpy())
     x_bins = np.linspace(x_lo, x_hi, _DENSITY_BINS + 1)
@@ -257,7 +257,7 @@ def jain_wallace_figures(df: pd.DataFrame, out_dir: Path, label_names: list[str]
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    return {key: _save_png(fig, out_dir / FILENAMES[key]) for key, fig in build_figures(df, label_names, title).items()}
+    return {key: save_png(fig, out_dir / FILENAMES[key]) for key, fig in build_figures(df, label_names, title).items()}
 
 
 # ------------------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from matplotlib.ticker import MaxNLocator
 from tqdm.auto import tqdm
 
 from attn_study.analysis.base import SplitAnalysis
-from attn_study.analysis.figures import _new_figure, _save_png
+from attn_study.analysis.figures import new_figure, save_png
 from attn_study.analysis.importance import predict
 from attn_study.analysis.measures import jsd, summarise
 
@@ -421,7 +421,7 @@ def delta_js_figure(frame: pd.DataFrame, title: str = ""):
     sub = _finite(frame, ["delta_alpha", "delta_js"])
     if sub is None:
         return None
-    fig = _new_figure((6.4, 4.4))
+    fig = new_figure((6.4, 4.4))
     ax = fig.add_subplot()
     x, y = sub["delta_alpha"].to_numpy(), sub["delta_js"].to_numpy()
     negative = y < 0
@@ -445,7 +445,7 @@ def negative_delta_js_figure(frame: pd.DataFrame, title: str = "", bins: int = 2
     if sub is None:
         return None
     x = sub["delta_alpha"].to_numpy()[sub["delta_js"].to_numpy() < 0]
-    fig = _new_figure((6.4, 4.2))
+    fig = new_figure((6.4, 4.2))
     ax = fig.add_subplot()
     ax.hist(np.clip(x, 0.0, 1.0), bins=np.linspace(0.0, 1.0, bins + 1), color="#d95f02", alpha=0.8,
             edgecolor="white")
@@ -472,7 +472,7 @@ def _boxplot_figure(frame: pd.DataFrame, rankings: Sequence[str], column: str, y
         labels.append(f"{RANKING_LABELS.get(name, name)}\nn={len(flipped)}, never={never}")
     if not data or all(np.isnan(d).all() for d in data):
         return None
-    fig = _new_figure((1.9 * len(data) + 2.0, 4.4))
+    fig = new_figure((1.9 * len(data) + 2.0, 4.4))
     ax = fig.add_subplot()
     ax.boxplot(data, whis=1.5, showfliers=True, flierprops={"markersize": 3, "alpha": 0.4})
     ax.set_xticks(range(1, len(labels) + 1), labels, fontsize="small")
@@ -497,7 +497,7 @@ def flip_tables_figure(frame: pd.DataFrame, title: str = ""):
         panels.append((ranking, table, len(sub)))
     if not panels:
         return None
-    fig = _new_figure((3.6 * len(panels) + 0.6, 3.6))
+    fig = new_figure((3.6 * len(panels) + 0.6, 3.6))
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     colors = np.array([[0.85, 0.92, 1.0], [0.55, 0.75, 1.0], [1.0, 0.75, 0.5], [0.93, 0.93, 0.93]])
     for ax, (ranking, table, n) in zip(axes, panels):
@@ -541,4 +541,4 @@ def serrano_smith_figures(frame: pd.DataFrame, out_dir: Path, rankings: Sequence
     (atomically); returns ``{key: path}`` for those written."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    return {key: _save_png(fig, out_dir / FILENAMES[key]) for key, fig in build_figures(frame, rankings, title).items()}
+    return {key: save_png(fig, out_dir / FILENAMES[key]) for key, fig in build_figures(frame, rankings, title).items()}

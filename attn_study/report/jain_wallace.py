@@ -14,14 +14,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from attn_study.report.runs import Run  # noqa: E402
+from attn_study.analysis.figures import new_figure, save_png
+from attn_study.report.runs import Run
 
 BILSTM, AVERAGE = "lstm", "average"
 TABLE2_COLUMNS = {  # column stem → (encoder, summary key)
@@ -128,15 +125,18 @@ def _per_instance(runs: list[Run], encoder: str, attention: str, projection: str
     return out
 
 
-def _boxes(ax, groups: list[tuple[str, np.ndarray]], xlabel: str) -> None:
-    labels = [g[0] for g in groups]
-    data = [g[1][~np.isnan(g[1])] for g in groups]
-    ax.boxplot(data, vert=False, showmeans=True, showfliers=False,
+def _box_figure(groups: list[tuple[str, np.ndarray]], xlabel: str, title: str, path: Path) -> Path:
+    """Horizontal box plots, one per (label, values) group (NaN left out; diamond = mean)."""
+    fig = new_figure((7, 0.45 * len(groups) + 1.4))
+    ax = fig.add_subplot()
+    ax.boxplot([g[1][~np.isnan(g[1])] for g in groups], vert=False, showmeans=True, showfliers=False,
                meanprops={"marker": "D", "markerfacecolor": "black", "markeredgecolor": "black", "markersize": 4})
-    ax.set_yticks(range(1, len(labels) + 1), labels)
+    ax.set_yticks(range(1, len(groups) + 1), [g[0] for g in groups])
     ax.axvline(0, color="grey", lw=0.8, ls="--")
     ax.set_xlabel(xlabel)
     ax.invert_yaxis()
+    ax.set_title(title, fontsize=10)
+    return save_png(fig, path)
 
 
 def difference_figure(runs: list[Run], attention: str, projection: str, which: str, path: Path) -> Path | None:
@@ -151,15 +151,9 @@ def difference_figure(runs: list[Run], attention: str, projection: str, which: s
         for name, g in frame.groupby("class_name", sort=True):
             diff = (g["tau_grad_loo"] - g[other]).to_numpy(float)
             groups.append((f"{dataset} / {name} (mean {np.nanmean(diff):+.2f})", diff))
-    fig, ax = plt.subplots(figsize=(7, 0.45 * len(groups) + 1.4))
     what = "τ(grad, loo) − τ(attn, loo)" if which == "loo" else "τ(grad, loo) − τ(attn, grad)"
-    _boxes(ax, groups, what)
     number = 3 if which == "loo" else 4
-    ax.set_title(f"Fig {number}: {what}, BiLSTM + {attention} ({projection})", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _box_figure(groups, what, f"Fig {number}: {what}, BiLSTM + {attention} ({projection})", path)
 
 
 def average_vs_bilstm_figure(runs: list[Run], attention: str, projection: str, path: Path) -> Path | None:
@@ -174,10 +168,5 @@ def average_vs_bilstm_figure(runs: list[Run], attention: str, projection: str, p
         a, b = avg[dataset]["tau_loo"].to_numpy(float), lstm[dataset]["tau_loo"].to_numpy(float)
         diff = np.nanmean(a) - np.nanmean(b)
         groups += [(f"{dataset} Average (Δ mean {diff:+.2f})", a), (f"{dataset} BiLSTM", b)]
-    fig, ax = plt.subplots(figsize=(7, 0.45 * len(groups) + 1.4))
-    _boxes(ax, groups, "τ_loo (attention vs leave-one-out)")
-    ax.set_title(f"Fig 5: Average vs BiLSTM encoder, {attention} ({projection})", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _box_figure(groups, "τ_loo (attention vs leave-one-out)",
+                       f"Fig 5: Average vs BiLSTM encoder, {attention} ({projection})", path)

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib import colormaps
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from attn_study.analysis.serrano_smith import CELLS, RANKING_LABELS, SINGLE_TABLES  # noqa: E402
-from attn_study.report.runs import Run  # noqa: E402
+from attn_study.analysis.figures import new_figure, save_png
+from attn_study.analysis.serrano_smith import CELLS, RANKING_LABELS, SINGLE_TABLES
+from attn_study.report.runs import Run
 
 CELL_HEADERS = {"yes_yes": "both flip", "yes_no": "only i* flips", "no_yes": "only r flips", "no_no": "neither"}
 
@@ -73,8 +71,9 @@ def fraction_removed_figure(runs: list[Run], dataset: str, path: Path) -> Path |
         return None
     rankings = [r for r in RANKING_LABELS if any(f"{r}_frac" in f for _, f in frames)]
     width = 0.8 / len(rankings)
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(frames) + 2), 4))
-    colours = plt.get_cmap("tab10")
+    fig = new_figure((max(6.0, 1.6 * len(frames) + 2), 4))
+    ax = fig.add_subplot()
+    colours = colormaps["tab10"]
     for j, ranking in enumerate(rankings):
         data, positions = [], []
         for i, (_, frame) in enumerate(frames):
@@ -88,11 +87,8 @@ def fraction_removed_figure(runs: list[Run], dataset: str, path: Path) -> Path |
             box.set_alpha(0.6)
         ax.plot([], [], color=colours(j), lw=6, alpha=0.6, label=RANKING_LABELS[ranking])
     ax.set_xticks(range(len(frames)), [f"{r.config['model']}-{r.config['encoder']}" for r, _ in frames])
-    ax.set_ylabel("fraction of items removed before the decision flips")
+    ax.set_ylabel("fraction of items removed before a flip")
     ax.set_ylim(0, 1.02)
     ax.set_title(f"{dataset}: items erased (top of each ranking first) until the decision flips", fontsize=10)
     ax.legend(fontsize=8, ncol=len(rankings), loc="upper center", bbox_to_anchor=(0.5, -0.12))
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_png(fig, path)
