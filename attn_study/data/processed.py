@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import pickle
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import numpy as np
 from attn_study.data.example import SPLITS, RawExample
 from attn_study.data.text import Vocab, tokenize_many, tokenize_sentences_many
 from attn_study.errors import DataError
+from attn_study.io import atomic_open
 
 log = logging.getLogger(__name__)
 CACHE_FORMAT = 3  # bump when the processed layout or the tokenisation changes
@@ -122,14 +122,8 @@ def load_or_build(source, prep: Preprocessing, cache_dir: str | Path | None) -> 
 def _write_atomic(entry: Path, dataset: ProcessedDataset) -> None:
     entry.mkdir(parents=True, exist_ok=True)
     (entry / "COMPLETE").unlink(missing_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=entry, prefix=".dataset.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            pickle.dump(dataset, handle, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, entry / "dataset.pkl")
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_open(entry / "dataset.pkl", "wb") as handle:
+        pickle.dump(dataset, handle, protocol=pickle.HIGHEST_PROTOCOL)
     size = (entry / "dataset.pkl").stat().st_size
     marker_tmp = entry / ".COMPLETE.tmp"
     marker_tmp.write_text(str(size))
