@@ -1,12 +1,12 @@
 """Analyse a trained run again: rebuild its data and model from the run directory, load the
-checkpoint, run the chosen analysis, store the results beside the training results."""
+checkpoint and test it with the chosen analyses as callbacks — the code path of ``attn-study``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from attn_study.errors import UserError
 
@@ -26,29 +26,51 @@ def locate(ckpt_path: str) -> tuple[Path, Path]:
     return run_dir, ckpt
 
 
+def run_config(cfg: DictConfig, run_dir: Path) -> DictConfig:
+    """The run's own config (resolved, so its data and model are the trained ones whatever ``cfg``
+    says), with ``cfg``'s analyses; their ``seed`` is the run's unless ``cfg.seed`` is set."""
+    run_cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
+    OmegaConf.resolve(run_cfg)
+    analysis = OmegaConf.create(OmegaConf.to_container(cfg.get("analysis") or {}))
+    seed = run_cfg.seed if cfg.get("seed") is None else cfg.seed
+    chosen = OmegaConf.merge({"seed": seed}, {"analysis": analysis})
+    OmegaConf.resolve(chosen)  # the analyses' ${seed}
+    with open_dict(run_cfg):
+        run_cfg.analysis = chosen.analysis
+        if cfg.device != "auto":
+            run_cfg.trainer.accelerator = "cpu" if cfg.device == "cpu" else "gpu"
+        if run_cfg.get("logger") and "wandb" in run_cfg.logger:
+            run_cfg.logger.wandb.job_type = "analyze"
+        if run_cfg.get("logger") and "csv" in run_cfg.logger:  # training's csv/metrics.csv stays as it is
+            run_cfg.logger.csv.version = "analyze"
+    return run_cfg
+
+
 def analyze(cfg: DictConfig) -> dict:
-    """Run ``cfg.analysis`` on the run at ``cfg.ckpt_path``; return the merged summary."""
-    from attn_study.analysis.runner import merge_summary, run_analysis
-    from attn_study.build import build_datamodule, build_model
-    from attn_study.run import build_loggers
+    """Test the run at ``cfg.ckpt_path`` with ``cfg.analysis``; return the rebuilt run summary."""
+    from attn_study.build import build_analyses, build_datamodule, build_model, component
+    from attn_study.run import _finish_wandb, build_loggers, rebuild_summary
 
     run_dir, ckpt = locate(cfg.ckpt_path)
-    run_cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
-    run_cfg.analysis = cfg.analysis
-    run_cfg.seed = cfg.seed
-    if cfg.device != "auto":
-        run_cfg.trainer.accelerator = "cpu" if cfg.device == "cpu" else "gpu"
+    run_cfg = run_config(cfg, run_dir)
     datamodule = build_datamodule(run_cfg)
     datamodule.setup()
     module = build_model(run_cfg, datamodule)
-    state = torch.load(ckpt, map_location="cpu", weights_only=False)["state_dict"]
+    analyses = build_analyses(run_cfg)
+    if not analyses:
+        raise UserError("attn-study-analyze: no analysis chosen; e.g. analysis=[jain_wallace,serrano_smith]")
+    for analysis in analyses:
+        analysis.check(module.model, datamodule)
+    try:
+        state = torch.load(ckpt, map_location="cpu", weights_only=False)["state_dict"]
+    except Exception as err:  # truncated or not a checkpoint
+        raise UserError(f"{ckpt}: not a readable checkpoint ({type(err).__name__}); train the run again") from None
     module.load_state_dict(state)
-    loggers = []
-    if cfg.use_loggers:
-        if run_cfg.get("logger") and "wandb" in run_cfg.logger:
-            run_cfg.logger.wandb.job_type = "analyze"
-        loggers = build_loggers(run_cfg, run_dir)
-    summary = run_analysis(run_cfg, module.model, datamodule, run_dir, loggers)
+    loggers = build_loggers(run_cfg, run_dir) if cfg.use_loggers else []
+    trainer = component(run_cfg.trainer, logger=loggers or False, callbacks=analyses, default_root_dir=str(run_dir),
+                        enable_checkpointing=False, enable_progress_bar=False)
+    trainer.test(module, datamodule=datamodule, verbose=False)
     for lg in loggers:
         lg.finalize("success")
-    return merge_summary(run_dir, summary)
+    _finish_wandb()
+    return rebuild_summary(run_dir)

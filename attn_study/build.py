@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import numpy as np
+from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from attn_study.data.datamodule import TextDataModule
 from attn_study.data.embeddings import load_embeddings
+from attn_study.errors import UserError
 from attn_study.models.module import AttentionModule
 
 log = logging.getLogger(__name__)
@@ -21,7 +24,28 @@ def component(node: DictConfig, partial: bool = False, drop: tuple[str, ...] = (
     params = {k: v for k, v in OmegaConf.to_container(node, resolve=True).items() if k not in drop}
     if partial:
         params["_partial_"] = True
-    return instantiate(params, **kwargs)
+    try:
+        return instantiate(params, **kwargs)
+    except InstantiationException as err:  # Hydra wraps the constructor's error; a user mistake stays one line
+        if isinstance(err.__cause__, UserError):
+            raise err.__cause__ from None
+        raise
+
+
+def build_analyses(cfg: DictConfig) -> list:
+    """The chosen test families (``cfg.analysis``, a node per family) as Lightning callbacks."""
+    return [component(node) for node in (cfg.get("analysis") or {}).values() if node]
+
+
+def build_callbacks(cfg: DictConfig, run_dir: Path) -> list:
+    """The other Lightning callbacks (``cfg.callbacks``); the checkpoints go to ``<run_dir>/checkpoints``."""
+    callbacks = []
+    for name, node in (cfg.get("callbacks") or {}).items():
+        if not node:
+            continue
+        extra = {"dirpath": str(Path(run_dir) / "checkpoints")} if name == "model_checkpoint" else {}
+        callbacks.append(component(node, **extra))
+    return callbacks
 
 
 def build_datamodule(cfg: DictConfig) -> TextDataModule:

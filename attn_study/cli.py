@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import logging
-import sys
-from pathlib import Path
-
 import os
+import sys
 import warnings
+from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig

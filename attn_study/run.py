@@ -1,8 +1,10 @@
-"""One run: train, select on dev, test the best checkpoint, analyse, write ``summary.json``.
+"""One run: train, select on dev, test the best checkpoint (the analyses run as callbacks of that
+test), write ``summary.json``.
 
-Run directory contract (DESIGN.md): ``.hydra/`` (written by Hydra), ``status.json`` (the state:
-running / complete / failed, see ``attn_study.sweep.state``), ``summary.json``, ``checkpoints/``,
-``csv/metrics.csv``, ``wandb/`` (offline run), ``analysis/<family>/``, ``error.txt`` on failure.
+Run directory contract (docs/architecture.md): ``.hydra/`` (written by Hydra), ``status.json`` (the
+state: running / complete / failed, see ``attn_study.sweep.state``), ``summary.json``,
+``checkpoints/``, ``csv/metrics.csv``, ``wandb/`` (offline run), ``analysis/<family>/``,
+``error.txt`` on failure.
 """
 
 from __future__ import annotations
@@ -15,13 +17,12 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.plugins.environments import SLURMEnvironment
 from omegaconf import DictConfig, OmegaConf
 
-from attn_study.analysis.runner import check_analysis, run_analysis
-from attn_study.build import build_datamodule, build_model, component
+from attn_study import keys
+from attn_study.build import build_analyses, build_callbacks, build_datamodule, build_model, component
 from attn_study.errors import UserError
 from attn_study.io import read_json, write_json_atomic
 from attn_study.sweep import state
@@ -129,46 +130,44 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path, resume_from: Path | Non
     datamodule = build_datamodule(cfg)
     datamodule.setup()
     module = build_model(cfg, datamodule)
-    check_analysis(cfg, module.model)
+    analyses = build_analyses(cfg)
+    for analysis in analyses:  # before training (Lightning's setup checks again)
+        analysis.check(module.model, datamodule)
 
     loggers = build_loggers(cfg, run_dir)
     for lg in loggers:
         lg.log_hyperparams(flat_config(cfg))
-    checkpoint = ModelCheckpoint(
-        dirpath=run_dir / "checkpoints", filename="best", monitor=cfg.checkpoint.monitor,
-        mode=cfg.checkpoint.mode, save_last=True, enable_version_counter=False,
-    )
-    callbacks = [checkpoint]
-    if cfg.early_stopping.enabled:
-        callbacks.append(EarlyStopping(monitor=cfg.checkpoint.monitor, mode=cfg.checkpoint.mode,
-                                       patience=cfg.early_stopping.patience))
     extra = {}
     if SLURMEnvironment.detect():  # submitit requeues on time-out and we resume from last.ckpt;
         extra["plugins"] = [SLURMEnvironment(auto_requeue=False)]  # Lightning's own requeue stays off
-    trainer: L.Trainer = component(cfg.trainer, logger=loggers or False, callbacks=callbacks,
+    trainer: L.Trainer = component(cfg.trainer, logger=loggers or False,
+                                   callbacks=build_callbacks(cfg, run_dir) + analyses,
                                    default_root_dir=str(run_dir), **extra)
+    checkpoint = trainer.checkpoint_callback
     fit_started = time.time()
     if resume_from is not None:
         print(f"resuming training from {resume_from}", flush=True)
     trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None)
     fit_seconds = time.time() - fit_started
-    tested = trainer.test(module, datamodule=datamodule, ckpt_path=checkpoint.best_model_path or None,
-                          verbose=False)[0]
+    best = checkpoint.best_model_path if checkpoint is not None else ""
+    tested = trainer.test(module, datamodule=datamodule, ckpt_path=best or None, verbose=False)[0]
 
     stats = datamodule.data.stats
     summary = {k: float(v) for k, v in tested.items()}
     summary.update({
-        "val/acc_best": float(checkpoint.best_model_score) if checkpoint.best_model_score is not None else float("nan"),
+        "val/acc_best": (float(checkpoint.best_model_score) if checkpoint is not None
+                         and checkpoint.best_model_score is not None else float("nan")),
         "train/epochs": trainer.current_epoch,
         "train/seconds": fit_seconds,
         "train/seconds_per_epoch": fit_seconds / max(trainer.current_epoch, 1),
         "data/vocab_size": stats["vocab_size"],
         **{f"data/{split}_size": stats[split]["kept"] for split in ("train", "dev", "test")},
     })
-    summary.update(run_analysis(cfg, module.model, datamodule, run_dir, loggers))
+    for analysis in analyses:
+        summary.update(analysis.summary)
     summary["run/seconds"] = time.time() - started
     for lg in loggers:
-        lg.log_metrics({k: v for k, v in summary.items() if k.split("/")[0] in ("val", "train", "data", "run")})
+        lg.log_metrics({k: v for k, v in summary.items() if keys.namespace(k) in ("val", "train", "data", "run")})
         if isinstance(lg, WandbLogger):
             lg.experiment.summary.update(summary)
         lg.finalize("success")
@@ -180,6 +179,19 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path, resume_from: Path | Non
         details["labels"] = [str(name) for name in datamodule.data.label_names]
         details["torch_threads"] = torch.get_num_threads()
     print(locations, flush=True)
+    return summary
+
+
+def rebuild_summary(run_dir: Path) -> dict:
+    """``summary.json`` = its training keys + the summary of every analysis folder now in the run
+    directory, so an analysis run again replaces its family's keys and none stay behind."""
+    path = Path(run_dir) / "summary.json"
+    summary = {k: v for k, v in (read_json(path) if path.is_file() else {}).items() if not keys.is_analysis_key(k)}
+    for family in keys.FAMILIES:
+        family_summary = Path(run_dir) / "analysis" / family / keys.SUMMARY
+        if family_summary.is_file():
+            summary.update(read_json(family_summary))
+    write_json_atomic(path, summary)
     return summary
 
 

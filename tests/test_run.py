@@ -10,7 +10,7 @@ import pytest
 from hydra.errors import MissingConfigException
 
 from attn_study.run import train_and_test
-from tests.conftest import REPO, TINY, cli_env
+from tests.helpers import REPO, TINY, cli_env
 
 CLI = [sys.executable, "-m", "attn_study.cli"]
 
@@ -98,4 +98,4 @@ def test_token_level_analysis_on_a_sentence_level_model_fails_before_training(ma
     with pytest.raises(UserError, match="analysis=serrano_smith"):
         train_and_test(cfg, tmp_path / "run")
     assert not (tmp_path / "run" / "checkpoints").exists()
-    assert make_cfg("model=han").analysis.name == "serrano_smith"  # the HAN's default analysis
+    assert list(make_cfg("model=han").analysis) == ["serrano_smith"]  # the HAN's default analysis

@@ -16,7 +16,7 @@ from attn_study.models.encoders import CNNEncoder
 _TINY = 1e-30
 
 
-def _grad_context(device: torch.device):
+def grad_context(device: torch.device):
     # cuDNN's RNN backward refuses eval mode; gradients of an eval-mode model need it off
     return torch.backends.cudnn.flags(enabled=False) if device.type == "cuda" else contextlib.nullcontext()
 
@@ -56,7 +56,7 @@ def gradient_importance(model, batch: dict, detach_attention: bool = True, norma
     tokens unless ``normalise=False``.
     """
     mask = batch["mask"]
-    with torch.enable_grad(), _grad_context(mask.device):
+    with torch.enable_grad(), grad_context(mask.device):
         emb, probs = _outputs_from_leaf(model, batch, detach_attention)
         classes, factor = ([1], 2.0) if probs.shape[1] == 2 else (range(probs.shape[1]), 1.0)
         scores = torch.zeros(mask.shape, device=mask.device, dtype=emb.dtype)
@@ -71,7 +71,7 @@ def gradient_norm_importance(model, batch: dict, detach_attention: bool = False,
     """Meister et al.'s g_ŷ(x_t) = ‖∂ŷ/∂e_t‖₂ / Σ_k ‖∂ŷ/∂e_k‖₂ (Eq. 4), ŷ the predicted class's
     probability; the gradient flows through the attention unless ``detach_attention``."""
     mask = batch["mask"]
-    with torch.enable_grad(), _grad_context(mask.device):
+    with torch.enable_grad(), grad_context(mask.device):
         emb, probs = _outputs_from_leaf(model, batch, detach_attention)
         top = probs.gather(1, probs.argmax(1, keepdim=True)).sum()
         (grad,) = torch.autograd.grad(top, emb)
@@ -121,10 +121,11 @@ def leave_one_out(model, batch: dict, probs: torch.Tensor | None = None, chunk_s
     inst, pos, src = _deletion_index(batch)
     if len(inst) == 0:
         return out
-    encoder = model.encoder
-    if getattr(encoder, "context_free", False):
+    encoder = getattr(model, "encoder", None)
+    shortcuts = hasattr(model, "scorer") and hasattr(model, "projection")  # a model of attn_study's staged shape
+    if shortcuts and getattr(encoder, "context_free", False):
         deleted = _loo_context_free(model, batch, inst, pos, chunk_size)
-    elif isinstance(encoder, CNNEncoder):
+    elif shortcuts and isinstance(encoder, CNNEncoder):
         deleted = _loo_convolution(model, batch, inst, pos, src, chunk_size)
     else:
         deleted = torch.cat([

@@ -1,4 +1,4 @@
-"""The staged attention classifier (DESIGN.md): embed → encode → attend → decode.
+"""The staged attention classifier (docs/architecture.md): embed → encode → attend → decode.
 
     enc   = model.encode(batch)        # Encoded: embedded E, hidden H, mask, lengths, query q
     alpha = model.attend(enc)          # (B, T): project(score(H, q)), exactly 0 on padding

@@ -9,15 +9,15 @@ import html
 import os
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
-
 from attn_study.errors import UserError
+from attn_study.io import make_temporary_dir
 from attn_study.report import jain_wallace as jw
 from attn_study.report import serrano_smith as ss
 from attn_study.report.render import embedded_png, html_page, html_table, write_table
 from attn_study.report.runs import collect, latest_per_model, status_table
+from attn_study.report.training import training_figures
 
 
 def build_report(root: Path, out_dir: Path | None = None) -> Path:
@@ -28,8 +28,7 @@ def build_report(root: Path, out_dir: Path | None = None) -> Path:
     if not runs and not missing:
         raise UserError(f"attn-study-report: no runs under {root} (a run directory has .hydra/config.yaml)")
     used, older = latest_per_model(runs)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
+    work = make_temporary_dir(out_dir.parent, prefix=f".{out_dir.name}.partial-")
     try:
         sections = _write_all(root, work, out_dir, runs, missing, used, older)
         (work / "index.html").write_text(html_page(f"attn_study report: {root.name}", sections))
@@ -102,6 +101,12 @@ def _write_all(root, work, out_dir, runs, missing, used, older) -> list[tuple[st
             if path is not None:
                 body += embedded_png(path)
         sections.append(("Serrano & Smith", body))
+
+    curves = training_figures(used, work)
+    if curves:
+        body = ("<p>Statistics measured on each model's fixed dev subsample while it trained "
+                "(<code>analysis.&lt;family&gt;.every_n_epochs</code>), one line per model.</p>")
+        sections.append(("During training", body + "".join(embedded_png(path) for path in curves)))
 
     sections.append(("Per-run figures", _run_links(used, root, out_dir)))
     return sections

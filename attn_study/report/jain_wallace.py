@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attn_study.analysis.figures import new_figure, save_png
+from attn_study import keys
+from attn_study.analysis.figures.common import new_figure, save_png
 from attn_study.report.runs import Run
 
 BILSTM, AVERAGE = "lstm", "average"
@@ -30,18 +31,13 @@ TABLE2_HEADERS = {"tau_g_bilstm": "τ_g BiLSTM", "tau_g_average": "τ_g Average"
 
 
 def jw_runs(runs: list[Run]) -> list[Run]:
-    return [r for r in runs if any(k.startswith("jw/tau_grad/") for k in r.summary)]
+    return [r for r in runs if keys.children(r.summary, keys.key(keys.JW, "tau_grad"))]
 
 
 def variants(runs: list[Run]) -> list[tuple[str, str]]:
     """(attention, projection) pairs present, the paper's (additive, softmax) first."""
     pairs = {(r.config["attention"], r.config["projection"]) for r in runs}
     return sorted(pairs, key=lambda p: (p != ("additive", "softmax"), p))
-
-
-def _classes(run: Run) -> list[int]:
-    return sorted({int(k.split("/")[2].removeprefix("class_")) for k in run.summary
-                   if k.startswith("jw/tau_grad/class_")})
 
 
 def table2(runs: list[Run], attention: str, projection: str) -> pd.DataFrame:
@@ -54,12 +50,12 @@ def table2(runs: list[Run], attention: str, projection: str) -> pd.DataFrame:
         for stem, (encoder, key) in TABLE2_COLUMNS.items():
             if run.config["encoder"] != encoder:
                 continue
-            for k in _classes(run):
+            for k in keys.classes(run.summary, keys.key(keys.JW, key)):
                 row_key = (run.config["dataset"], run.config["seed"], k)
                 row = rows.setdefault(row_key, {"dataset": run.config["dataset"], "seed": run.config["seed"],
                                                 "class": run.label(k)})
                 for stat in ("mean", "std", "sig_frac", "n"):
-                    row[f"{stem}_{stat}"] = run.summary.get(f"jw/{key}/class_{k}/{stat}", np.nan)
+                    row[f"{stem}_{stat}"] = run.summary.get(keys.jw(key, stat, k), np.nan)
     frame = pd.DataFrame([rows[k] for k in sorted(rows, key=lambda k: (k[0], str(k[1]), k[2]))])
     if frame.empty:
         return frame

@@ -14,6 +14,8 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import OmegaConf
 
+from attn_study import keys
+from attn_study.config import family_names
 from attn_study.errors import UserError
 from attn_study.io import read_json
 from attn_study.sweep import state
@@ -38,7 +40,7 @@ class Run:
         return str(self.labels[k]) if 0 <= k < len(self.labels) else f"class {k}"
 
     def instances(self, family: str) -> pd.DataFrame | None:
-        path = self.path / "analysis" / family / "instances.parquet"
+        path = self.path / "analysis" / family / keys.INSTANCES
         return pd.read_parquet(path) if path.is_file() else None
 
     @property
@@ -54,7 +56,10 @@ def _config(run_dir: Path) -> dict:
         value = OmegaConf.select(cfg, key, default=None, throw_on_resolution_failure=False)
         return "?" if value is None else value
 
-    out = {k: str(pick(f"{k}.name")) for k in ("dataset", "model", "encoder", "attention", "projection", "analysis")}
+    out = {k: str(pick(f"{k}.name")) for k in ("dataset", "model", "encoder", "attention", "projection")}
+    analysis = OmegaConf.select(cfg, "analysis", default=None) or {}
+    # runs made before the analyses became a list hold one family's options, named by `name`
+    out["analysis"] = str(analysis["name"]) if "name" in analysis else family_names(analysis)
     out["seed"] = pick("seed")
     return out
 

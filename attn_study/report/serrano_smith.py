@@ -15,15 +15,14 @@ import numpy as np
 import pandas as pd
 from matplotlib import colormaps
 
-from attn_study.analysis.figures import new_figure, save_png
-from attn_study.analysis.serrano_smith import CELLS, RANKING_LABELS, SINGLE_TABLES
+from attn_study import keys
+from attn_study.analysis.figures.common import new_figure, save_png
+from attn_study.keys import CELL_HEADERS, CELLS, RANKING_LABELS, SINGLE_TABLES
 from attn_study.report.runs import Run
-
-CELL_HEADERS = {"yes_yes": "both flip", "yes_no": "only i* flips", "no_yes": "only r flips", "no_no": "neither"}
 
 
 def ss_runs(runs: list[Run]) -> list[Run]:
-    return sorted((r for r in runs if "ss/n_instances" in r.summary),
+    return sorted((r for r in runs if keys.key(keys.SS, "n_instances") in r.summary),
                   key=lambda r: (r.config["dataset"], r.config["model"], r.config["encoder"], str(r.config["seed"])))
 
 
@@ -37,11 +36,12 @@ def flip_table(runs: list[Run]) -> pd.DataFrame:
     """Percent of instances per cell, per model and top-item ranking (attention / gradient / grad×attn)."""
     rows = []
     for run in ss_runs(runs):
-        for key, ranking in SINGLE_TABLES.items():
-            if f"ss/{key}/flip_table/yes_yes" not in run.summary:
+        for table, ranking in SINGLE_TABLES.items():
+            if keys.ss_flip_cell(table, "yes_yes") not in run.summary:
                 continue
-            rows.append({**_model(run), "i* by": RANKING_LABELS[ranking], "n": run.summary.get("ss/single/n"),
-                         **{CELL_HEADERS[c]: run.summary[f"ss/{key}/flip_table/{c}"] for c in CELLS}})
+            rows.append({**_model(run), "i* by": RANKING_LABELS[ranking],
+                         "n": run.summary.get(keys.key(keys.SS, "single", "n")),
+                         **{CELL_HEADERS[c]: run.summary[keys.ss_flip_cell(table, c)] for c in CELLS}})
     return pd.DataFrame(rows)
 
 
@@ -50,14 +50,15 @@ def multi_table(runs: list[Run]) -> pd.DataFrame:
     rows = []
     for run in ss_runs(runs):
         s = run.summary
-        rankings = sorted({k.split("/")[2] for k in s if k.startswith("ss/multi/") and k.endswith("/never_flip")})
-        for ranking in rankings:
-            rows.append({**_model(run), "ranking": RANKING_LABELS.get(ranking, ranking), "n": s.get("ss/multi/n"),
-                         "median frac removed": s.get(f"ss/multi/{ranking}/frac_removed/median", np.nan),
-                         "mean frac removed": s.get(f"ss/multi/{ranking}/frac_removed/mean", np.nan),
-                         "never flips": s.get(f"ss/multi/{ranking}/never_flip_frac", np.nan),
-                         "gradient sooner / attention sooner": (s.get("ss/multi/grad_vs_attn_ratio", np.nan)
-                                                                if ranking == "attention" else np.nan)})
+        for ranking in keys.ss_rankings(s):
+            rows.append({**_model(run), "ranking": RANKING_LABELS.get(ranking, ranking),
+                         "n": s.get(keys.key(keys.SS, "multi", "n")),
+                         "median frac removed": s.get(keys.ss_multi(ranking, "frac_removed", "median"), np.nan),
+                         "mean frac removed": s.get(keys.ss_multi(ranking, "frac_removed", "mean"), np.nan),
+                         "never flips": s.get(keys.ss_multi(ranking, "never_flip_frac"), np.nan),
+                         "gradient sooner / attention sooner": (
+                             s.get(keys.key(keys.SS, "multi", "grad_vs_attn_ratio"), np.nan)
+                             if ranking == "attention" else np.nan)})
     return pd.DataFrame(rows)
 
 

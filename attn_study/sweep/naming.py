@@ -12,8 +12,6 @@ import hashlib
 import re
 from collections.abc import Iterable
 
-from omegaconf import OmegaConf
-
 # top-level config keys that do not change a run's results
 NOT_RESULTS = frozenset({"sweep", "force", "resume", "threads", "paths", "logger", "cluster"})
 MAX_NAME = 120
@@ -43,9 +41,3 @@ def job_dir_name(overrides: Iterable[str]) -> str:
         digest = hashlib.sha1(",".join(kept).encode()).hexdigest()[:10]
         name = f"{name[:MAX_NAME - 11]}-{digest}"
     return name
-
-
-def register_resolvers() -> None:
-    """``${attn_study.job_dir:${hydra.overrides.task}}`` for ``hydra.sweep.subdir``."""
-    if not OmegaConf.has_resolver("attn_study.job_dir"):
-        OmegaConf.register_new_resolver("attn_study.job_dir", lambda overrides: job_dir_name(list(overrides)))

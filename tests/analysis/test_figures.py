@@ -11,13 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attn_study.analysis import figures
-from attn_study.analysis.figures import (
-    FILENAMES,
-    attention_heatmaps_html,
-    build_figures,
-    jain_wallace_figures,
-)
+from attn_study.analysis.figures import common
+from attn_study.analysis.figures.heatmaps import attention_heatmaps_html
+from attn_study.analysis.figures.jain_wallace import FILENAMES, build_figures, jain_wallace_figures
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 ADV = ["adv_emax_jsd"]
@@ -151,8 +147,8 @@ def test_no_pyplot_figures_leak(tmp_path):
 
 
 def test_class_colours_follow_the_paper_for_two_classes():
-    assert figures.class_color(0, 2) != figures.class_color(1, 2)
-    assert len({figures.class_color(k, 10) for k in range(10)}) == 10
+    assert common.class_color(0, 2) != common.class_color(1, 2)
+    assert len({common.class_color(k, 10) for k in range(10)}) == 10
 
 
 # ------------------------------------------------------------------------------------------------

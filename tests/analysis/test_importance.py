@@ -13,29 +13,21 @@ from attn_study.analysis.importance import (
     leave_one_out,
     predict,
 )
-from attn_study.data.datamodule import collate
 from attn_study.models import attention, encoders, projection
-from attn_study.models.classifier import AttentionClassifier
+from tests.helpers import tiny_model, token_batch
 
 SEQS = [[5, 6, 7, 8, 9, 10, 11, 12, 13], [12, 13, 14], [15], [16, 17, 18, 19, 20, 2, 3], [4, 4]]
 
 
-def batch_of(seqs):
-    return collate([{"index": i, "ids": s, "label": 0} for i, s in enumerate(seqs)])
 
 
-def model_with(encoder, scorer=attention.AdditiveScorer, proj=projection.Softmax, num_classes=2, seed=0):
-    torch.manual_seed(seed)
-    model = AttentionClassifier(vocab_size=25, num_classes=num_classes, encoder=encoder, scorer=scorer,
-                                projection=proj(), embedding_dim=6)
-    return model.double().eval()
 
 
 def test_gradient_importance_closed_form_noenc_linear_decoder():
     """noenc + dot attention + one sigmoid logit z = w·Σ α_t e_t + b, α held constant:
     ∂ŷ₁/∂e_t = σ'(z) α_t w, so g_t = Σ_c |∇ŷ_c·e_t| = 2 σ'(z) α_t |w·e_t|."""
-    model = model_with(encoders.NoEncoder, scorer=attention.DotScorer)
-    batch = batch_of(SEQS)
+    model = tiny_model(encoders.NoEncoder, scorer=attention.DotScorer, double=True)
+    batch = token_batch(SEQS)
     enc, alpha, probs = predict(model, batch)
     e = model.embed(batch).detach()
     w = model.output.weight[0].detach()
@@ -50,8 +42,8 @@ def test_gradient_importance_closed_form_noenc_linear_decoder():
 
 
 def test_gradient_importance_multiclass_sums_over_outputs():
-    model = model_with(partial(encoders.RNNEncoder, hidden_size=4), num_classes=3)
-    batch = batch_of(SEQS[:2])
+    model = tiny_model(partial(encoders.RNNEncoder, hidden_size=4), num_classes=3, double=True)
+    batch = token_batch(SEQS[:2])
     got = gradient_importance(model, batch, normalise=False)
     expected = torch.zeros_like(got)
     for c in range(3):
@@ -64,11 +56,11 @@ def test_gradient_importance_multiclass_sums_over_outputs():
 
 
 def test_gradient_norm_importance_matches_per_instance_autograd():
-    model = model_with(partial(encoders.CNNEncoder, kernel_sizes=(3,), filters=4))
-    batch = batch_of(SEQS)
+    model = tiny_model(partial(encoders.CNNEncoder, kernel_sizes=(3,), filters=4), double=True)
+    batch = token_batch(SEQS)
     got = gradient_norm_importance(model, batch)
     for row, seq in enumerate(SEQS):
-        single = batch_of([seq])
+        single = token_batch([seq])
         emb = model.embed(single).detach().requires_grad_(True)
         enc = model.encode(single, embedded=emb)
         probs = model.probabilities(model.decode(enc, model.attend(enc)))
@@ -80,12 +72,12 @@ def test_gradient_norm_importance_matches_per_instance_autograd():
 def brute_force_loo(model, seqs):
     out = torch.zeros(len(seqs), max(map(len, seqs)), dtype=torch.double)
     for row, seq in enumerate(seqs):
-        base = model.probabilities(model(batch_of([seq]))[0])[0]
+        base = model.probabilities(model(token_batch([seq]))[0])[0]
         if len(seq) == 1:
             out[row, 0] = float("nan")
             continue
         for t in range(len(seq)):
-            deleted = model.probabilities(model(batch_of([seq[:t] + seq[t + 1:]]))[0])[0]
+            deleted = model.probabilities(model(token_batch([seq[:t] + seq[t + 1:]]))[0])[0]
             out[row, t] = 0.5 * (deleted - base).abs().sum()
     return out
 
@@ -103,9 +95,9 @@ ENCODERS = {
 @pytest.mark.parametrize("name", list(ENCODERS))
 @pytest.mark.parametrize("proj", [projection.Softmax, projection.Sparsemax])
 def test_leave_one_out_equals_brute_force_deletion(name, proj):
-    model = model_with(ENCODERS[name], proj=proj, num_classes=3)
+    model = tiny_model(ENCODERS[name], proj=proj, num_classes=3, double=True)
     with torch.no_grad():
         expected = brute_force_loo(model, SEQS)
-        got = leave_one_out(model, batch_of(SEQS), chunk_size=4)  # chunks cut across instances
+        got = leave_one_out(model, token_batch(SEQS), chunk_size=4)  # chunks cut across instances
     torch.testing.assert_close(got, expected, equal_nan=True)
     assert torch.isnan(got[2, 0]) and got[2, 1:].eq(0).all()  # length 1: NaN; padding: 0

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from functools import partial
 
 import pandas as pd
 import pytest
@@ -15,29 +14,19 @@ from attn_study.analysis.importance import predict
 from attn_study.analysis.measures import jsd, tvd
 from attn_study.analysis.permutation import permutation_tvd, permute_among_real
 from attn_study.analyze import analyze
-from attn_study.data.datamodule import collate
 from attn_study.errors import UserError
-from attn_study.models import attention, encoders, projection
-from attn_study.models.classifier import AttentionClassifier
 from attn_study.run import train_and_test
-from tests.conftest import TINY
+from tests.helpers import TINY, tiny_model, token_batch
 
 SEQS = [[5, 6, 7, 8, 9, 10, 11, 12, 13], [12, 13, 14], [16, 17, 18, 19, 20, 2, 3], [4, 9]]
 
 
-def batch_of(seqs):
-    return collate([{"index": i, "ids": s, "label": 0} for i, s in enumerate(seqs)])
 
 
-def model_with(encoder=partial(encoders.RNNEncoder, hidden_size=4), num_classes=2, seed=0):
-    torch.manual_seed(seed)
-    model = AttentionClassifier(vocab_size=25, num_classes=num_classes, encoder=encoder,
-                                scorer=attention.AdditiveScorer, projection=projection.Softmax(), embedding_dim=6)
-    return model.eval().requires_grad_(False)
 
 
 def test_permutations_stay_on_real_tokens_and_keep_the_weights():
-    batch = batch_of(SEQS)
+    batch = token_batch(SEQS)
     alpha = torch.rand(batch["mask"].shape) * batch["mask"]
     permuted = permute_among_real(alpha, batch["mask"], 50, torch.Generator().manual_seed(0))
     assert torch.all(permuted[~batch["mask"][:, None, :].expand_as(permuted)] == 0)
@@ -46,8 +35,8 @@ def test_permutations_stay_on_real_tokens_and_keep_the_weights():
 
 
 def test_permuting_uniform_attention_changes_nothing():
-    model = model_with()
-    batch = batch_of(SEQS)
+    model = tiny_model()
+    batch = token_batch(SEQS)
     enc, _, _ = predict(model, batch)
     uniform = batch["mask"] / batch["lengths"][:, None]
     probs = model.probabilities(model.decode(enc, uniform))
@@ -59,8 +48,8 @@ def test_permuting_uniform_attention_changes_nothing():
 
 
 def test_selected_adversaries_stay_within_epsilon():
-    model = model_with(num_classes=3)
-    batch = batch_of(SEQS)
+    model = tiny_model(num_classes=3)
+    batch = token_batch(SEQS)
     enc, alpha, probs = predict(model, batch)
     eps = 0.02
     adv, change, divergence = adversarial_attention(model, enc, alpha, probs, k=4, steps=80, lr=0.05, epsilon=eps,
@@ -84,9 +73,9 @@ def test_selected_adversaries_stay_within_epsilon():
 def test_adversary_reaches_ln2_when_the_decoder_ignores_attention():
     """With the output layer zeroed the output never moves, so nothing stops the adversary: its
     JSD from the (roughly uniform) attention approaches the bound as its mass concentrates."""
-    model = model_with()
+    model = tiny_model()
     model.output.weight.zero_()
-    batch = batch_of([[5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20] * 4])
+    batch = token_batch([[5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20] * 4])
     enc, alpha, probs = predict(model, batch)
     _, change, divergence = adversarial_attention(model, enc, alpha, probs, k=3, steps=300, lr=0.1,
                                                   generator=torch.Generator().manual_seed(0))
@@ -96,8 +85,9 @@ def test_adversary_reaches_ln2_when_the_decoder_ignores_attention():
 
 
 def test_battery_after_training_and_again_from_the_checkpoint(make_cfg, tmp_path):
-    cfg = make_cfg(*TINY, "logger=csv", "encoder=average", "encoder.hidden_size=8", "analysis=jain_wallace",
-                   "analysis.steps=5", "analysis.permutations=6", "analysis.max_instances=20", "analysis.heatmaps=3")
+    cfg = make_cfg(*TINY, "logger=csv", "encoder=average", "encoder.hidden_size=8", "analysis=[jain_wallace]",
+                   "analysis.jain_wallace.steps=5", "analysis.jain_wallace.permutations=6",
+                   "analysis.jain_wallace.max_instances=20", "analysis.jain_wallace.heatmaps=3")
     run = tmp_path / "run"
     summary = train_and_test(cfg, run)
     folder = run / "analysis" / "jain_wallace"
@@ -120,8 +110,9 @@ def test_battery_after_training_and_again_from_the_checkpoint(make_cfg, tmp_path
     assert not list((run / "analysis").glob(".*partial"))
 
     # re-analyse from the checkpoint with other settings: same model → same predictions
-    analyze_cfg = make_analyze_cfg(f"ckpt_path={run}", "analysis.tests=[permutation]", "analysis.permutations=4",
-                                   "analysis.max_instances=20", "device=cpu")
+    analyze_cfg = make_analyze_cfg(f"ckpt_path={run}", "analysis.jain_wallace.tests=[permutation]",
+                                   "analysis.jain_wallace.permutations=4", "analysis.jain_wallace.max_instances=20",
+                                   "device=cpu")
     merged = analyze(analyze_cfg)
     again = pd.read_parquet(folder / "instances.parquet")
     assert list(again.prediction) == list(frame.prediction) and "tau_grad" not in again
@@ -143,11 +134,11 @@ def test_analyze_rejects_a_path_without_a_run(tmp_path):
 
 
 def test_battery_runs_unchanged_on_a_pair_task(make_cfg, tmp_path):
-    from tests.data.fixtures_more import BABI_TASK1, write_babi
+    from tests.data.canonical_files import BABI_TASK1, write_babi
 
     release = write_babi(tmp_path, tasks=(BABI_TASK1,))
     cfg = make_cfg("dataset=babi1", f"dataset.path={release}", "trainer=debug", "logger=none",
-                   "analysis=jain_wallace", "analysis.steps=5", "analysis.permutations=4")
+                   "analysis=[jain_wallace]", "analysis.jain_wallace.steps=5", "analysis.jain_wallace.permutations=4")
     assert cfg.model.name == "pair" and cfg.model.network.embedding_dim == 50
     summary = train_and_test(cfg, tmp_path / "run")
     for key in ("jw/tau_grad/mean", "jw/tau_loo/mean", "jw/perm/median_tvd/mean", "jw/adv/emax_jsd/mean"):

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import json
 import math
-from functools import partial
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
-from attn_study.analysis.importance import predict
-from attn_study.analysis.serrano_smith import (
-    RANKINGS,
-    SerranoSmith,
+from attn_study.analysis.callback import Measured
+from attn_study.analysis.erasure import (
     decision_gradient,
     erased_probabilities,
     first_flips,
@@ -25,34 +22,23 @@ from attn_study.analysis.serrano_smith import (
     single_weight,
     zero_vector_logits,
 )
-from attn_study.data.datamodule import collate
+from attn_study.analysis.importance import predict
+from attn_study.analysis.serrano_smith import SerranoSmith
+from attn_study.keys import RANKINGS
 from attn_study.models import attention, encoders, projection
 from attn_study.models.classifier import AttentionClassifier
 from attn_study.run import train_and_test
-from tests.conftest import TINY
-
-
-def batch_of(seqs):
-    return collate([{"index": i, "ids": s, "label": 0} for i, s in enumerate(seqs)])
-
-
-def model_with(encoder=None, num_classes=3, seed=0, vocab=25, dim=6):
-    encoder = encoder or partial(encoders.RNNEncoder, hidden_size=4)
-    torch.manual_seed(seed)
-    model = AttentionClassifier(vocab_size=vocab, num_classes=num_classes, encoder=encoder,
-                                scorer=attention.AdditiveScorer, projection=projection.Softmax(), embedding_dim=dim)
-    return model.double().eval().requires_grad_(False)
-
+from tests.helpers import TINY, tiny_model, token_batch
 
 # ------------------------------------------------------------------------------------------------
 # erasure
 # ------------------------------------------------------------------------------------------------
 
 def test_erasure_renormalises_by_hand_and_erasing_everything_pools_zero():
-    model = model_with()
+    model = tiny_model(double=True, num_classes=3)
     with torch.no_grad():
         model.output.bias.copy_(torch.tensor([0.3, -0.2, 0.1], dtype=torch.double))
-    batch = batch_of([[5, 6, 7], [8, 9]])
+    batch = token_batch([[5, 6, 7], [8, 9]])
     enc, alpha, probs = predict(model, batch)
     a = alpha[0]
     removed = torch.zeros(2, 3, 3, dtype=torch.bool)
@@ -143,13 +129,13 @@ def test_decision_flips_match_brute_force_on_a_linear_noenc_model():
     rng = np.random.default_rng(0)
     seqs = [[2, 1, 1, 1], [2, 4, 5, 5, 5], [3, 3, 4, 4, 4]]
     seqs += [rng.integers(1, 7, rng.integers(1, 9)).tolist() for _ in range(40)]
-    batch = batch_of(seqs)
+    batch = token_batch(seqs)
     enc, alpha, probs = predict(model, batch)
     pred = probs.argmax(-1)
     grad = decision_gradient(model, enc, alpha)
     for name in RANKINGS:
         order = rank_items(ranking_scores(name, alpha, grad, torch.Generator().manual_seed(1)), batch["mask"])
-        removed, flipped, mass = first_flips(model, enc, alpha, order, pred, chunk_size=len(seqs) * 2)
+        removed, flipped, mass = first_flips(model, enc, alpha, order, pred, steps_per_call=2)
         for b, ids in enumerate(seqs):
             sent = [TOKENS[i][0] for i in ids]
             a = alpha[b, :len(ids)].tolist()
@@ -178,8 +164,8 @@ def test_decision_flips_match_brute_force_on_a_linear_noenc_model():
 # ------------------------------------------------------------------------------------------------
 
 def test_decision_gradient_matches_finite_differences():
-    model = model_with(num_classes=4, seed=3)
-    batch = batch_of([[5, 6, 7, 8, 9], [10, 11], [12, 13, 14, 15]])
+    model = tiny_model(double=True, num_classes=4, seed=3)
+    batch = token_batch([[5, 6, 7, 8, 9], [10, 11], [12, 13, 14, 15]])
     enc, alpha, probs = predict(model, batch)
     grad = decision_gradient(model, enc, alpha)
     pred = probs.argmax(-1)
@@ -197,7 +183,7 @@ def test_decision_gradient_matches_finite_differences():
 
 
 def test_rankings_never_select_padding_and_random_is_reproducible():
-    mask = batch_of([[1] * 7, [1, 1, 1], [1], [1] * 5])["mask"]
+    mask = token_batch([[1] * 7, [1, 1, 1], [1], [1] * 5])["mask"]
     lengths = mask.sum(-1)
     alpha = torch.rand(mask.shape, dtype=torch.double)
     alpha = torch.where(mask, alpha, torch.full_like(alpha, 5.0))  # padding "wins" if not masked
@@ -248,14 +234,14 @@ def reference_first_flip(model, enc, alpha, order, b, pred):
     return 0, 0.0
 
 
-@pytest.mark.parametrize("chunk_size", [1, 13, 10_000])
-def test_batched_first_flips_equal_a_per_instance_reference(chunk_size):
-    model = model_with(num_classes=4, seed=2, dim=8)
+@pytest.mark.parametrize("steps_per_call", [1, 3, 1000])
+def test_batched_first_flips_equal_a_per_instance_reference(steps_per_call):
+    model = tiny_model(double=True, num_classes=4, seed=2, dim=8)
     with torch.no_grad():
         model.output.weight.mul_(6.0)  # a decisive decoder: flips happen before the zero vector
     rng = np.random.default_rng(1)
     seqs = [rng.integers(1, 25, n).tolist() for n in [1, 2, 3, 6, 9, 12, 4, 7, 2, 10]]
-    batch = batch_of(seqs)
+    batch = token_batch(seqs)
     enc, _, _ = predict(model, batch)
     enc.mask = enc.mask.clone()
     enc.mask[3, 2] = enc.mask[5, 0] = False  # attended items ≠ the token mask (as sentences would be)
@@ -265,7 +251,7 @@ def test_batched_first_flips_equal_a_per_instance_reference(chunk_size):
     early = 0
     for name in RANKINGS:
         order = rank_items(ranking_scores(name, alpha, grad, torch.Generator().manual_seed(7)), enc.mask)
-        removed, flipped, mass = first_flips(model, enc, alpha, order, pred, chunk_size=chunk_size)
+        removed, flipped, mass = first_flips(model, enc, alpha, order, pred, steps_per_call=steps_per_call)
         for b in range(len(seqs)):
             k, m = reference_first_flip(model, enc, alpha, order, b, pred)
             assert (removed[b].item(), flipped[b].item()) == (k, k > 0), (name, b)
@@ -289,7 +275,8 @@ def test_summary_tables_and_paired_comparison_from_a_frame():
     for r in ("attention", "gradient", "grad_attention"):
         frame[f"{r}_frac"] = frame[f"{r}_removed"] / frame["length"]
         frame[f"{r}_mass"] = frame[f"{r}_frac"]
-    s = SerranoSmith(rankings=["attention", "gradient", "grad_attention"]).summarise(frame, {"single": 1.0})
+    s = SerranoSmith(rankings=["attention", "gradient", "grad_attention"]).summarise(
+        Measured(frame, {"single": 1.0}), ["single", "multi"])
     assert s["ss/single/excluded"] == 1 and s["ss/n_instances"] == 6
     assert [s[f"ss/single/flip_table/{c}"] for c in ("yes_yes", "yes_no", "no_yes", "no_no")] == pytest.approx([20, 40, 20, 20])
     assert s["ss/single_grad/flip_table/no_yes"] == pytest.approx(20)
@@ -310,8 +297,9 @@ def test_summary_tables_and_paired_comparison_from_a_frame():
 # ------------------------------------------------------------------------------------------------
 
 def test_serrano_smith_after_training(make_cfg, tmp_path):
-    cfg = make_cfg(*TINY, "logger=csv", "encoder=gru", "encoder.hidden_size=8", "analysis=serrano_smith",
-                   "analysis.max_instances=24", "analysis.batch_size=10", "analysis.chunk_size=64")
+    cfg = make_cfg(*TINY, "logger=csv", "encoder=gru", "encoder.hidden_size=8", "analysis=[serrano_smith]",
+                   "analysis.serrano_smith.max_instances=24", "analysis.serrano_smith.batch_size=10",
+                   "analysis.serrano_smith.perturbations_per_eval=6")
     run = tmp_path / "run"
     summary = train_and_test(cfg, run)
     folder = run / "analysis" / "serrano_smith"

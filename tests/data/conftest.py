@@ -1,49 +1,14 @@
-"""Small dataset fixtures written in the canonical formats (SST PTB trees, aclImdb) into tmp_path."""
+"""Fixtures: small SST and aclImdb copies in their canonical formats, written into tmp_path."""
 
 from __future__ import annotations
 
-import tarfile
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-SST_TREES = {
-    "train": [
-        "(3 (2 It) (3 (2 (2 's) (3 good)) (2 .)))",
-        "(0 (0 Awful) (2 (2 -LRB-) (2 (2 really) (2 -RRB-))))",
-        "(2 (2 Just) (2 (2 a) (2 film)))",
-        "(4 (4 Brilliant) (3 (2 n't) (2 1\\/2)))",
-        "(1 (2 -LSB-) (1 (1 dull) (2 -RSB-)))",
-    ],
-    "dev": [
-        "(2 (2 So) (2 so))",
-        "(1 (1 Bad) (2 \\*))",
-        "(3 (2 -LCB-) (3 (3 fine) (2 -RCB-)))",
-    ],
-    "test": [
-        "(4 Great)",
-        "(0 (0 Terrible) (2 .))",
-        "(2 (2 Meh) (2 .))",
-    ],
-}
-
-# (split, polarity) -> review file names <id>_<rating>.txt
-IMDB_FILES = {
-    ("train", "pos"): ["0_9", "1_7", "2_10", "3_8", "10_9"],
-    ("train", "neg"): ["0_3", "1_1", "2_4", "3_2", "11_1"],
-    ("test", "pos"): ["0_10", "1_7", "2_8"],
-    ("test", "neg"): ["0_1", "1_4", "2_2"],
-}
-
-
-def write_sst_trees(folder: Path) -> Path:
-    """Write train.txt, dev.txt, test.txt of SST_TREES into ``folder``; return it."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for split, lines in SST_TREES.items():
-        (folder / f"{split}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return folder
+from tests.data.canonical_files import IMDB_FILES, SST_TREES, write_sst_trees, write_tarball
 
 
 @pytest.fixture
@@ -86,15 +51,6 @@ def make_aclimdb(tmp_path: Path) -> Callable[..., Path]:
         return root
 
     return make
-
-
-def write_tarball(root: Path, archive: Path, reverse: bool = False) -> Path:
-    """Pack the ``aclImdb`` folder ``root`` into ``archive`` (gzip); members reversed if asked."""
-    paths = sorted(root.rglob("*"), reverse=reverse)
-    with tarfile.open(archive, "w:gz") as tar:
-        for path in paths:
-            tar.add(path, arcname=f"aclImdb/{path.relative_to(root).as_posix()}", recursive=False)
-    return archive
 
 
 @pytest.fixture

@@ -9,15 +9,16 @@ import pytest
 
 from attn_study.data.babi import BabiSource, parse_babi
 from attn_study.errors import DataError, UserError
-from tests.data.fixtures_more import (
+from tests.data.canonical_files import (
     BABI_TASK1,
     BABI_TEST,
     BABI_TRAIN,
     write_babi,
     write_tree_tarball,
 )
+from tests.helpers import SHARED_DATA
 
-REAL_BABI = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "babi" / "tasks_1-20_v1-2"
+REAL_BABI = SHARED_DATA / "babi" / "tasks_1-20_v1-2"
 ANSWERS = ["bathroom", "garden", "hallway", "kitchen", "office"]
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from attn_study.data.cnn_qa import CNNQASource, parse_question
 from attn_study.errors import DataError
-from tests.data.fixtures_more import (
+from tests.data.canonical_files import (
     CNN_FILES,
     question_file,
     write_cnn,

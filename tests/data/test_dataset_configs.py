@@ -13,9 +13,9 @@ from omegaconf import OmegaConf
 from attn_study.data.example import SPLITS, RawExample
 from attn_study.data.processed import Preprocessing
 from attn_study.errors import DataError
-from tests.data.conftest import IMDB_FILES
-from tests.data.fixtures_more import (
+from tests.data.canonical_files import (
     BABI_TASK1,
+    IMDB_FILES,
     write_ag_news,
     write_babi,
     write_cnn,

@@ -12,8 +12,9 @@ import pytest
 
 from attn_study.data.imdb import IMDBSource
 from attn_study.errors import DataError, UserError
+from tests.helpers import SHARED_DATA
 
-REAL_IMDB = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "imdb" / "aclImdb_v1.tar.gz"
+REAL_IMDB = SHARED_DATA / "imdb" / "aclImdb_v1.tar.gz"
 RATING_CLASS = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4, 8: 5, 9: 6, 10: 7}
 
 

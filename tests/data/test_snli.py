@@ -9,7 +9,7 @@ import pytest
 
 from attn_study.data.snli import SNLISource
 from attn_study.errors import DataError, UserError
-from tests.data.fixtures_more import snli_line, write_snli, write_snli_zip
+from tests.data.canonical_files import snli_line, write_snli, write_snli_zip
 
 
 @pytest.fixture

@@ -10,8 +10,9 @@ import pytest
 
 from attn_study.data.sst import SSTSource, parse_ptb_tree
 from attn_study.errors import DataError
+from tests.helpers import SHARED_DATA
 
-REAL_SST = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "sst" / "trainDevTestTrees_PTB"
+REAL_SST = SHARED_DATA / "sst" / "trainDevTestTrees_PTB"
 
 
 def _summary(splits: dict) -> dict[str, list[tuple[str, str, int]]]:

@@ -10,7 +10,7 @@ import pytest
 
 from attn_study.data.twenty_news import TwentyNewsSource, clean_post
 from attn_study.errors import DataError, UserError
-from tests.data.fixtures_more import (
+from tests.data.canonical_files import (
     NEWS_SPECIAL,
     NEWS_SPECIAL_CLEAN,
     news_body,

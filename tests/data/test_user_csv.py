@@ -8,7 +8,7 @@ import pytest
 
 from attn_study.data.user_csv import UserCSVSource
 from attn_study.errors import DataError, UserError
-from tests.data.fixtures_more import USER_CSV, write_user_csv
+from tests.data.canonical_files import USER_CSV, write_user_csv
 
 HINT = "ask the authors"
 

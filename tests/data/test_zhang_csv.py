@@ -9,7 +9,7 @@ import pytest
 
 from attn_study.data.zhang_csv import ZhangCSVSource, stratified_indices
 from attn_study.errors import DataError, UserError
-from tests.data.fixtures_more import (
+from tests.data.canonical_files import (
     AG_TRAIN_HEAD,
     AG_TRAIN_HEAD_PARSED,
     write_ag_news,

@@ -243,7 +243,7 @@ def test_config_composes(make_cfg):
     cfg = make_cfg("model=han", "encoder=gru")
     assert cfg.model.name == "han" and cfg.dataset.preprocessing.sentences is True
     assert cfg.model.network._target_ == "attn_study.models.han.HierarchicalAttentionClassifier"
-    assert cfg.early_stopping.enabled is True and cfg.early_stopping.patience == 5
+    assert cfg.callbacks.early_stopping.patience == 5 and cfg.callbacks.early_stopping.monitor == "val/acc"
     flat = make_cfg("model=flat")
     assert OmegaConf.select(flat, "dataset.preprocessing.sentences", default=False) is False
 

@@ -16,17 +16,16 @@ from omegaconf import OmegaConf
 from attn_study.io import write_json_atomic
 from attn_study.report.cli import build_report
 from attn_study.report.render import latex_escape, markdown
-from tests.conftest import REPO, cli_env
+from tests.helpers import REPO, cli_env
 
 
 def make_run(root, name, *, dataset, encoder, attention="additive", model="flat", state="complete", seed=13,
              summary=None, instances=None, family="jain_wallace", finished=1.0e9, error=None):
     run = root / name
     (run / ".hydra").mkdir(parents=True)
-    analysis = "serrano_smith" if family == "serrano_smith" else "jain_wallace"
     OmegaConf.save(OmegaConf.create({k: {"name": v} for k, v in dict(
-        dataset=dataset, model=model, encoder=encoder, attention=attention, projection="softmax",
-        analysis=analysis).items()} | {"seed": seed}), run / ".hydra" / "config.yaml")
+        dataset=dataset, model=model, encoder=encoder, attention=attention, projection="softmax").items()}
+        | {"seed": seed, "analysis": {family: {}}}), run / ".hydra" / "config.yaml")
     status = {"state": state, "finished": finished, "labels": ["neg", "pos"]}
     if error:
         status["error"] = error

@@ -10,8 +10,7 @@ import time
 
 import pytest
 
-from tests.conftest import REPO, cli_env
-from tests.sweep.helpers import CLI, TWO_JOBS, job_dir, job_dirs, launch, status, summary
+from tests.helpers import CLI, REPO, TWO_JOBS, cli_env, job_dir, job_dirs, launch, status, summary
 
 LAUNCHERS = {
     "basic": [],

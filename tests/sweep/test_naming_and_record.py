@@ -46,7 +46,7 @@ def test_sweep_files_compose_and_name_their_grid(sweep, size, analysis):
         cfg = compose("config", overrides=[f"sweep={sweep}"], return_hydra_config=True)
     params = dict(cfg.hydra.sweeper.params)
     assert len(expand_grid(params, [f"sweep={sweep}"])) == size
-    assert cfg.sweep.name == sweep and cfg.analysis.name == analysis
+    assert cfg.sweep.name == sweep and list(cfg.analysis) == [analysis]
     assert cfg.hydra.sweep.dir == f"outputs/sweeps/{sweep}"
 
 
@@ -54,7 +54,7 @@ def test_every_serrano_smith_job_gets_its_analysis_whatever_the_model():
     for model in ("han", "flat"):
         with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
             cfg = compose("config", overrides=["sweep=serrano_smith", f"model={model}", "encoder=conv"])
-        assert cfg.analysis.name == "serrano_smith" and cfg.model.name == model
+        assert list(cfg.analysis) == ["serrano_smith"] and cfg.model.name == model
 
 
 def test_job_outcomes_sort_jobs_by_what_happened_in_this_launch(tmp_path):

@@ -15,8 +15,7 @@ import pytest
 from attn_study.errors import UserError
 from attn_study.run import run
 from attn_study.sweep import state
-from tests.conftest import REPO, TINY, cli_env
-from tests.sweep.helpers import status, summary
+from tests.helpers import REPO, TINY, cli_env, status, summary
 
 QUICK = [*TINY, "logger=csv", "encoder=average", "encoder.hidden_size=8"]
 

@@ -11,8 +11,7 @@ import time
 
 import pytest
 
-from tests.conftest import REPO, TINY, cli_env
-from tests.sweep.helpers import CLI, TWO_JOBS, job_dir, job_dirs, launch, status, summary
+from tests.helpers import CLI, REPO, TINY, TWO_JOBS, cli_env, job_dir, job_dirs, launch, status, summary
 
 pytestmark = pytest.mark.slurm
 CLUSTER = REPO / "scripts" / "slurm" / "cluster.sh"

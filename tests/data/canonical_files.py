@@ -1,5 +1,6 @@
-"""Writers of tiny fixtures in the canonical formats of the newer sources (20 Newsgroups bydate, Zhang
-et al. CSV, bAbI, CNN .question, SNLI jsonl, user CSV), and the archives they are shipped in."""
+"""Tiny datasets in the canonical formats of every source (SST PTB trees, aclImdb, 20 Newsgroups
+bydate, Zhang et al. CSV, bAbI, CNN .question, SNLI jsonl, user CSV) and the archives they ship in:
+the constants and the writers; the pytest fixtures that use them are in conftest.py."""
 
 from __future__ import annotations
 
@@ -7,6 +8,54 @@ import json
 import tarfile
 import zipfile
 from pathlib import Path
+
+# ---------------------------------------------------------------- SST (PTB trees) and aclImdb
+
+SST_TREES = {
+    "train": [
+        "(3 (2 It) (3 (2 (2 's) (3 good)) (2 .)))",
+        "(0 (0 Awful) (2 (2 -LRB-) (2 (2 really) (2 -RRB-))))",
+        "(2 (2 Just) (2 (2 a) (2 film)))",
+        "(4 (4 Brilliant) (3 (2 n't) (2 1\\/2)))",
+        "(1 (2 -LSB-) (1 (1 dull) (2 -RSB-)))",
+    ],
+    "dev": [
+        "(2 (2 So) (2 so))",
+        "(1 (1 Bad) (2 \\*))",
+        "(3 (2 -LCB-) (3 (3 fine) (2 -RCB-)))",
+    ],
+    "test": [
+        "(4 Great)",
+        "(0 (0 Terrible) (2 .))",
+        "(2 (2 Meh) (2 .))",
+    ],
+}
+
+# (split, polarity) -> review file names <id>_<rating>.txt
+IMDB_FILES = {
+    ("train", "pos"): ["0_9", "1_7", "2_10", "3_8", "10_9"],
+    ("train", "neg"): ["0_3", "1_1", "2_4", "3_2", "11_1"],
+    ("test", "pos"): ["0_10", "1_7", "2_8"],
+    ("test", "neg"): ["0_1", "1_4", "2_2"],
+}
+
+
+def write_sst_trees(folder: Path) -> Path:
+    """Write train.txt, dev.txt, test.txt of SST_TREES into ``folder``; return it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, lines in SST_TREES.items():
+        (folder / f"{split}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
+
+
+def write_tarball(root: Path, archive: Path, reverse: bool = False) -> Path:
+    """Pack the ``aclImdb`` folder ``root`` into ``archive`` (gzip); members reversed if asked."""
+    paths = sorted(root.rglob("*"), reverse=reverse)
+    with tarfile.open(archive, "w:gz") as tar:
+        for path in paths:
+            tar.add(path, arcname=f"aclImdb/{path.relative_to(root).as_posix()}", recursive=False)
+    return archive
+
 
 # ---------------------------------------------------------------- 20 Newsgroups (bydate, latin-1)
 

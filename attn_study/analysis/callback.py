@@ -1,0 +1,260 @@
+"""The base of every test family: a Lightning callback that analyses the model it is attached to.
+
+- ``on_test_end``: the family's full analysis on ``split`` (the test split by default) of the model
+  just tested; per-instance rows, summary and figures go to ``<out_dir>/analysis/<family>/``
+  (written into a hidden partial folder, renamed into place when complete) and the summary to every
+  logger of the trainer (figures, tables and histograms too when one is a ``WandbLogger``).
+- ``on_validation_epoch_end``, every ``every_n_epochs`` epochs: ``val_tests`` (a subset of the tests)
+  on a fixed subsample of ``val_split`` (``val_max_instances`` instances drawn with
+  ``subsample_seed``); each statistic is logged as ``val/<key>`` (e.g. ``val/jw/tau_grad/mean``) and
+  kept in the callback's state (saved in checkpoints, so a resumed run keeps it), then written as
+  ``epochs.csv`` (one row per epoch) and ``epochs.parquet`` (one row per instance and epoch) beside
+  the full analysis. The tracking runs in eval mode on a forked RNG: training is the same with it or
+  without it.
+
+A family implements ``measure`` (per-instance rows), ``summarise`` (the flat key → value summary)
+and ``artefacts`` (figures); see ``jain_wallace.py``. The model and data it needs are described in
+``protocol.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import pandas as pd
+import torch
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.loggers import WandbLogger
+
+from attn_study import keys
+from attn_study.analysis.figures.training import epochs_figure
+from attn_study.analysis.protocol import analysis_data, staged_model
+from attn_study.errors import UserError
+from attn_study.io import publish_mode, write_csv_atomic, write_json_atomic, write_parquet_atomic
+from attn_study.keys import EPOCHS_CSV, EPOCHS_FIGURE, EPOCHS_PARQUET, INSTANCES, SUMMARY
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Measured:
+    """What ``measure`` returns: one row per instance, seconds per sub-test, and family extras
+    (e.g. the adversarial attentions shown in heatmaps)."""
+
+    frame: pd.DataFrame
+    seconds: dict
+    extras: dict = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def analysis_mode(model):
+    """Eval mode, no parameter gradients (gradients w.r.t. inputs only), autograd on — also inside
+    Lightning's inference mode — and the global RNG state restored afterwards."""
+    was_training = model.training
+    params = list(model.parameters())
+    flags = [p.requires_grad for p in params]
+    device = params[0].device if params else torch.device("cpu")
+    devices = [device] if device.type == "cuda" else []
+    with torch.inference_mode(False), torch.random.fork_rng(devices=devices):
+        model.eval()
+        for p in params:
+            p.requires_grad_(False)
+        try:
+            yield model
+        finally:
+            for p, flag in zip(params, flags):
+                p.requires_grad_(flag)
+            model.train(was_training)
+
+
+def _positive_or_none(option: str, value) -> int | None:
+    if value is None:
+        return None
+    if int(value) < 1:
+        raise UserError(f"{option}={value}: must be a positive number (or null)")
+    return int(value)
+
+
+class AnalysisCallback(Callback):
+    """One test family as a Lightning callback (see the module docstring)."""
+
+    name: ClassVar[str] = ""               # the family: config option, folder analysis/<name>/
+    TESTS: ClassVar[tuple[str, ...]] = ()  # its sub-tests
+    VAL_TESTS: ClassVar[tuple[str, ...]] = ()  # the default subset tracked during training
+    TRACKED: ClassVar[tuple[str, ...]] = ()    # keys drawn against the epoch (keys.TRACKED)
+
+    def __init__(self, *, split: str = "test", max_instances: int | None = None, subsample_seed: int = 0,
+                 seed: int = 0, batch_size: int = 256, tests=None, every_n_epochs: int | None = None,
+                 val_tests=None, val_split: str = "dev", val_max_instances: int | None = 200,
+                 out_dir: str | Path | None = None):
+        self.split, self.val_split = str(split), str(val_split)
+        self.max_instances = _positive_or_none(self._option("max_instances"), max_instances)
+        self.val_max_instances = _positive_or_none(self._option("val_max_instances"), val_max_instances)
+        self.batch_size = _positive_or_none(self._option("batch_size"), batch_size) or 1
+        self.every_n_epochs = _positive_or_none(self._option("every_n_epochs"), every_n_epochs)
+        self.subsample_seed, self.seed = int(subsample_seed), int(seed)
+        self.tests = self._choose("tests", self.TESTS if tests is None else tests, self.TESTS)
+        self.val_tests = self._choose("val_tests", self.VAL_TESTS if val_tests is None else val_tests, self.TESTS)
+        self.out_dir = None if out_dir is None else Path(out_dir)
+        self.summary: dict = {}
+        self.history: list[dict] = []       # per tracked epoch: {"epoch", key: value}
+        self.history_rows: list[dict] = []  # per tracked epoch and instance
+
+    @property
+    def prefix(self) -> str:
+        return keys.FAMILIES[self.name]
+
+    def _option(self, name: str) -> str:
+        return f"analysis.{self.name}.{name}"
+
+    def _choose(self, option: str, chosen, allowed) -> list[str]:
+        chosen = [str(t) for t in chosen]
+        unknown = sorted(set(chosen) - set(allowed))
+        if unknown:
+            raise UserError(f"{self._option(option)}: unknown {unknown}; choose from {list(allowed)}")
+        return [t for t in allowed if t in chosen]
+
+    # -- what a family implements ----------------------------------------------------------------
+
+    def check_model(self, model) -> None:
+        """Raise a ``UserError`` when the family cannot analyse ``model`` (called before training)."""
+
+    def measure(self, model, data, split: str, indices: np.ndarray, tests: list[str]) -> Measured:
+        raise NotImplementedError
+
+    def summarise(self, measured: Measured, tests: list[str]) -> dict:
+        """The flat ``<prefix>/…`` summary of the ``tests`` that ``measured`` holds."""
+        raise NotImplementedError
+
+    def artefacts(self, measured: Measured, out_dir: Path, data) -> dict[str, Path]:
+        """Figures and pages written into ``out_dir``: ``{name: path}``."""
+        return {}
+
+    # -- running ---------------------------------------------------------------------------------
+
+    def check(self, model, data=None) -> None:
+        """Everything that can be checked before training: the model, and the splits it will read."""
+        self.check_model(model)
+        if data is None:
+            return
+        splits = [("split", self.split)] + ([("val_split", self.val_split)] if self.every_n_epochs else [])
+        for option, split in splits:
+            try:
+                data.split(split)
+            except KeyError:
+                known = list(getattr(getattr(data, "data", None), "splits", {}) or ["train", "dev", "test"])
+                raise UserError(f"{self._option(option)}={split}: no such split; choose from {known}") from None
+
+    @staticmethod
+    def instances(data, split: str, max_instances: int | None, seed: int) -> np.ndarray:
+        """Indices of ``split`` to analyse: all, or a reproducible sample of ``max_instances``."""
+        n = len(data.split(split))
+        if max_instances is None or max_instances >= n:
+            return np.arange(n)
+        return np.sort(np.random.default_rng(seed).choice(n, size=max_instances, replace=False))
+
+    def analyse(self, model, data, out_dir: Path, loggers=()) -> dict:
+        """The full analysis of ``model`` on ``split``: results into ``<out_dir>/analysis/<family>/``
+        and to ``loggers``; returns (and keeps as ``.summary``) the flat summary."""
+        self.check(model, data)
+        with analysis_mode(model):
+            indices = self.instances(data, self.split, self.max_instances, self.subsample_seed)
+            measured = self.measure(model, data, self.split, indices, self.tests)
+        summary = self.summarise(measured, self.tests)
+        folder, artefacts = self._write(Path(out_dir), measured, summary, data)
+        log_analysis(loggers, self.prefix, summary, measured.frame, artefacts)
+        print(f"analysis:  {folder}", flush=True)
+        self.summary = summary
+        return summary
+
+    def track(self, model, data, epoch: int) -> dict:
+        """``val_tests`` on the fixed dev subsample; returns the ``val/…`` values and keeps them."""
+        with analysis_mode(model):
+            indices = self.instances(data, self.val_split, self.val_max_instances, self.subsample_seed)
+            measured = self.measure(model, data, self.val_split, indices, self.val_tests)
+        stats = self.summarise(measured, self.val_tests)
+        self.history.append({"epoch": epoch, **{k: float(v) for k, v in stats.items()}})
+        rows = measured.frame.assign(epoch=epoch)
+        self.history_rows += rows.to_dict("records")
+        return {keys.during_training(k): float(v) for k, v in stats.items()}
+
+    def _write(self, out_dir: Path, measured: Measured, summary: dict, data) -> tuple[Path, dict]:
+        root = out_dir / "analysis"
+        final, partial = root / self.name, root / f".{self.name}.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        publish_mode(partial)
+        write_parquet_atomic(measured.frame, partial / INSTANCES)
+        write_json_atomic(partial / SUMMARY, summary)
+        artefacts = self.artefacts(measured, partial, data)
+        if self.history:
+            epochs = pd.DataFrame(self.history)
+            write_csv_atomic(epochs, partial / EPOCHS_CSV)
+            write_parquet_atomic(pd.DataFrame(self.history_rows), partial / EPOCHS_PARQUET)
+            figure = epochs_figure(epochs, self.TRACKED, partial / EPOCHS_FIGURE,
+                                   title=f"{self.name} during training ({self.val_split} subsample)")
+            if figure is not None:
+                artefacts["epochs"] = figure
+        else:  # analysed again after training: keep what was tracked while it trained
+            for name in (EPOCHS_CSV, EPOCHS_PARQUET, EPOCHS_FIGURE):
+                if (final / name).is_file():
+                    shutil.copy2(final / name, partial / name)
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(partial, final)
+        return final, {name: final / Path(path).name for name, path in artefacts.items()}
+
+    # -- Lightning hooks -------------------------------------------------------------------------
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        self.check(staged_model(pl_module), analysis_data(trainer, self.name))
+
+    def on_validation_epoch_end(self, trainer, pl_module) -> None:
+        if not self.every_n_epochs or trainer.sanity_checking or (trainer.current_epoch + 1) % self.every_n_epochs:
+            return
+        values = self.track(staged_model(pl_module), analysis_data(trainer, self.name), trainer.current_epoch)
+        pl_module.log_dict(values, on_step=False, on_epoch=True)
+
+    def on_test_end(self, trainer, pl_module) -> None:
+        out_dir = self.out_dir or Path(trainer.default_root_dir)
+        self.analyse(staged_model(pl_module), analysis_data(trainer, self.name), out_dir, trainer.loggers)
+
+    def state_dict(self) -> dict:
+        return {"history": self.history, "history_rows": self.history_rows}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Add the tracked epochs of a checkpoint to those already here: a resumed run gets its
+        earlier epochs back, and testing the best (earlier) checkpoint after training loses none."""
+        known = {h["epoch"] for h in self.history}
+        self.history = sorted(self.history + [h for h in state_dict.get("history", []) if h["epoch"] not in known],
+                              key=lambda h: h["epoch"])
+        self.history_rows = sorted(self.history_rows + [r for r in state_dict.get("history_rows", [])
+                                                        if r["epoch"] not in known], key=lambda r: r["epoch"])
+
+
+def log_analysis(loggers, prefix: str, summary: dict, frame: pd.DataFrame, artefacts: dict) -> None:
+    """Metrics to every logger; to W&B also the figures, the per-instance table and histograms."""
+    for lg in loggers:
+        lg.log_metrics(summary)
+        if isinstance(lg, WandbLogger):
+            import wandb
+
+            payload = {f"{prefix}/figures/{name}": wandb.Image(str(path))
+                       for name, path in artefacts.items() if Path(path).suffix == ".png"}
+            payload[f"{prefix}/instances"] = wandb.Table(dataframe=frame)
+            for column in frame.select_dtypes("number").columns:
+                values = frame[column].to_numpy(dtype=float)
+                values = values[np.isfinite(values)]
+                if len(values) and column not in ("index", "label", "prediction"):
+                    payload[f"{prefix}/hist/{column}"] = wandb.Histogram(values)
+            for name, path in artefacts.items():
+                if Path(path).suffix == ".html":
+                    payload[f"{prefix}/{name}"] = wandb.Html(Path(path).read_text())
+            lg.experiment.log(payload)
+            lg.experiment.summary.update(summary)

@@ -1,0 +1,70 @@
+"""What every figure shares: a Figure on the Agg canvas (no pyplot state, nothing left open),
+atomic PNG files with ordinary permissions, class colours and titles."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib import colormaps
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from attn_study.io import atomic_open
+
+DPI = 120
+# the paper's colours for two classes: purple = predicted negative (0), orange = predicted positive (1)
+_BINARY_COLORS = ("#7b3294", "#e66101")
+
+
+def class_color(k: int, n_classes: int) -> str | tuple:
+    """Colour of predicted class ``k`` (stable across figures): the paper's purple/orange for ≤ 2
+    classes, else tab10 (≤ 10) or tab20."""
+    if n_classes <= 2:
+        return _BINARY_COLORS[k % 2]
+    cmap = colormaps["tab10" if n_classes <= 10 else "tab20"]
+    return cmap(k % cmap.N)
+
+
+def class_name(k: int, label_names: Sequence[str]) -> str:
+    return str(label_names[k]) if 0 <= k < len(label_names) else f"class {k}"
+
+
+def numeric_columns(df: pd.DataFrame, needed: Sequence[str]) -> pd.DataFrame | None:
+    """Numeric copy of ``prediction`` + ``needed`` with non-finite rows dropped; None when a column is
+    absent or all-NaN, or no row is left."""
+    cols = ["prediction", *needed]
+    if any(c not in df.columns for c in cols):
+        return None
+    sub = df[cols].apply(pd.to_numeric, errors="coerce").astype(float)
+    sub = sub[np.isfinite(sub.to_numpy()).all(axis=1)]
+    if sub.empty:
+        return None
+    sub["prediction"] = sub["prediction"].round().astype(int)
+    return sub
+
+
+def n_classes(sub: pd.DataFrame, label_names: Sequence[str]) -> int:
+    return max(len(label_names), int(sub["prediction"].max()) + 1, 1)
+
+
+def new_figure(figsize) -> Figure:
+    fig = Figure(figsize=figsize, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def save_png(fig: Figure, path: Path) -> Path:
+    """Write ``fig`` as a PNG at ``path`` (atomically) and release its contents."""
+    try:
+        with atomic_open(Path(path), "wb") as handle:
+            fig.savefig(handle, format="png", dpi=DPI)
+    finally:
+        fig.clear()
+    return Path(path)
+
+
+def suptitle(fig: Figure, what: str, title: str) -> None:
+    fig.suptitle(f"{title} — {what}" if title else what)

@@ -1,0 +1,139 @@
+"""The metric-key schema: every key a run or an analysis writes and the report reads (no torch here).
+
+A key is a ``/``-joined path ``<namespace>/<statistic>/…/<stat>``:
+
+- ``train/``, ``val/``, ``test/``, ``data/``, ``run/``: training, model selection and the run itself;
+- one namespace per test family (:data:`FAMILIES`): ``jw/`` Jain & Wallace, ``ss/`` Serrano & Smith;
+- per predicted class, ``class_<k>`` comes before the last part: ``jw/tau_grad/class_1/mean``;
+- a family's statistics tracked during training are its keys under ``val/``: ``val/jw/tau_grad/mean``.
+
+Analyses build their keys with the functions below and the report parses them with the same
+functions, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+#: test family (config name, folder ``analysis/<family>/``) → key namespace
+FAMILIES = {"jain_wallace": "jw", "serrano_smith": "ss"}
+#: files of ``analysis/<family>/``: per-instance rows, the summary, and what was tracked while training
+INSTANCES, SUMMARY = "instances.parquet", "summary.json"
+EPOCHS_CSV, EPOCHS_PARQUET, EPOCHS_FIGURE = "epochs.csv", "epochs.parquet", "epochs.png"
+TRAINING_NAMESPACES = ("train", "val", "test", "data", "run")
+DURING_TRAINING = "val"
+
+
+def key(*parts) -> str:
+    """``key('jw', 'tau_grad', 'mean')`` → ``jw/tau_grad/mean`` (``None`` / empty parts are skipped)."""
+    return "/".join(str(p) for p in parts if p is not None and p != "")
+
+
+def class_part(k: int | None) -> str | None:
+    return None if k is None else f"class_{int(k)}"
+
+
+def namespace(name: str) -> str:
+    return name.split("/", 1)[0]
+
+
+def is_analysis_key(name: str) -> bool:
+    """Whether ``name`` belongs to a test family (``jw/…``, ``ss/…``), not to training."""
+    return namespace(name) in FAMILIES.values()
+
+
+def during_training(name: str) -> str:
+    """The key of a family statistic measured on the dev subsample while training: ``val/<key>``."""
+    return key(DURING_TRAINING, name)
+
+
+def tracked_key(name: str) -> str | None:
+    """``val/jw/tau_grad/mean`` → ``jw/tau_grad/mean``; ``None`` for keys that are not tracked statistics."""
+    head, _, rest = name.partition("/")
+    return rest if head == DURING_TRAINING and is_analysis_key(rest) else None
+
+
+_CLASS = re.compile(r"^class_(\d+)$")
+
+
+def classes(summary: Iterable[str], stem: str) -> list[int]:
+    """The predicted classes with keys ``<stem>/class_<k>/…`` in ``summary``."""
+    found = set()
+    for name in summary:
+        if name.startswith(stem + "/"):
+            match = _CLASS.match(name[len(stem) + 1:].split("/", 1)[0])
+            if match:
+                found.add(int(match.group(1)))
+    return sorted(found)
+
+
+def children(summary: Iterable[str], stem: str) -> list[str]:
+    """The distinct path parts right after ``<stem>/`` in ``summary``'s keys, sorted."""
+    return sorted({name[len(stem) + 1:].split("/", 1)[0] for name in summary if name.startswith(stem + "/")})
+
+
+# ------------------------------------------------------------------------------------------------
+# Jain & Wallace (jw/)
+# ------------------------------------------------------------------------------------------------
+
+JW = FAMILIES["jain_wallace"]
+#: per-instance Kendall τ columns → the two importance rankings they correlate
+CORRELATIONS = {"tau_grad": ("attention", "grad"), "tau_loo": ("attention", "loo"), "tau_grad_loo": ("grad", "loo")}
+
+
+def jw(statistic: str, stat: str, cls: int | None = None) -> str:
+    """``jw('tau_grad', 'mean', 1)`` → ``jw/tau_grad/class_1/mean``; ``statistic`` may hold slashes
+    (``perm/median_tvd``, ``adv/emax_jsd``)."""
+    return key(JW, statistic, class_part(cls), stat)
+
+
+# ------------------------------------------------------------------------------------------------
+# Serrano & Smith (ss/)
+# ------------------------------------------------------------------------------------------------
+
+SS = FAMILIES["serrano_smith"]
+RANKINGS = ("attention", "random", "gradient", "grad_attention")
+RANKING_LABELS = {"attention": "attention", "random": "random", "gradient": "gradient",
+                  "grad_attention": "gradient × attention"}
+#: single-weight 2×2 tables: table name → the ranking whose top item i* is erased (Table 2 / Figs 9, 12, 13)
+SINGLE_TABLES = {"single": "attention", "single_grad": "gradient", "single_grad_attention": "grad_attention"}
+#: cells of a 2×2 flip table: (erasing i* flips?, erasing r flips?)
+CELLS = ("yes_yes", "yes_no", "no_yes", "no_no")
+CELL_HEADERS = {"yes_yes": "both flip", "yes_no": "only i* flips", "no_yes": "only r flips", "no_no": "neither"}
+#: paired comparisons with the attention ranking: key stem of the challenger → ranking
+PAIRED = {"grad": "gradient", "grad_attention": "grad_attention"}
+
+
+def single_flip_columns(table: str) -> tuple[str, str]:
+    """Per-instance columns of a single-weight table: (erasing i* flips, erasing r flips), 1.0 / 0.0."""
+    suffix = "" if table == "single" else table.removeprefix("single")
+    return f"flip_top{suffix}", f"flip_random{suffix}"
+
+
+def ss_flip_cell(table: str, cell: str) -> str:
+    return key(SS, table, "flip_table", cell)
+
+
+def ss_multi(ranking: str, what: str, stat: str | None = None) -> str:
+    """``ss_multi('gradient', 'frac_removed', 'median')`` → ``ss/multi/gradient/frac_removed/median``."""
+    return key(SS, "multi", ranking, what, stat)
+
+
+def ss_rankings(summary: Iterable[str]) -> list[str]:
+    """The multi-weight rankings present in ``summary`` (those with a never-flip count)."""
+    summary = list(summary)
+    return [r for r in children(summary, key(SS, "multi")) if ss_multi(r, "never_flip") in summary]
+
+
+# ------------------------------------------------------------------------------------------------
+# statistics drawn against the epoch when tracked during training (analysis/<family>/epochs.png, report)
+# ------------------------------------------------------------------------------------------------
+
+TRACKED = {
+    "jain_wallace": (jw("tau_grad", "mean"), jw("tau_loo", "mean"), jw("perm/median_tvd", "mean"),
+                     jw("adv/emax_jsd", "mean")),
+    "serrano_smith": (ss_multi("attention", "frac_removed", "median"), ss_multi("gradient", "frac_removed", "median"),
+                      ss_multi("random", "frac_removed", "median"), key(SS, "multi", "grad_faster_than_attn"),
+                      ss_flip_cell("single", "yes_no")),
+}

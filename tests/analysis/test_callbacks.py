@@ -1,0 +1,203 @@
+"""The test families as Lightning callbacks: several per run, tracked during training, re-analysis
+without stale keys, readable result files, and the README's plain-Lightning script."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import stat
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from attn_study.analysis.jain_wallace import JainWallace
+from attn_study.analyze import analyze
+from attn_study.errors import UserError
+from attn_study.report.cli import build_report
+from attn_study.run import train_and_test
+from tests.helpers import REPO, TINY, cli_env, compose_config, wandb_run_history, wandb_run_summary
+
+BOTH = ["analysis=[jain_wallace,serrano_smith]", "analysis.jain_wallace.steps=5", "analysis.jain_wallace.permutations=6",
+        "analysis.jain_wallace.max_instances=20", "analysis.jain_wallace.heatmaps=2",
+        "analysis.serrano_smith.max_instances=20"]
+TRACKED = ["analysis.jain_wallace.every_n_epochs=1", "analysis.jain_wallace.val_max_instances=12", "trainer.max_epochs=3"]
+
+
+def tiny(*overrides):
+    # dropout: a model left in eval mode, or random numbers drawn by the tracking, would change training
+    return compose_config(*TINY, "encoder=average", "encoder.hidden_size=8", "model.network.dropout=0.3", *overrides)
+
+
+@pytest.fixture(scope="module")
+def tracked_run(tmp_path_factory):
+    """One run with both families, J&W tracked every epoch, W&B and CSV loggers."""
+    run = tmp_path_factory.mktemp("tracked") / "run"
+    os.environ.setdefault("WANDB_MODE", "offline")
+    summary = train_and_test(tiny(*BOTH, *TRACKED, "logger=[wandb,csv]"), run)
+    return run, summary
+
+
+def test_two_families_in_one_run_reach_summary_json_and_the_wandb_run(tracked_run):
+    run, summary = tracked_run
+    on_disk = json.loads((run / "summary.json").read_text())
+    in_wandb = wandb_run_summary(run)
+    for key in ("jw/tau_grad/mean", "jw/adv/emax_jsd/mean", "ss/multi/attention/frac_removed/median",
+                "ss/single/flip_table/yes_no", "test/acc"):
+        assert key in on_disk and key in in_wandb, key
+        assert in_wandb[key] == pytest.approx(on_disk[key]), key
+    for family in ("jain_wallace", "serrano_smith"):
+        assert (run / "analysis" / family / "instances.parquet").is_file()
+
+
+def test_tracking_logs_one_row_per_epoch_on_a_fixed_dev_subsample(tracked_run):
+    run, _ = tracked_run
+    metrics = pd.read_csv(run / "csv" / "metrics.csv")
+    rows = metrics.dropna(subset=["val/jw/tau_grad/mean"])
+    assert rows["epoch"].tolist() == [0, 1, 2]
+    for column in ("val/jw/tau_grad/mean", "val/jw/tau_loo/mean", "val/jw/perm/median_tvd/mean"):
+        assert np.isfinite(rows[column].to_numpy(float)).all(), column
+    assert "val/jw/adv/emax_jsd/mean" not in metrics  # not among the tracked sub-tests
+    assert "val/ss/multi/n" not in metrics  # serrano_smith was not tracked
+    history = [row for row in wandb_run_history(run) if "val/jw/tau_grad/mean" in row]
+    assert [row["val/jw/tau_grad/mean"] for row in history] == pytest.approx(rows["val/jw/tau_grad/mean"].tolist())
+
+    folder = run / "analysis" / "jain_wallace"
+    epochs = pd.read_csv(folder / "epochs.csv")
+    assert epochs["epoch"].tolist() == [0, 1, 2]
+    assert epochs["jw/tau_grad/mean"].tolist() == pytest.approx(rows["val/jw/tau_grad/mean"].tolist())
+    per_instance = pd.read_parquet(folder / "epochs.parquet")
+    uids = [tuple(g["uid"]) for _, g in per_instance.groupby("epoch")]
+    assert len(uids) == 3 and len(uids[0]) == 12 and uids[0] == uids[1] == uids[2]
+    dev = set(per_instance["uid"])
+    assert all(uid.startswith("dev") for uid in dev), dev
+    assert (folder / "epochs.png").is_file()
+
+
+def test_tracking_does_not_change_the_trained_model(tracked_run, tmp_path):
+    _, tracked = tracked_run
+    plain = train_and_test(tiny(*BOTH, "trainer.max_epochs=3", "logger=none"), tmp_path / "plain")
+    for key in ("test/loss", "test/acc", "jw/tau_grad/mean", "ss/multi/attention/frac_removed/median"):
+        assert plain[key] == tracked[key] or (math.isnan(plain[key]) and math.isnan(tracked[key])), key
+
+
+def test_analysing_again_replaces_a_familys_keys(make_cfg, tmp_path):
+    run = tmp_path / "run"
+    train_and_test(tiny(*BOTH, *TRACKED, "logger=csv"), run)
+    first = json.loads((run / "summary.json").read_text())
+    assert "jw/adv/emax_jsd/mean" in first and "ss/multi/gradient/frac_removed/median" in first
+
+    # J&W again with one sub-test: its other keys go, Serrano & Smith's stay (its folder is unchanged)
+    merged = analyze(compose_config(f"ckpt_path={run}", "analysis=[jain_wallace]",
+                                    "analysis.jain_wallace.tests=[permutation]", "analysis.jain_wallace.permutations=4",
+                                    "analysis.jain_wallace.max_instances=20", "device=cpu", name="analyze"))
+    assert "jw/perm/median_tvd/mean" in merged
+    assert not [k for k in merged if k.startswith(("jw/tau", "jw/adv", "jw/diff", "jw/seconds/adversarial"))]
+    assert merged["ss/multi/gradient/frac_removed/median"] == first["ss/multi/gradient/frac_removed/median"]
+    assert merged["test/acc"] == first["test/acc"]
+    folder = run / "analysis" / "jain_wallace"
+    assert "tau_grad" not in pd.read_parquet(folder / "instances.parquet")
+    assert (folder / "epochs.csv").is_file()  # what was tracked during training is kept
+    on_disk = json.loads((run / "summary.json").read_text())
+    assert on_disk == merged
+    # the other family alone, fewer tests
+    merged = analyze(compose_config(f"ckpt_path={run}", "analysis=[serrano_smith]", "analysis.serrano_smith.tests=[single]",
+                                    "analysis.serrano_smith.max_instances=10", "device=cpu", name="analyze"))
+    assert not [k for k in merged if k.startswith("ss/multi")]
+    assert "ss/single/flip_table/yes_no" in merged and "jw/perm/median_tvd/mean" in merged
+    families = {k.split("/")[0] for k in merged} - {"test", "val", "train", "data", "run"}
+    assert families == {"jw", "ss"}
+    assert (run / "csv" / "metrics.csv").is_file() and "val/jw/tau_grad/mean" in (run / "csv" / "metrics.csv").read_text()
+
+
+@pytest.fixture
+def umask_022():
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+def mode(path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def test_result_files_are_readable_by_the_group_and_others(umask_022, tmp_path):
+    run = tmp_path / "run"
+    cache = tmp_path / "cache"
+    from attn_study.run import run as run_job
+
+    run_job(tiny(*BOTH, "logger=csv", f"paths.cache_dir={cache}"), run)
+    files = [run / "summary.json", run / "status.json", run / "analysis" / "jain_wallace" / "summary.json",
+             run / "analysis" / "jain_wallace" / "instances.parquet", run / "analysis" / "serrano_smith" / "summary.json",
+             run / "analysis" / "jain_wallace" / "fig2_tau_grad_by_class.png",
+             run / "analysis" / "jain_wallace" / "heatmaps.html", *cache.glob("*/dataset.pkl")]
+    assert len(files) == 8
+    for path in files:
+        assert mode(path) == 0o644, (path, oct(mode(path)))
+    for folder in (run / "analysis", run / "analysis" / "jain_wallace", run / "analysis" / "serrano_smith"):
+        assert mode(folder) == 0o755, (folder, oct(mode(folder)))
+    report = build_report(run)
+    assert mode(report) == 0o755 and mode(report / "index.html") == 0o644
+
+
+def test_analysis_options_are_checked_before_training(tmp_path):
+    cases = {"analysis.jain_wallace.split=validation": "analysis.jain_wallace.split=validation",
+             "analysis.jain_wallace.max_instances=0": "analysis.jain_wallace.max_instances=0",
+             "analysis.jain_wallace.tests=[correlation,bogus]": "analysis.jain_wallace.tests",
+             "analysis.serrano_smith.rankings=[attention,alphabetical]": "analysis.serrano_smith.rankings"}
+    for override, named in cases.items():
+        with pytest.raises(UserError, match=re.escape(named)):
+            train_and_test(tiny(*BOTH, override, "logger=none"), tmp_path / "run")
+        assert not (tmp_path / "run" / "checkpoints").exists(), override
+
+
+def test_a_module_without_the_stages_is_refused_by_name():
+    import lightning as L
+
+    from attn_study.analysis.protocol import staged_model
+
+    class NoStages(L.LightningModule):
+        def forward(self, batch):
+            return batch
+
+    with pytest.raises(UserError, match="lacks embed, encode, attend, decode, decode_many"):
+        staged_model(NoStages())
+
+
+def test_resumed_state_keeps_the_tracked_epochs_and_testing_an_earlier_checkpoint_loses_none():
+    callback = JainWallace()
+    checkpoint = {"history": [{"epoch": 0, "k": 1.0}, {"epoch": 1, "k": 2.0}],
+                  "history_rows": [{"epoch": 0, "uid": "a"}, {"epoch": 1, "uid": "a"}]}
+    callback.load_state_dict(checkpoint)  # resumed: the epochs before the interruption come back
+    callback.history.append({"epoch": 2, "k": 3.0})
+    callback.history_rows.append({"epoch": 2, "uid": "a"})
+    callback.load_state_dict({"history": checkpoint["history"][:1], "history_rows": checkpoint["history_rows"][:1]})
+    assert [h["epoch"] for h in callback.history] == [0, 1, 2]  # the best checkpoint (epoch 0) loaded for testing
+    assert [r["epoch"] for r in callback.history_rows] == [0, 1, 2]
+
+
+def readme_example() -> str:
+    text = (REPO / "README.md").read_text()
+    match = re.search(r"<!-- example: plain-lightning -->\n```python\n(.*?)\n```", text, re.S)
+    assert match, "the README's plain-Lightning example is missing"
+    return match.group(1)
+
+
+def test_the_readme_plain_lightning_example_runs_as_written(tmp_path):
+    code = readme_example()
+    assert "hydra" not in code.lower()
+    script = tmp_path / "example.py"
+    script.write_text(code)
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True,
+                          env=cli_env(), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    tau = float(re.search(r"tau\(attention, gradient\): (\S+)", proc.stdout).group(1))
+    folder = tmp_path / "tiny_run" / "analysis" / "jain_wallace"
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["jw/tau_grad/mean"] == pytest.approx(tau)
+    assert len(pd.read_csv(folder / "epochs.csv")) == 4
+    assert summary["jw/n_instances"] == 100

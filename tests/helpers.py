@@ -1,0 +1,166 @@
+"""What tests share: paths, tiny run settings, config composition, the CLI, small models and batches,
+and a reader for the offline W&B run files. Fixtures live in the conftest.py files, builders here."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
+from functools import partial
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+
+from attn_study.cli import CONFIG_DIR
+from attn_study.data.datamodule import collate
+from attn_study.models import attention, encoders, projection
+from attn_study.models.classifier import AttentionClassifier
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+CLI = [sys.executable, "-m", "attn_study.cli"]
+
+# a model small enough that a whole train/test run takes seconds on a CPU
+TINY = [
+    "trainer=debug",
+    "analysis=[]",
+    "dataset.source.n_train=96",
+    "dataset.source.n_dev=32",
+    "dataset.source.n_test=32",
+    "model.network.embedding_dim=16",
+]
+# two sweep jobs of a few seconds each
+TWO_JOBS = ["encoder=lstm,average", "encoder.hidden_size=8", *TINY]
+
+
+# -- configs and the command line ----------------------------------------------------------------
+
+def compose_config(*overrides: str, name: str = "config"):
+    """The composed config of ``attn-study`` (``name='analyze'``: of ``attn-study-analyze``)."""
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        return compose(name, overrides=list(overrides))
+
+
+def cli_env() -> dict:
+    env = dict(os.environ)
+    env.setdefault("WANDB_SILENT", "true")
+    return env
+
+
+def launch(sweep_dir: Path, *overrides: str, timeout: int = 300, **kwargs) -> subprocess.CompletedProcess:
+    """``attn-study -m`` in a subprocess, into ``sweep_dir``."""
+    return subprocess.run([*CLI, "-m", f"hydra.sweep.dir={sweep_dir}", *overrides], capture_output=True,
+                          text=True, cwd=REPO, env=kwargs.pop("env", cli_env()), timeout=timeout, **kwargs)
+
+
+def shared_data(*parts: str) -> Path:
+    """A path under ../shared/data, or skip the test when it is absent."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} not available")
+    return path
+
+
+# -- run directories -----------------------------------------------------------------------------
+
+def job_dirs(sweep_dir: Path) -> list[Path]:
+    return sorted(p for p in Path(sweep_dir).iterdir() if (p / ".hydra").is_dir())
+
+
+def job_dir(sweep_dir: Path, part: str) -> Path:
+    """The one job directory of ``sweep_dir`` whose name contains ``part`` (e.g. ``encoder=lstm``)."""
+    found = [d for d in job_dirs(sweep_dir) if part in d.name.split(",")]
+    assert len(found) == 1, (part, [d.name for d in job_dirs(sweep_dir)])
+    return found[0]
+
+
+def status(run_dir: Path) -> dict:
+    return json.loads((Path(run_dir) / "status.json").read_text())
+
+
+def summary(run_dir: Path) -> dict:
+    return json.loads((Path(run_dir) / "summary.json").read_text())
+
+
+# -- small models and batches --------------------------------------------------------------------
+
+def token_batch(seqs: list[list[int]], labels: list[int] | None = None) -> dict:
+    """A padded batch of token id sequences (label 0 unless given)."""
+    labels = labels or [0] * len(seqs)
+    return collate([{"index": i, "ids": s, "label": labels[i]} for i, s in enumerate(seqs)])
+
+
+def tiny_model(encoder=None, scorer=attention.AdditiveScorer, proj=projection.Softmax, num_classes: int = 2,
+               seed: int = 0, vocab: int = 25, dim: int = 6, double: bool = False) -> AttentionClassifier:
+    """A seeded flat model in eval mode with frozen parameters (default encoder: BiLSTM 4/direction)."""
+    torch.manual_seed(seed)
+    model = AttentionClassifier(vocab_size=vocab, num_classes=num_classes,
+                                encoder=encoder or partial(encoders.RNNEncoder, hidden_size=4), scorer=scorer,
+                                projection=proj(), embedding_dim=dim)
+    model = model.double() if double else model
+    return model.eval().requires_grad_(False)
+
+
+# -- the offline W&B run, read back --------------------------------------------------------------
+
+_BLOCK, _HEADER, _FILE_HEADER = 32768, 7, 7  # LevelDB log blocks; chunk header; ":W&B" + magic + version
+
+
+def wandb_records(path: Path):
+    """The records of a ``run-<id>.wandb`` transaction log, parsed with wandb's own protobuf ``Record``.
+
+    wandb 0.31 ships no Python reader for these files (its ``datastore`` module is gone), so this
+    undoes the framing — LevelDB's log format: 32 KiB blocks of chunks, each ``crc32c (4) · length
+    (2, LE) · type (1: full, 2: first, 3: middle, 4: last)``, after a 7-byte ``:W&B`` file header.
+    """
+    from wandb.proto import wandb_internal_pb2
+
+    data = Path(path).read_bytes()
+    assert data[:4] == b":W&B", f"{path} is not a W&B transaction log"
+    pos, pending = _FILE_HEADER, b""
+    while pos + _HEADER <= len(data):
+        left_in_block = _BLOCK - pos % _BLOCK
+        if left_in_block < _HEADER:  # block trailer: zero padding
+            pos += left_in_block
+            continue
+        _, length, kind = struct.unpack("<IHB", data[pos:pos + _HEADER])
+        chunk = data[pos + _HEADER:pos + _HEADER + length]
+        pos += _HEADER + length
+        if kind == 0 and length == 0:
+            continue
+        pending = chunk if kind in (1, 2) else pending + chunk
+        if kind in (1, 4):
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(pending)
+            yield record
+            pending = b""
+
+
+def wandb_run_summary(run_dir: Path) -> dict:
+    """The summary of the one offline W&B run under ``run_dir/wandb``, as the W&B app would show it."""
+    (log_file,) = list((Path(run_dir) / "wandb").glob("offline-run-*/run-*.wandb"))
+    out: dict = {}
+    for record in wandb_records(log_file):
+        if record.WhichOneof("record_type") != "summary":
+            continue
+        for item in record.summary.update:
+            name = item.key or "/".join(item.nested_key)
+            out[name] = json.loads(item.value_json)
+        for item in record.summary.remove:
+            out.pop(item.key or "/".join(item.nested_key), None)
+    return out
+
+
+def wandb_run_history(run_dir: Path) -> list[dict]:
+    """The history rows (``wandb.log`` calls) of the one offline W&B run under ``run_dir/wandb``."""
+    (log_file,) = list((Path(run_dir) / "wandb").glob("offline-run-*/run-*.wandb"))
+    rows = []
+    for record in wandb_records(log_file):
+        if record.WhichOneof("record_type") == "history":
+            rows.append({item.key or "/".join(item.nested_key): json.loads(item.value_json)
+                         for item in record.history.item})
+    return rows
