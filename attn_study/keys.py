@@ -3,7 +3,8 @@
 A key is a ``/``-joined path ``<namespace>/<statistic>/…/<stat>``:
 
 - ``train/``, ``val/``, ``test/``, ``data/``, ``run/``: training, model selection and the run itself;
-- one namespace per test family (:data:`FAMILIES`): ``jw/`` Jain & Wallace, ``ss/`` Serrano & Smith;
+- one namespace per test family (:data:`FAMILIES`): ``jw/`` Jain & Wallace, ``ss/`` Serrano & Smith,
+  ``sp/`` sparsity (Meister et al.);
 - per predicted class, ``class_<k>`` comes before the last part: ``jw/tau_grad/class_1/mean``;
 - a family's statistics tracked during training are its keys under ``val/``: ``val/jw/tau_grad/mean``.
 
@@ -17,7 +18,7 @@ import re
 from collections.abc import Iterable
 
 #: test family (config name, folder ``analysis/<family>/``) → key namespace
-FAMILIES = {"jain_wallace": "jw", "serrano_smith": "ss"}
+FAMILIES = {"jain_wallace": "jw", "serrano_smith": "ss", "sparsity": "sp"}
 #: files of ``analysis/<family>/``: per-instance rows, the summary, and what was tracked while training
 INSTANCES, SUMMARY = "instances.parquet", "summary.json"
 EPOCHS_CSV, EPOCHS_PARQUET, EPOCHS_FIGURE = "epochs.csv", "epochs.parquet", "epochs.png"
@@ -127,6 +128,30 @@ def ss_rankings(summary: Iterable[str]) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------------
+# Sparsity, Meister et al. (sp/)
+# ------------------------------------------------------------------------------------------------
+
+SP = FAMILIES["sparsity"]
+#: per-instance distributions over the real tokens whose normalised entropy is reported (sp/entropy/<name>/…)
+SP_DISTRIBUTIONS = {
+    "attention": "α",
+    "g_input": "g_ŷ(x): ‖∂ŷ/∂e_i‖, Eq. 4",
+    "loo_input": "D_ŷ(x): |ŷ − ŷ₋ᵢ|, token deleted, Eq. 6",
+    "g_intermediate": "g_ŷ(h): ‖∂ŷ/∂h_i‖",
+    "loo_intermediate": "D_ŷ(h): |ŷ − ŷ|h_i erased from α|",
+    "g_hidden": "g_{h_p}(x): ‖∂‖h_p‖/∂e_i‖, Eq. 5; mean over p (Table 1)",
+}
+#: Kendall τ-b of α with each feature importance (sp/tau/<name>/…): name → distribution
+SP_CORRELATIONS = {"attn_g_input": "g_input", "attn_loo_input": "loo_input",
+                   "attn_g_intermediate": "g_intermediate", "attn_loo_intermediate": "loo_intermediate"}
+
+
+def sp(*parts) -> str:
+    """``sp('entropy', 'g_input', 'mean')`` → ``sp/entropy/g_input/mean``."""
+    return key(SP, *parts)
+
+
+# ------------------------------------------------------------------------------------------------
 # statistics drawn against the epoch when tracked during training (analysis/<family>/epochs.png, report)
 # ------------------------------------------------------------------------------------------------
 
@@ -136,4 +161,6 @@ TRACKED = {
     "serrano_smith": (ss_multi("attention", "frac_removed", "median"), ss_multi("gradient", "frac_removed", "median"),
                       ss_multi("random", "frac_removed", "median"), key(SS, "multi", "grad_faster_than_attn"),
                       ss_flip_cell("single", "yes_no")),
+    "sparsity": (sp("entropy", "g_input", "mean"), sp("entropy", "g_hidden", "mean"), sp("tau", "attn_g_input", "mean"),
+                 sp("tau", "attn_g_intermediate", "mean"), sp("support", "frac", "mean")),
 }

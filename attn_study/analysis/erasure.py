@@ -49,6 +49,25 @@ def erased_probabilities(model, enc, alpha: torch.Tensor, removed: torch.Tensor,
     return model.probabilities(logits.reshape(b * k, c)).reshape(b, k, -1)
 
 
+@torch.no_grad()
+def erase_each(model, enc, alpha: torch.Tensor, probs: torch.Tensor, items_per_call: int = 64) -> torch.Tensor:
+    """|ŷ_c − ŷ_c(α with item i erased)| (B, T) for every item i, c the predicted class: each item
+    erased alone, the rest renormalised, decoded again (Meister et al.'s D_ŷ(h_i) before
+    normalising). ``items_per_call`` items of every instance per ``decode_many`` call; 0 on padding."""
+    b, t = alpha.shape
+    top = probs.argmax(-1)
+    original = probs.gather(1, top[:, None])
+    zero_logits = zero_vector_logits(model, enc)
+    eye = torch.eye(t, dtype=torch.bool, device=alpha.device)
+    out = torch.zeros_like(alpha)
+    for s in range(0, t, max(1, int(items_per_call))):
+        k = slice(s, min(t, s + max(1, int(items_per_call))))
+        removed = eye[k][None].expand(b, -1, -1)
+        q = erased_probabilities(model, enc, alpha, removed, zero_logits)  # (B, K, C)
+        out[:, k] = (q.gather(2, top[:, None, None].expand(-1, q.shape[1], 1)).squeeze(-1) - original).abs()
+    return out * enc.mask
+
+
 def decision_gradient(model, enc, alpha: torch.Tensor) -> torch.Tensor:
     """∂d/∂α_i (B, T), signed, 0 on padding: d = the largest output probability of the decoded
     output (§5.2), α a leaf tensor (the gradient does not flow into the attention's computation)."""

@@ -1,7 +1,8 @@
-"""Token importance: gradient (Jain & Wallace Algorithm 1, Meister et al. Eq. 4) and leave-one-out.
+"""Feature importance: gradient (Jain & Wallace Algorithm 1, Meister et al. Eqs. 4–5), leave-one-out,
+and the importance of the intermediate representations h (Meister et al.).
 
 All functions take a staged model in eval mode and a batch on the model's device, and return (B, T)
-tensors that are 0 on padding.
+tensors (or (B, T, T)) that are 0 on padding.
 """
 
 from __future__ import annotations
@@ -79,6 +80,57 @@ def gradient_norm_importance(model, batch: dict, detach_attention: bool = False,
     return normalise_rows(scores, mask) if normalise else scores
 
 
+def distribution(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """scores / Σ_t scores over real tokens; a row with nothing to normalise (all 0) is NaN, not a
+    distribution, so that it never passes for a perfectly concentrated one."""
+    scores = scores * mask
+    total = scores.sum(-1, keepdim=True)
+    return torch.where(total > 0, scores / total.clamp_min(_TINY), torch.full_like(scores, float("nan")))
+
+
+def input_to_hidden_gradients(model, batch: dict, chunk_size: int = 256) -> torch.Tensor:
+    """G (B, T, T), G[b, p, i] = ‖∂‖h_p‖₂ / ∂e_i‖₂ for every real position p and token i of every
+    instance: Meister et al.'s Eq. 5 before normalising over i (0 on padding rows and columns).
+
+    Reverse mode needs one backward pass per output p. They are vectorised by replicating: each
+    (instance, p) pair is one row of a batch of at most ``chunk_size`` sequences, encoded once, and
+    one backward pass of Σ_rows ‖h_{row, p(row)}‖ gives every row its gradient (instances never
+    interact, so a row's gradient is exactly its own). This is the same as a per-p loop of backward
+    passes (tested), with large matrix products in place of T small ones.
+    """
+    mask = batch["mask"]
+    b, t = mask.shape
+    inst, pos = mask.nonzero(as_tuple=True)
+    fields = {k: v for k, v in batch.items() if torch.is_tensor(v) and v.shape[:1] == (b,)}
+    with torch.no_grad():
+        embedded = model.embed(batch)
+    out = torch.zeros(b, t, t, device=mask.device, dtype=embedded.dtype)
+    with torch.enable_grad(), grad_context(mask.device):
+        for s in range(0, len(inst), chunk_size):
+            i, p = inst[s:s + chunk_size], pos[s:s + chunk_size]
+            leaf = embedded[i].detach().requires_grad_(True)
+            hidden = model.encode({k: v[i] for k, v in fields.items()}, embedded=leaf).hidden
+            norms = hidden[torch.arange(len(i), device=mask.device), p].norm(dim=-1)
+            (grad,) = torch.autograd.grad(norms.sum(), leaf)
+            out[i, p] = grad.norm(dim=-1) * mask[i]
+    return out
+
+
+def hidden_gradient_importance(model, batch: dict) -> torch.Tensor:
+    """‖∂ŷ/∂h_t‖₂ (B, T), ŷ the predicted class's probability, h_t a leaf (the gradient reaches the
+    output through the attention scores and the pooled vector): Meister et al.'s intermediate FI
+    g_ŷ(h) before normalising."""
+    mask = batch["mask"]
+    with torch.no_grad():
+        enc = model.encode(batch)
+    with torch.enable_grad(), grad_context(mask.device):
+        enc.hidden = enc.hidden.detach().requires_grad_(True)
+        probs = model.probabilities(model.decode(enc, model.attend(enc)))
+        top = probs.gather(1, probs.argmax(1, keepdim=True)).sum()
+        (grad,) = torch.autograd.grad(top, enc.hidden)
+    return grad.norm(dim=-1) * mask
+
+
 def _deletion_index(batch: dict):
     """Every single-token deletion of the batch's instances of length ≥ 2.
 
@@ -106,21 +158,19 @@ def _sub_batch(batch: dict, inst: torch.Tensor, pos: torch.Tensor, src: torch.Te
 
 
 @torch.no_grad()
-def leave_one_out(model, batch: dict, probs: torch.Tensor | None = None, chunk_size: int = 512) -> torch.Tensor:
-    """Δŷ_t = TVD(ŷ(x₋ₜ), ŷ(x)): token t deleted (the sequence gets shorter), the whole model re-run.
+def deletion_probabilities(model, batch: dict, chunk_size: int = 512):
+    """The output distributions with each single token deleted (the sequence gets shorter, the whole
+    model re-run): (inst, pos, ŷ(x₋ₜ)) for every deletion n of token ``pos[n]`` of instance
+    ``inst[n]`` (instances of length ≥ 2).
 
     All deletions of the batch run as batched model calls of at most ``chunk_size`` sequences.
     Context-free encoders (``average``, ``noenc``) re-use the states: deleting t only removes its
     score from the attention. Convolutions recompute only the states within their receptive field of
-    the deletion. Instances of length 1 get NaN (nothing is left to run); padding gets 0.
+    the deletion.
     """
-    if probs is None:
-        probs = predict(model, batch)[2]
-    out = torch.zeros(batch["mask"].shape, device=probs.device, dtype=probs.dtype)
-    out[batch["lengths"] == 1, 0] = float("nan")
     inst, pos, src = _deletion_index(batch)
     if len(inst) == 0:
-        return out
+        return inst, pos, None
     encoder = getattr(model, "encoder", None)
     shortcuts = hasattr(model, "scorer") and hasattr(model, "projection")  # a model of attn_study's staged shape
     if shortcuts and getattr(encoder, "context_free", False):
@@ -132,7 +182,29 @@ def leave_one_out(model, batch: dict, probs: torch.Tensor | None = None, chunk_s
             model.probabilities(model(_sub_batch(batch, inst[s:s + chunk_size], pos[s:s + chunk_size], src))[0])
             for s in range(0, len(inst), chunk_size)
         ])
-    out[inst, pos] = tvd(deleted, probs[inst])
+    return inst, pos, deleted
+
+
+@torch.no_grad()
+def leave_one_out(model, batch: dict, probs: torch.Tensor | None = None, chunk_size: int = 512,
+                  predicted: bool = False) -> torch.Tensor:
+    """Δŷ_t = TVD(ŷ(x₋ₜ), ŷ(x)) for each token t (Jain & Wallace); with ``predicted``, the change
+    |ŷ_c(x₋ₜ) − ŷ_c(x)| of the predicted class c's probability instead (Meister et al. Eq. 6 before
+    normalising; the same for two classes). Instances of length 1 get NaN (nothing is left to run);
+    padding gets 0. See :func:`deletion_probabilities` for how the deletions are batched.
+    """
+    if probs is None:
+        probs = predict(model, batch)[2]
+    out = torch.zeros(batch["mask"].shape, device=probs.device, dtype=probs.dtype)
+    out[batch["lengths"] == 1, 0] = float("nan")
+    inst, pos, deleted = deletion_probabilities(model, batch, chunk_size)
+    if deleted is None:
+        return out
+    if predicted:
+        top = probs.argmax(-1)[inst, None]
+        out[inst, pos] = (deleted.gather(1, top) - probs[inst].gather(1, top)).abs().squeeze(1)
+    else:
+        out[inst, pos] = tvd(deleted, probs[inst])
     return out
 
 

@@ -57,12 +57,13 @@ def entropy(p: torch.Tensor, mask: torch.Tensor | None = None, normalised: bool 
 
     Only entries with ``mask`` True count (all when ``mask`` is None). With ``normalised=True`` the
     result is H(p) / log n, n = the number of masked-in entries, so a uniform distribution over the
-    real entries gives 1; it is defined as 0 when n ≤ 1.
+    real entries gives 1; it is defined as 0 when n ≤ 1. A row with NaN among its entries gives NaN.
     """
     if mask is not None:
         mask = mask.to(torch.bool)
         p = torch.where(mask, p, torch.zeros_like(p))
     h = -_xlogy(p, p).sum(-1)
+    h = torch.where(torch.isnan(p).any(-1), torch.full_like(h, float("nan")), h)  # NaN in, NaN out
     if not normalised:
         return h
     if mask is None:

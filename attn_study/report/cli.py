@@ -15,6 +15,7 @@ from attn_study.errors import UserError
 from attn_study.io import make_temporary_dir
 from attn_study.report import jain_wallace as jw
 from attn_study.report import serrano_smith as ss
+from attn_study.report import sparsity as sp
 from attn_study.report.render import embedded_png, html_page, html_table, write_table
 from attn_study.report.runs import collect, latest_per_model, status_table
 from attn_study.report.training import training_figures
@@ -101,6 +102,30 @@ def _write_all(root, work, out_dir, runs, missing, used, older) -> list[tuple[st
             if path is not None:
                 body += embedded_png(path)
         sections.append(("Serrano & Smith", body))
+
+    sp_used = sp.sp_runs(used)
+    if sp_used:
+        body = ""
+        table1 = sp.table1(sp_used)
+        if not table1.empty:
+            caption = ("Meister et al. Table 1: mean ± std over instances of the normalised entropy of the gradient-based "
+                       "importance of the inputs for each intermediate representation, H̃(g_{h_p}(x)) (1: every input "
+                       "equally influential; 0: one input only)")
+            table = write_table(table1, work, "sp_table1", caption, display=sp.table1_display(table1))
+            body += f"<p>{html.escape(caption)}.</p>" + html_table(table["frame"])
+        table2 = sp.table2(sp_used)
+        if not table2.empty:
+            caption = ("Meister et al. Table 2: Pearson correlation across runs between sparsegen-lin's λ (sparsemax = 0) "
+                       "and the mean normalised entropy of input feature importance H̃(g_ŷ(x)), per model and dataset "
+                       "(NaN with fewer than 3 runs)")
+            body += f"<p>{html.escape(caption)}.</p>" + html_table(write_table(table2, work, "sp_table2", caption)["frame"])
+        for name, make in (("sp_fig1_tau_input_vs_intermediate", sp.correlation_figure),
+                           ("sp_fig2_entropy_per_projection", sp.entropy_figure),
+                           ("sp_fig3_tau_vs_lambda", sp.lambda_figure)):
+            path = make(sp_used, work / f"{name}.png")
+            if path is not None:
+                body += embedded_png(path)
+        sections.append(("Meister et al.: sparse attention", body))
 
     curves = training_figures(used, work)
     if curves:

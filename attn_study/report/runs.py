@@ -46,7 +46,8 @@ class Run:
     @property
     def name(self) -> str:
         c = self.config
-        return f"{c['dataset']} {c['model']}-{c['encoder']}-{c['attention']}-{c['projection']} s{c['seed']}"
+        projection = c["projection"] + (f"(λ={c['lam']})" if c.get("lam") is not None else "")
+        return f"{c['dataset']} {c['model']}-{c['encoder']}-{c['attention']}-{projection} s{c['seed']}"
 
 
 def _config(run_dir: Path) -> dict:
@@ -61,6 +62,7 @@ def _config(run_dir: Path) -> dict:
     # runs made before the analyses became a list hold one family's options, named by `name`
     out["analysis"] = str(analysis["name"]) if "name" in analysis else family_names(analysis)
     out["seed"] = pick("seed")
+    out["lam"] = OmegaConf.select(cfg, "projection.lam", default=None, throw_on_resolution_failure=False)
     return out
 
 
@@ -103,7 +105,7 @@ def latest_per_model(runs: list[Run]) -> tuple[list[Run], list[Run]]:
     best: dict[tuple, Run] = {}
     older = []
     for run in sorted((r for r in runs if r.state == "complete"), key=lambda r: r.finished):
-        key = tuple(str(run.config[k]) for k in MODEL_KEYS)
+        key = tuple(str(run.config.get(k)) for k in (*MODEL_KEYS, "lam"))
         if key in best:
             older.append(best[key])
         best[key] = run

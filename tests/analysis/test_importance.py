@@ -19,10 +19,6 @@ from tests.helpers import tiny_model, token_batch
 SEQS = [[5, 6, 7, 8, 9, 10, 11, 12, 13], [12, 13, 14], [15], [16, 17, 18, 19, 20, 2, 3], [4, 4]]
 
 
-
-
-
-
 def test_gradient_importance_closed_form_noenc_linear_decoder():
     """noenc + dot attention + one sigmoid logit z = w·Σ α_t e_t + b, α held constant:
     ∂ŷ₁/∂e_t = σ'(z) α_t w, so g_t = Σ_c |∇ŷ_c·e_t| = 2 σ'(z) α_t |w·e_t|."""

@@ -21,10 +21,6 @@ from tests.helpers import TINY, tiny_model, token_batch
 SEQS = [[5, 6, 7, 8, 9, 10, 11, 12, 13], [12, 13, 14], [16, 17, 18, 19, 20, 2, 3], [4, 9]]
 
 
-
-
-
-
 def test_permutations_stay_on_real_tokens_and_keep_the_weights():
     batch = token_batch(SEQS)
     alpha = torch.rand(batch["mask"].shape) * batch["mask"]

@@ -20,12 +20,16 @@ from tests.helpers import REPO, cli_env
 
 
 def make_run(root, name, *, dataset, encoder, attention="additive", model="flat", state="complete", seed=13,
-             summary=None, instances=None, family="jain_wallace", finished=1.0e9, error=None):
+             summary=None, instances=None, family="jain_wallace", finished=1.0e9, error=None, projection="softmax",
+             lam=None):
     run = root / name
     (run / ".hydra").mkdir(parents=True)
-    OmegaConf.save(OmegaConf.create({k: {"name": v} for k, v in dict(
-        dataset=dataset, model=model, encoder=encoder, attention=attention, projection="softmax").items()}
-        | {"seed": seed, "analysis": {family: {}}}), run / ".hydra" / "config.yaml")
+    config = OmegaConf.create({k: {"name": v} for k, v in dict(
+        dataset=dataset, model=model, encoder=encoder, attention=attention, projection=projection).items()}
+        | {"seed": seed, "analysis": {family: {}}})
+    if lam is not None:
+        config.projection.lam = lam
+    OmegaConf.save(config, run / ".hydra" / "config.yaml")
     status = {"state": state, "finished": finished, "labels": ["neg", "pos"]}
     if error:
         status["error"] = error
@@ -132,6 +136,48 @@ def test_serrano_smith_tables(tmp_path):
     assert multi.set_index("ranking").loc["attention", "median frac removed"] == 0.25
     assert multi.set_index("ranking").loc["attention", "gradient sooner / attention sooner"] == 2.0
     assert (out / "ss_fraction_removed_yelp.png").is_file()
+
+
+def test_sparsity_tables_have_the_runs_numbers(tmp_path):
+    from scipy import stats
+
+    root = tmp_path / "meister"
+    grid = {("lstm", "additive", "softmax", None): (0.90, 0.95), ("lstm", "additive", "sparsemax", None): (0.88, 0.80),
+            ("lstm", "additive", "sparsegen", -1.0): (0.85, 0.85), ("lstm", "additive", "sparsegen", 0.5): (0.80, 0.70),
+            ("transformer", "dot", "sparsegen", -1.0): (0.70, 0.9), ("transformer", "dot", "sparsegen", 0.5): (0.6, 0.8)}
+    for i, ((encoder, attention, projection, lam), (hidden, g_input)) in enumerate(grid.items()):
+        summary = {"sp/n_instances": 10, "sp/entropy/g_hidden/mean": hidden, "sp/entropy/g_hidden/std": 0.05,
+                   "sp/entropy/g_hidden/n": 10, "sp/entropy/g_input/mean": g_input, "sp/tau/attn_g_input/mean": 0.1 * i,
+                   "test/acc": 0.8}
+        make_run(root, f"run{i}", dataset="sst", encoder=encoder, attention=attention, projection=projection, lam=lam,
+                 summary=summary, family="sparsity")
+    out = build_report(root)
+    table1 = (out / "sp_table1.md").read_text()
+    assert "| lstm + additive (softmax) | 0.90 ± 0.05 |" in table1
+    assert "| lstm + additive (sparsegen λ=-1) | 0.85 ± 0.05 |" in table1
+    table2 = pd.read_csv(out / "sp_table2.csv").set_index("model")
+    r, p = stats.pearsonr([0.0, -1.0, 0.5], [0.80, 0.85, 0.70])  # sparsemax counts as λ = 0
+    assert table2.loc["lstm + additive", "r(λ, H̃(g_ŷ))"] == pytest.approx(r)
+    assert table2.loc["lstm + additive", "p-value"] == pytest.approx(p)
+    assert table2.loc["lstm + additive", "runs"] == 3
+    assert table2.loc["transformer + dot", "runs"] == 2 and np.isnan(table2.loc["transformer + dot", "r(λ, H̃(g_ŷ))"])
+    assert (out / "sp_fig2_entropy_per_projection.png").is_file() and (out / "sp_fig3_tau_vs_lambda.png").is_file()
+
+
+def test_smoke_meister_sweep_then_report(tmp_path):
+    sweep = tmp_path / "smoke_meister"
+    run = subprocess.run([sys.executable, "-m", "attn_study.cli", "-m", "sweep=smoke_meister", f"hydra.sweep.dir={sweep}",
+                          "logger=csv"], capture_output=True, text=True, cwd=REPO, env=cli_env(), timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "8 jobs: 8 ran" in run.stdout
+    out = build_report(sweep)
+    for name in ("sp_table1.md", "sp_table2.md", "sp_fig1_tau_input_vs_intermediate.png",
+                 "sp_fig2_entropy_per_projection.png", "sp_fig3_tau_vs_lambda.png"):
+        assert (out / name).is_file(), name
+    table1 = pd.read_csv(out / "sp_table1.csv")
+    assert len(table1) == 8 and set(table1["model"]) == {"lstm + additive", "transformer + dot"}
+    table2 = pd.read_csv(out / "sp_table2.csv")
+    assert list(table2["runs"]) == [3, 3] and table2["r(λ, H̃(g_ŷ))"].between(-1, 1).all()
 
 
 def test_render_helpers():

@@ -1,0 +1,172 @@
+"""Meister et al. (2021), "Is Sparse Attention more Interpretable?": does sparse attention single out
+influential inputs?
+
+Per test instance, over its real tokens, ŷ the predicted class's probability:
+
+- ``input``: g_ŷ(x_i) = ‖∂ŷ/∂e_i‖₂ (Eq. 4, the gradient also flowing through the attention) and
+  D_ŷ(x_i) = |ŷ − ŷ₋ᵢ| (Eq. 6, token i deleted, the whole model re-run), each normalised to sum 1;
+- ``intermediate``: g_ŷ(h_i) = ‖∂ŷ/∂h_i‖₂ and D_ŷ(h_i) = |ŷ − ŷ(α with h_i erased, the rest
+  renormalised)|, normalised;
+- ``input_hidden``: g_{h_p}(x_i) = ‖∂‖h_p‖₂/∂e_i‖₂ normalised over i (Eq. 5) for every p — a T×T matrix
+  per instance — summarised by the mean over p of its normalised entropy (Table 1) and by the mean
+  share of g_{h_p} on the co-indexed input x_p;
+- always: the attention's support (α > 0: count and fraction of the tokens) and normalised entropy.
+
+Normalised entropy H̃(p) = −Σ p log p / log n ∈ [0, 1] (n = the instance's length; 1 = uniform, 0 = one
+token). Kendall τ-b of α with each feature importance (Figs 1, 3). Instances of one token have no
+distribution to speak of: their entropies and τ are NaN (and counted in ``n``). Metric keys
+``sp/...``; outputs in ``analysis/sparsity/``.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from attn_study import keys
+from attn_study.analysis.callback import AnalysisCallback, Measured
+from attn_study.analysis.erasure import erase_each
+from attn_study.analysis.figures.sparsity import sparsity_figures
+from attn_study.analysis.importance import (
+    distribution,
+    gradient_norm_importance,
+    hidden_gradient_importance,
+    input_to_hidden_gradients,
+    leave_one_out,
+    predict,
+)
+from attn_study.analysis.measures import entropy, kendall_tau_b, summarise
+from attn_study.errors import UserError
+from attn_study.keys import SP_CORRELATIONS, SP_DISTRIBUTIONS
+
+
+class Sparsity(AnalysisCallback):
+    """The sparsity study as a callback; options in conf/analysis/sparsity.yaml.
+
+    Batching: ``batch_size`` instances at a time; ``internal_batch_size`` sequences per model call
+    (leave-one-out deletions, and the (instance, p) rows of the T×T gradients); ``perturbations_per_eval``
+    erased attentions of each instance per decode call (D_ŷ(h)).
+    """
+
+    name = "sparsity"
+    TESTS = ("input", "intermediate", "input_hidden")
+    VAL_TESTS = ("input", "intermediate")
+    TRACKED = keys.TRACKED["sparsity"]
+
+    def __init__(self, *, p_threshold: float = 0.05, internal_batch_size: int = 256, perturbations_per_eval: int = 64,
+                 heatmaps: int = 4, **common):
+        super().__init__(**common)
+        self.p_threshold = p_threshold
+        self.internal_batch_size = max(1, int(internal_batch_size))
+        self.perturbations_per_eval = max(1, int(perturbations_per_eval))
+        self.heatmaps = int(heatmaps)
+
+    def check_model(self, model) -> None:
+        if not getattr(model, "token_attention", True):
+            raise UserError(f"analysis=sparsity needs attention over tokens, and {type(model).__name__}'s final "
+                            "attention is over sentences; use model=flat")
+
+    # -- measuring -------------------------------------------------------------------------------
+
+    def measure(self, model, data, split, indices, tests) -> Measured:
+        device = next(model.parameters()).device
+        split_data = data.split(split)
+        rows: dict[int, dict] = {}
+        seconds = dict.fromkeys(["predict", *tests], 0.0)
+        kept: list[dict] = []
+        for batch in tqdm(data.loader(split, batch_size=self.batch_size, indices=indices),
+                          desc=f"sparsity/{'+'.join(tests) or 'predict'}", leave=False, dynamic_ncols=True):
+            started = time.time()
+            batch = {k: v.to(device) for k, v in batch.items()}
+            mask, lengths = batch["mask"], batch["lengths"]
+            enc, alpha, probs = predict(model, batch)
+            columns = {"support": ((alpha > 0) & mask).sum(-1).double(), "length": lengths.double()}
+            scores = {"attention": alpha}
+            seconds["predict"] += time.time() - started
+            if "input" in tests:
+                started = time.time()
+                scores["g_input"] = gradient_norm_importance(model, batch, detach_attention=False, normalise=False)
+                scores["loo_input"] = leave_one_out(model, batch, probs=probs, chunk_size=self.internal_batch_size,
+                                                    predicted=True)
+                seconds["input"] += time.time() - started
+            if "intermediate" in tests:
+                started = time.time()
+                scores["g_intermediate"] = hidden_gradient_importance(model, batch)
+                scores["loo_intermediate"] = erase_each(model, enc, alpha, probs, self.perturbations_per_eval)
+                seconds["intermediate"] += time.time() - started
+            dists = {name: distribution(s, mask) for name, s in scores.items()}
+            for name, dist in dists.items():
+                columns[f"entropy_{name}"] = entropy(dist, mask, normalised=True)
+            for name, other in SP_CORRELATIONS.items():
+                if other in dists:
+                    columns[f"tau_{name}"], columns[f"p_{name}"] = kendall_tau_b(alpha.double(), dists[other].double(),
+                                                                                mask)
+            if "input_hidden" in tests:
+                started = time.time()
+                hidden_rows = distribution(input_to_hidden_gradients(model, batch, self.internal_batch_size),
+                                           mask[:, None, :])
+                per_p = entropy(hidden_rows, mask[:, None, :].expand_as(hidden_rows), normalised=True)
+                columns["entropy_g_hidden"] = per_p.masked_fill(~mask, float("nan")).nanmean(-1)
+                columns["diag_share"] = hidden_rows.diagonal(dim1=1, dim2=2).masked_fill(~mask, float("nan")).nanmean(-1)
+                self._keep_heatmaps(kept, batch, hidden_rows, data, split_data)
+                seconds["input_hidden"] += time.time() - started
+            self._record(rows, batch, probs, columns, split_data)
+        frame = pd.DataFrame([rows[int(i)] for i in indices])
+        return Measured(frame, seconds, {"heatmaps": kept})
+
+    @staticmethod
+    def _record(rows, batch, probs, columns, split_data):
+        short = batch["lengths"] < 2
+        values = {}
+        for name, column in columns.items():
+            column = column.double()
+            if name.startswith(("entropy_", "tau_", "p_", "diag_")):
+                column = column.masked_fill(short, float("nan"))
+            values[name] = column.tolist()
+        values["support_frac"] = (columns["support"].double() / columns["length"].double()).tolist()
+        pred, conf = probs.argmax(-1).tolist(), probs.max(-1).values.tolist()
+        for r, i in enumerate(batch["index"].tolist()):
+            rows[i] = {"index": i, "uid": split_data.uids[i], "label": int(split_data.labels[i]),
+                       "prediction": pred[r], "probability": conf[r],
+                       **{name: v[r] for name, v in values.items()}}
+            rows[i]["length"], rows[i]["support"] = int(rows[i]["length"]), int(rows[i]["support"])
+
+    def _keep_heatmaps(self, kept, batch, hidden_rows, data, split_data):
+        for r, i in enumerate(batch["index"].tolist()):
+            n = int(batch["lengths"][r])
+            if len(kept) >= self.heatmaps or n < 2:
+                continue
+            kept.append({"uid": split_data.uids[i], "tokens": data.vocab.decode(split_data.ids[i].tolist()),
+                         "matrix": hidden_rows[r, :n, :n].cpu().numpy()})
+
+    # -- summaries -------------------------------------------------------------------------------
+
+    def summarise(self, measured: Measured, tests) -> dict:
+        """Flat ``sp/...`` metrics: mean, std, median, n of each per-instance statistic."""
+        frame = measured.frame
+        out = {keys.sp("n_instances"): len(frame)}
+        stats = summarise(frame["support"].to_numpy(float))
+        out.update({keys.sp("support", "count", k): stats[k] for k in ("mean", "median")})
+        stats = summarise(frame["support_frac"].to_numpy(float))
+        out.update({keys.sp("support", "frac", k): stats[k] for k in ("mean", "std", "median")})
+        for name in SP_DISTRIBUTIONS:
+            if f"entropy_{name}" in frame:
+                stats = summarise(frame[f"entropy_{name}"].to_numpy(float))
+                out.update({keys.sp("entropy", name, k): v for k, v in stats.items()})
+        if "diag_share" in frame:
+            stats = summarise(frame["diag_share"].to_numpy(float))
+            out.update({keys.sp("diag_share", k): stats[k] for k in ("mean", "std", "median")})
+        for name in SP_CORRELATIONS:
+            if f"tau_{name}" in frame:
+                stats = summarise(frame[f"tau_{name}"].to_numpy(float), frame[f"p_{name}"].to_numpy(float),
+                                  self.p_threshold)
+                out.update({keys.sp("tau", name, k): v for k, v in stats.items()})
+        out.update({keys.sp("seconds", k): v for k, v in measured.seconds.items()})
+        return out
+
+    def artefacts(self, measured: Measured, out_dir: Path, data) -> dict:
+        return sparsity_figures(measured.frame, measured.extras.get("heatmaps", []), out_dir,
+                                title=f"{data.name} ({self.split})")

@@ -1,0 +1,207 @@
+"""Meister et al. (2021) across runs: Tables 1–2 and Figs 1–3.
+
+- Table 1: mean ± std (over instances) of H̃(g_{h_p}(x)) — how dispersed the inputs' influence on each
+  intermediate representation is — per model × projection × dataset.
+- Table 2: across the sparsegen-lin runs of a model × dataset (sparsemax counting as λ = 0, the same
+  projection), Pearson's r between λ and the run's mean H̃(g_ŷ(x)), with its p-value and the number of runs.
+- Fig 1: Kendall τ of attention with input FI (g_ŷ(x)) vs with intermediate FI (g_ŷ(h)), per model.
+- Fig 2: H̃ of g_ŷ(x) and D_ŷ(x) per projection.
+- Fig 3: mean τ of attention with input FI against λ (symmetric-log x axis: λ < 0 spans decades).
+
+A model is ``<encoder> + <attention>``: the paper's are lstm + additive and transformer + dot.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from attn_study import keys
+from attn_study.analysis.figures.common import new_figure, save_png
+from attn_study.report.runs import Run
+
+PROJECTION_ORDER = ("softmax", "entmax15", "entmax_bisect", "sparsemax", "sparsegen")
+
+
+def sp_runs(runs: list[Run]) -> list[Run]:
+    return [r for r in runs if keys.sp("n_instances") in r.summary]
+
+
+def model_label(run: Run) -> str:
+    return f"{run.config['encoder']} + {run.config['attention']}"
+
+
+def lam(run: Run) -> float | None:
+    """sparsegen-lin's λ (sparsemax: 0); None for the other projections."""
+    if run.config["projection"] == "sparsemax":
+        return 0.0
+    value = run.config.get("lam")
+    return float(value) if run.config["projection"] == "sparsegen" and value is not None else None
+
+
+def projection_label(run: Run) -> str:
+    p = run.config["projection"]
+    return f"sparsegen λ={float(run.config['lam']):g}" if p == "sparsegen" and run.config.get("lam") is not None else p
+
+
+def _order(run: Run) -> tuple:
+    p = run.config["projection"]
+    return (PROJECTION_ORDER.index(p) if p in PROJECTION_ORDER else len(PROJECTION_ORDER), lam(run) or 0.0)
+
+
+def _base(run: Run) -> dict:
+    return {"dataset": run.config["dataset"], "model": model_label(run), "projection": projection_label(run),
+            "seed": run.config["seed"]}
+
+
+def table1(runs: list[Run]) -> pd.DataFrame:
+    """One row per run: dataset, model, projection, seed, mean / std / n of H̃(g_{h_p}(x))."""
+    rows = []
+    for run in sorted(sp_runs(runs), key=lambda r: (r.config["dataset"], model_label(r), _order(r), str(r.config["seed"]))):
+        s = run.summary
+        if keys.sp("entropy", "g_hidden", "mean") not in s:
+            continue
+        rows.append({**_base(run), **{stat: s.get(keys.sp("entropy", "g_hidden", stat), np.nan)
+                                      for stat in ("mean", "std", "n")}})
+    return pd.DataFrame(rows)
+
+
+def table1_display(frame: pd.DataFrame) -> pd.DataFrame:
+    """Table 1 as the paper prints it: model (projection) × dataset, "mean ± std"; with several seeds
+    the means and stds are averaged over seeds and the spread of the means over seeds is added."""
+    if frame.empty:
+        return frame
+    cells = {}
+    for (model, projection, dataset), g in frame.groupby(["model", "projection", "dataset"], sort=False):
+        text = f"{g['mean'].mean():.2f} ± {g['std'].mean():.2f}"
+        if len(g) > 1:
+            text += f" (seeds: {len(g)}, spread {g['mean'].std(ddof=0):.2f})"
+        cells.setdefault((model, projection), {})[dataset] = text
+    return pd.DataFrame([{"model (projection)": f"{m} ({p})", **v} for (m, p), v in cells.items()])
+
+
+def table2(runs: list[Run]) -> pd.DataFrame:
+    """Per model × dataset: Pearson r between λ and the run's mean H̃(g_ŷ(x)), p-value, runs."""
+    points: dict[tuple, list[tuple[float, float]]] = {}
+    for run in sp_runs(runs):
+        value = run.summary.get(keys.sp("entropy", "g_input", "mean"))
+        if lam(run) is None or value is None or not np.isfinite(value):
+            continue
+        points.setdefault((run.config["dataset"], model_label(run)), []).append((lam(run), value))
+    rows = []
+    for (dataset, model), xy in sorted(points.items()):
+        x, y = np.array(xy).T
+        defined = len(xy) >= 3 and np.ptp(x) > 0 and np.ptp(y) > 0
+        r, p = stats.pearsonr(x, y) if defined else (np.nan, np.nan)
+        rows.append({"dataset": dataset, "model": model, "r(λ, H̃(g_ŷ))": float(r), "p-value": float(p),
+                     "runs": len(xy), "λ range": f"{x.min():g} … {x.max():g}"})
+    return pd.DataFrame(rows)
+
+
+def _datasets(runs: list[Run]) -> list[str]:
+    return sorted({r.config["dataset"] for r in runs})
+
+
+def correlation_figure(runs: list[Run], path: Path) -> Path | None:
+    """Fig 1: per dataset, τ(α, g_ŷ(x)) and τ(α, g_ŷ(h)) of every model × projection (boxes over instances)."""
+    runs = sorted(sp_runs(runs), key=lambda r: (model_label(r), _order(r), str(r.config["seed"])))
+    datasets = _datasets(runs)
+    panels = []
+    for dataset in datasets:
+        groups = []
+        for run in (r for r in runs if r.config["dataset"] == dataset):
+            frame = run.instances("sparsity")
+            if frame is not None and {"tau_attn_g_input", "tau_attn_g_intermediate"} <= set(frame):
+                groups.append((f"{model_label(run)}\n{projection_label(run)} s{run.config['seed']}",
+                               frame["tau_attn_g_input"].dropna().to_numpy(),
+                               frame["tau_attn_g_intermediate"].dropna().to_numpy()))
+        if groups:
+            panels.append((dataset, groups))
+    if not panels:
+        return None
+    width = max(len(g) for _, g in panels)
+    fig = new_figure((1.3 * width + 2.5, 4.0 * len(panels)))
+    axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
+    for ax, (dataset, groups) in zip(axes, panels):
+        for offset, which, color in ((-0.18, 1, "#1f77b4"), (0.18, 2, "#d95f02")):
+            data = [g[which] if len(g[which]) else np.array([np.nan]) for g in groups]
+            parts = ax.boxplot(data, positions=np.arange(len(groups)) + offset, widths=0.32, showfliers=False,
+                               patch_artist=True)
+            for box in parts["boxes"]:
+                box.set_facecolor(color)
+                box.set_alpha(0.55)
+        ax.plot([], [], color="#1f77b4", lw=6, alpha=0.55, label="τ(α, input FI g_ŷ(x))")
+        ax.plot([], [], color="#d95f02", lw=6, alpha=0.55, label="τ(α, intermediate FI g_ŷ(h))")
+        ax.set_xticks(range(len(groups)), [g[0] for g in groups], fontsize=7)
+        ax.axhline(0, color="grey", lw=0.8, ls="--")
+        ax.set_ylim(-1, 1)
+        ax.set_ylabel("Kendall τ-b")
+        ax.set_title(dataset, fontsize=10)
+        ax.legend(fontsize=8, loc="lower right")
+    fig.suptitle("Fig 1: attention vs feature importance of inputs and of intermediate representations")
+    return save_png(fig, path)
+
+
+def entropy_figure(runs: list[Run], path: Path) -> Path | None:
+    """Fig 2: H̃ of g_ŷ(x) and D_ŷ(x) per projection (mean over instances; one point per run)."""
+    rows = []
+    for run in sp_runs(runs):
+        s = run.summary
+        for name, label in (("g_input", "g_ŷ(x)"), ("loo_input", "D_ŷ(x)")):
+            if keys.sp("entropy", name, "mean") in s:
+                rows.append({"dataset": run.config["dataset"], "model": model_label(run), "measure": label,
+                             "projection": projection_label(run), "order": _order(run),
+                             "value": s[keys.sp("entropy", name, "mean")]})
+    if not rows:
+        return None
+    frame = pd.DataFrame(rows)
+    projections = [p for p, _ in sorted({(p, o) for p, o in zip(frame.projection, frame.order)}, key=lambda t: t[1])]
+    series = sorted({(m, d, meas) for m, d, meas in zip(frame.model, frame.dataset, frame.measure)})
+    fig = new_figure((max(6.5, 0.9 * len(projections) + 3), 4.4))
+    ax = fig.add_subplot()
+    x = {p: i for i, p in enumerate(projections)}
+    for model, dataset, measure in series:
+        g = frame[(frame.model == model) & (frame.dataset == dataset) & (frame.measure == measure)]
+        means = g.groupby("projection")["value"].mean()
+        order = [p for p in projections if p in means.index]
+        ax.plot([x[p] for p in order], [means[p] for p in order], marker="o" if measure == "g_ŷ(x)" else "s",
+                ls="-" if measure == "g_ŷ(x)" else "--", label=f"{dataset} {model}: {measure}")
+    ax.set_xticks(range(len(projections)), projections, rotation=30, fontsize=8)
+    ax.set_ylim(0, 1.02)
+    ax.set_ylabel("mean normalised entropy H̃")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    ax.set_title("Fig 2: entropy of input feature importance per projection", fontsize=10)
+    return save_png(fig, path)
+
+
+def lambda_figure(runs: list[Run], path: Path) -> Path | None:
+    """Fig 3: mean τ(α, g_ŷ(x)) and τ(α, D_ŷ(x)) against sparsegen's λ (sparsemax at 0), symlog x axis."""
+    rows = []
+    for run in sp_runs(runs):
+        if lam(run) is None:
+            continue
+        for name, label in (("attn_g_input", "τ(α, g_ŷ(x))"), ("attn_loo_input", "τ(α, D_ŷ(x))")):
+            value = run.summary.get(keys.sp("tau", name, "mean"))
+            if value is not None and np.isfinite(value):
+                rows.append({"series": f"{run.config['dataset']} {model_label(run)}: {label}", "lam": lam(run),
+                             "value": value})
+    if not rows:
+        return None
+    frame = pd.DataFrame(rows)
+    fig = new_figure((7.0, 4.4))
+    ax = fig.add_subplot()
+    for series, g in frame.groupby("series", sort=True):
+        agg = g.groupby("lam")["value"].agg(["mean", "std"]).sort_index()
+        ax.errorbar(agg.index, agg["mean"], yerr=agg["std"].fillna(0.0), marker="o", capsize=3, label=series)
+    ax.set_xscale("symlog", linthresh=0.5)
+    ax.axvline(0, color="grey", lw=0.8, ls=":")
+    ax.set_xlabel("sparsegen-lin λ (0 = sparsemax; larger = sparser)")
+    ax.set_ylabel("mean Kendall τ-b")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    ax.set_title("Fig 3: attention vs input feature importance as λ grows (± std over seeds)", fontsize=10)
+    return save_png(fig, path)

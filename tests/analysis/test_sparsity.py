@@ -1,0 +1,246 @@
+"""Meister et al.'s sparsity measures against known answers, per-instance autograd and brute force;
+sparsegen-lin's sparsity; the family end to end."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from attn_study.analysis.callback import analysis_mode
+from attn_study.analysis.erasure import erase_each
+from attn_study.analysis.importance import (
+    distribution,
+    hidden_gradient_importance,
+    input_to_hidden_gradients,
+    leave_one_out,
+    predict,
+)
+from attn_study.analysis.measures import entropy
+from attn_study.analysis.sparsity import Sparsity
+from attn_study.models import encoders, projection
+from attn_study.run import train_and_test
+from tests.helpers import TINY, compose_config, tiny_model, token_batch
+
+SEQS = [[5, 6, 7, 8, 9, 10, 11, 12, 13], [12, 13, 14], [15], [16, 17, 18, 19, 20, 2, 3], [4, 9]]
+ENCODERS = {
+    "lstm": partial(encoders.RNNEncoder, hidden_size=4),
+    "gru": partial(encoders.RNNEncoder, hidden_size=3, cell="gru"),
+    "cnn": partial(encoders.CNNEncoder, kernel_sizes=(3, 5), filters=3),
+    "transformer": partial(encoders.TransformerEncoder, model_dim=8, num_heads=2, ff_dim=16, num_layers=2),
+    "average": partial(encoders.AverageEncoder, hidden_size=5, activation="tanh"),
+    "noenc": encoders.NoEncoder,
+}
+
+
+def per_p_loop(model, batch):
+    """G[b, p, i] = ‖∂‖h_{b,p}‖/∂e_{b,i}‖ by one backward pass per (instance, p)."""
+    b, t = batch["mask"].shape
+    out = torch.zeros(b, t, t, dtype=torch.double)
+    for r in range(b):
+        n = int(batch["lengths"][r])
+        single = token_batch([batch["ids"][r, :n].tolist()])
+        emb = model.embed(single).detach().requires_grad_(True)
+        hidden = model.encode(single, embedded=emb).hidden
+        for p in range(n):
+            (grad,) = torch.autograd.grad(hidden[0, p].norm(), emb, retain_graph=True)
+            out[r, p, :n] = grad[0].norm(dim=-1)
+    return out
+
+
+@pytest.mark.parametrize("name", list(ENCODERS))
+@pytest.mark.parametrize("chunk", [1, 7, 1000])
+def test_batched_input_to_hidden_gradients_equal_a_per_p_loop(name, chunk):
+    model = tiny_model(ENCODERS[name], double=True)
+    batch = token_batch(SEQS)
+    got = input_to_hidden_gradients(model, batch, chunk_size=chunk)  # chunks cut across instances
+    torch.testing.assert_close(got, per_p_loop(model, batch))
+    assert torch.all(got[~batch["mask"]] == 0) and torch.all(got.transpose(1, 2)[~batch["mask"]] == 0)
+
+
+def hidden_entropy(model, batch):
+    rows = distribution(input_to_hidden_gradients(model, batch), batch["mask"][:, None, :])
+    return rows, entropy(rows, batch["mask"][:, None, :].expand_as(rows), normalised=True)
+
+
+@pytest.mark.parametrize("name", ["noenc", "average"])
+def test_context_free_encoders_tie_each_state_to_its_own_token(name):
+    model = tiny_model(ENCODERS[name], double=True)
+    batch = token_batch(SEQS)
+    rows, ent = hidden_entropy(model, batch)
+    mask = batch["mask"]
+    eye = torch.eye(mask.shape[1], dtype=torch.double).expand_as(rows)
+    torch.testing.assert_close(rows[mask], eye[mask])  # one-hot at p: H̃ = 0, share on x_p = 1
+    assert torch.all(ent[mask] == 0)
+
+
+def test_a_bilstm_spreads_each_state_over_several_tokens():
+    model = tiny_model(ENCODERS["lstm"], double=True)
+    batch = token_batch(SEQS[:1])
+    rows, ent = hidden_entropy(model, batch)
+    assert ent[0].min() > 0.05 and rows[0].diagonal().max() < 0.95
+
+
+def test_normalised_entropy_uniform_one_hot_and_empty():
+    mask = torch.tensor([[True, True, True, True, False]])
+    uniform = distribution(torch.tensor([[2.0, 2.0, 2.0, 2.0, 9.0]]), mask)
+    torch.testing.assert_close(uniform, torch.tensor([[0.25, 0.25, 0.25, 0.25, 0.0]]))
+    assert entropy(uniform, mask, normalised=True).item() == pytest.approx(1.0)
+    one_hot = distribution(torch.tensor([[0.0, 3.0, 0.0, 0.0, 9.0]]), mask)
+    assert entropy(one_hot, mask, normalised=True).item() == 0.0
+    nothing = distribution(torch.zeros(1, 5), mask)  # no importance anywhere: no distribution, not "concentrated"
+    assert torch.isnan(nothing[0, :4]).all() and torch.isnan(entropy(nothing, mask, normalised=True)).all()
+
+
+def test_hidden_gradient_importance_matches_per_instance_autograd():
+    model = tiny_model(ENCODERS["gru"], num_classes=3, double=True)
+    batch = token_batch(SEQS)
+    got = hidden_gradient_importance(model, batch)
+    for r, seq in enumerate(SEQS):
+        single = token_batch([seq])
+        enc = model.encode(single)
+        leaf = enc.hidden.detach().requires_grad_(True)
+        enc.hidden = leaf
+        probs = model.probabilities(model.decode(enc, model.attend(enc)))
+        (grad,) = torch.autograd.grad(probs[0].max(), leaf)
+        torch.testing.assert_close(got[r, :len(seq)], grad[0].norm(dim=-1))
+    assert torch.all(got[~batch["mask"]] == 0)
+
+
+@pytest.mark.parametrize("proj", [projection.Softmax, projection.Sparsemax])
+def test_erasing_each_state_equals_erase_and_decode_by_hand(proj):
+    model = tiny_model(ENCODERS["lstm"], proj=proj, num_classes=3, double=True)
+    batch = token_batch(SEQS)
+    enc, alpha, probs = predict(model, batch)
+    got = erase_each(model, enc, alpha, probs, items_per_call=2)
+    for r, seq in enumerate(SEQS):
+        c = int(probs[r].argmax())
+        for i in range(len(seq)):
+            a = alpha[r, :len(seq)].clone()
+            a[i] = 0.0
+            if a.sum() > 0:
+                context = (a / a.sum()) @ enc.hidden[r, :len(seq)]
+            else:  # nothing left: the zero vector
+                context = torch.zeros(enc.hidden.shape[-1], dtype=torch.double)
+            q = model.probabilities(model.decode_pooled(context[None]))[0]
+            assert got[r, i].item() == pytest.approx(abs(q[c] - probs[r, c]).item(), abs=1e-12), (r, i)
+    assert torch.all(got[~batch["mask"]] == 0)
+
+
+def test_predicted_class_leave_one_out_equals_brute_force_deletion():
+    model = tiny_model(ENCODERS["cnn"], num_classes=3, double=True)
+    batch = token_batch(SEQS)
+    _, _, probs = predict(model, batch)
+    got = leave_one_out(model, batch, probs=probs, chunk_size=3, predicted=True)
+    for r, seq in enumerate(SEQS):
+        if len(seq) == 1:
+            assert torch.isnan(got[r, 0])
+            continue
+        c = int(probs[r].argmax())
+        for i in range(len(seq)):
+            deleted = model.probabilities(model(token_batch([seq[:i] + seq[i + 1:]]))[0])[0]
+            assert got[r, i].item() == pytest.approx(abs(deleted[c] - probs[r, c]).item(), abs=1e-12)
+
+
+def test_sparsegen_support_never_grows_with_lambda_and_lambda_zero_is_sparsemax():
+    torch.manual_seed(0)
+    scores = torch.randn(50, 12)
+    mask = torch.rand(50, 12) > 0.2
+    mask[:, 0] = True
+    torch.testing.assert_close(projection.SparsegenLin(lam=0.0)(scores, mask), projection.Sparsemax()(scores, mask))
+    supports = [(projection.SparsegenLin(lam=lam)(scores, mask) > 0).sum(-1)
+                for lam in (-8.0, -2.0, -1.0, -0.5, 0.0, 0.25, 0.5, 0.75, 0.9)]
+    for denser, sparser in zip(supports, supports[1:]):
+        assert torch.all(sparser <= denser)
+    assert supports[0].sum() > supports[-1].sum()  # the grid spans a real change
+    for lam in (-2.0, 0.5):
+        alpha = projection.SparsegenLin(lam=lam)(scores, mask)
+        assert torch.all(alpha[~mask] == 0) and torch.allclose(alpha.sum(-1), torch.ones(50))
+
+
+def measure(model, seqs, tests=Sparsity.TESTS):
+    """The family's per-instance frame for ``seqs`` (a stand-in for a datamodule)."""
+
+    class Data:
+        name, num_classes = "toy", model.num_classes
+
+        class vocab:  # noqa: N801 - the attribute the protocol names
+            @staticmethod
+            def decode(ids):
+                return [str(i) for i in ids]
+
+        def split(self, _):
+            class Split:
+                ids = [np.asarray(s) for s in seqs]
+                uids = [f"t{i}" for i in range(len(seqs))]
+                labels = np.zeros(len(seqs), dtype=int)
+            return Split
+
+        def loader(self, _split, batch_size=None, indices=None, shuffle=False):
+            batch = token_batch(seqs)
+            extra = 3  # trailing padding beyond the longest instance
+            for k in ("ids", "mask"):
+                batch[k] = torch.cat([batch[k], torch.zeros(len(seqs), extra, dtype=batch[k].dtype)], 1)
+            return [batch]
+
+    with analysis_mode(model):
+        return Sparsity(batch_size=len(seqs)).measure(model, Data(), "test", np.arange(len(seqs)), list(tests))
+
+
+def test_padding_never_enters_any_statistic():
+    model = tiny_model(ENCODERS["lstm"], proj=projection.Sparsemax, double=True)
+    padded = measure(model, SEQS).frame
+    for r, seq in enumerate(SEQS):
+        alone = measure(model, [seq]).frame.iloc[0]
+        for column in padded.columns:
+            if column in ("index", "uid"):
+                continue
+            a, b = padded.iloc[r][column], alone[column]
+            assert (pd.isna(a) and pd.isna(b)) or a == pytest.approx(b, abs=1e-9), (r, column)
+    assert padded["length"].tolist() == [len(s) for s in SEQS]
+    assert (padded["support"] <= padded["length"]).all() and padded["support_frac"].max() <= 1.0
+    short = padded["length"] < 2
+    assert padded.loc[short, ["entropy_attention", "entropy_g_hidden", "tau_attn_g_input"]].isna().all().all()
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """Tiny trained models: noenc and BiLSTM with softmax, BiLSTM with sparsemax."""
+    out = {}
+    for name, overrides in {"noenc": ["encoder=noenc"], "lstm": ["encoder=lstm", "encoder.hidden_size=8"],
+                            "sparsemax": ["encoder=lstm", "encoder.hidden_size=8", "projection=sparsemax"]}.items():
+        run = tmp_path_factory.mktemp(name) / "run"
+        cfg = compose_config(*TINY, *overrides, "analysis=[sparsity]", "analysis.sparsity.max_instances=20",
+                             "trainer.max_epochs=2", "trainer.limit_train_batches=1.0", "logger=csv")
+        out[name] = (run, train_and_test(cfg, run))
+    return out
+
+
+def test_sparsity_end_to_end_known_answers(trained):
+    noenc, lstm, sparse = (trained[k][1] for k in ("noenc", "lstm", "sparsemax"))
+    assert noenc["sp/entropy/g_hidden/mean"] <= 1e-6 and noenc["sp/diag_share/mean"] == pytest.approx(1.0)
+    assert lstm["sp/entropy/g_hidden/mean"] > 0.2 and lstm["sp/diag_share/mean"] < 0.9
+    assert lstm["sp/support/frac/mean"] == 1.0 and sparse["sp/support/frac/mean"] < 1.0
+    for key in ("sp/entropy/attention/mean", "sp/entropy/g_input/mean", "sp/entropy/loo_input/mean",
+                "sp/entropy/g_intermediate/mean", "sp/entropy/loo_intermediate/mean", "sp/tau/attn_g_input/mean",
+                "sp/tau/attn_loo_input/mean", "sp/tau/attn_g_intermediate/mean", "sp/tau/attn_loo_intermediate/mean",
+                "sp/tau/attn_g_input/sig_frac", "sp/seconds/input_hidden"):
+        assert key in lstm, key
+        assert 0.0 <= lstm[key] <= 1.0 or key.startswith("sp/tau") and -1.0 <= lstm[key] <= 1.0, key
+
+
+def test_sparsity_outputs(trained):
+    run, summary = trained["lstm"]
+    folder = run / "analysis" / "sparsity"
+    frame = pd.read_parquet(folder / "instances.parquet")
+    assert len(frame) == 20 and frame["uid"].is_unique
+    assert frame["entropy_g_hidden"].mean() == pytest.approx(summary["sp/entropy/g_hidden/mean"])
+    for name in ("fig2_entropies.png", "fig1_tau_attention_vs_importance.png", "input_hidden_gradients.png"):
+        assert (folder / name).is_file(), name
+    on_disk = json.loads((run / "summary.json").read_text())
+    assert on_disk["sp/n_instances"] == 20
+    assert "sp/entropy/g_hidden/mean" in (run / "csv" / "metrics.csv").read_text().splitlines()[0]
