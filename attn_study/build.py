@@ -52,7 +52,8 @@ def build_datamodule(cfg: DictConfig) -> TextDataModule:
     data = cfg.dataset
     return TextDataModule(
         source=component(data.source),
-        preprocessing=OmegaConf.to_container(data.preprocessing, resolve=True),
+        preprocessing={**OmegaConf.to_container(data.preprocessing, resolve=True),
+                       "inject": _injection(data)},
         batch_size=data.batch_size,
         eval_batch_size=data.eval_batch_size,
         bucket=data.bucket,
@@ -61,6 +62,12 @@ def build_datamodule(cfg: DictConfig) -> TextDataModule:
         seed=cfg.seed,
         name=data.name,
     )
+
+
+def _injection(data: DictConfig) -> dict | None:
+    """``dataset.inject`` when it injects anything (``count`` > 0), else None (so the cache key is the same)."""
+    spec = OmegaConf.to_container(data.inject, resolve=True) if data.get("inject") else None
+    return spec if spec and int(spec.get("count") or 0) > 0 else None
 
 
 def build_model(cfg: DictConfig, datamodule: TextDataModule) -> AttentionModule:
@@ -83,6 +90,8 @@ def build_model(cfg: DictConfig, datamodule: TextDataModule) -> AttentionModule:
         freeze_embeddings=m.embeddings.freeze,
     )
     opt = m.optimizer
+    training = cfg.get("training") or {}
+    labels = datamodule.split("train").labels
     return AttentionModule(
         classifier,
         lr=opt.lr,
@@ -90,4 +99,9 @@ def build_model(cfg: DictConfig, datamodule: TextDataModule) -> AttentionModule:
         attention_weight_decay=opt.attention_weight_decay,
         amsgrad=opt.amsgrad,
         class_weights=list(m.class_weights) if m.class_weights else None,
+        schedule=training.get("schedule", "standard"),
+        pretrain_epochs=int(training.get("pretrain_epochs", 0)),
+        instance_weighting=bool(training.get("instance_weighting", False)),
+        weight_clip=tuple(training.get("weight_clip", (0.1, 10.0))),
+        class_prior=np.bincount(labels, minlength=datamodule.num_classes).astype(float).__truediv__(len(labels)).tolist(),
     )

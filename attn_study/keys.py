@@ -4,7 +4,7 @@ A key is a ``/``-joined path ``<namespace>/<statistic>/…/<stat>``:
 
 - ``train/``, ``val/``, ``test/``, ``data/``, ``run/``: training, model selection and the run itself;
 - one namespace per test family (:data:`FAMILIES`): ``jw/`` Jain & Wallace, ``ss/`` Serrano & Smith,
-  ``sp/`` sparsity (Meister et al.);
+  ``sp/`` sparsity (Meister et al.), ``sc/`` combinatorial shortcuts (Bai et al.);
 - per predicted class, ``class_<k>`` comes before the last part: ``jw/tau_grad/class_1/mean``;
 - a family's statistics tracked during training are its keys under ``val/``: ``val/jw/tau_grad/mean``.
 
@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable
 
 #: test family (config name, folder ``analysis/<family>/``) → key namespace
-FAMILIES = {"jain_wallace": "jw", "serrano_smith": "ss", "sparsity": "sp"}
+FAMILIES = {"jain_wallace": "jw", "serrano_smith": "ss", "sparsity": "sp", "shortcuts": "sc"}
 #: files of ``analysis/<family>/``: per-instance rows, the summary, and what was tracked while training
 INSTANCES, SUMMARY = "instances.parquet", "summary.json"
 EPOCHS_CSV, EPOCHS_PARQUET, EPOCHS_FIGURE = "epochs.csv", "epochs.parquet", "epochs.png"
@@ -152,6 +152,23 @@ def sp(*parts) -> str:
 
 
 # ------------------------------------------------------------------------------------------------
+# Combinatorial shortcuts, Bai et al. (sc/)
+# ------------------------------------------------------------------------------------------------
+
+SC = FAMILIES["shortcuts"]
+#: the report's columns: summary key → header
+SC_COLUMNS = {"accuracy": "accuracy", "mask_only/accuracy": "mask-only acc.", "chance": "chance",
+              "markers/mass/mean": "marker mass", "markers/selected_frac": "marker selected",
+              "markers/choice_label_accuracy": "marker choice → label", "rationale/precision/mean": "rationale prec.",
+              "posthoc/accuracy": "post-hoc acc."}
+
+
+def sc(*parts) -> str:
+    """``sc('mask_only', 'accuracy')`` → ``sc/mask_only/accuracy``."""
+    return key(SC, *parts)
+
+
+# ------------------------------------------------------------------------------------------------
 # statistics drawn against the epoch when tracked during training (analysis/<family>/epochs.png, report)
 # ------------------------------------------------------------------------------------------------
 
@@ -163,4 +180,6 @@ TRACKED = {
                       ss_flip_cell("single", "yes_no")),
     "sparsity": (sp("entropy", "g_input", "mean"), sp("entropy", "g_hidden", "mean"), sp("tau", "attn_g_input", "mean"),
                  sp("tau", "attn_g_intermediate", "mean"), sp("support", "frac", "mean")),
+    "shortcuts": (sc("accuracy"), sc("mask_only", "accuracy"), sc("markers", "mass", "mean"),
+                  sc("markers", "selected_frac")),
 }

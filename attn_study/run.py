@@ -21,7 +21,7 @@ from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.plugins.environments import SLURMEnvironment
 from omegaconf import DictConfig, OmegaConf
 
-from attn_study import keys
+from attn_study import keys, saved
 from attn_study.build import build_analyses, build_callbacks, build_datamodule, build_model, component
 from attn_study.errors import UserError
 from attn_study.io import read_json, write_json_atomic
@@ -130,6 +130,11 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path, resume_from: Path | Non
     datamodule = build_datamodule(cfg)
     datamodule.setup()
     module = build_model(cfg, datamodule)
+    target = (cfg.get("explainer") or {}).get("target")
+    if target:  # an explainer: trained to reproduce a black-box run's predictions
+        black_box = saved.load(target, option="explainer.target")
+        saved.check_same_data(black_box, datamodule, "explainer.target")
+        module.use_soft_targets(saved.predictions(black_box))
     analyses = build_analyses(cfg)
     for analysis in analyses:  # before training (Lightning's setup checks again)
         analysis.check(module.model, datamodule)

@@ -20,22 +20,15 @@ import time
 
 import numpy as np
 import torch
-from omegaconf import OmegaConf
 
+from attn_study import saved
 from attn_study.analysis.importance import gradient_importance, leave_one_out, predict
 from attn_study.analysis.measures import tvd
-from attn_study.analyze import locate
-from attn_study.build import build_datamodule, build_model
 
 
 def load_run(run: str):
-    run_dir, ckpt = locate(run)
-    cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
-    datamodule = build_datamodule(cfg)
-    datamodule.setup()
-    module = build_model(cfg, datamodule)
-    module.load_state_dict(torch.load(ckpt, map_location="cpu", weights_only=False)["state_dict"])
-    return cfg, datamodule, module.model.eval().requires_grad_(False)
+    run = saved.load(run, option="--run")
+    return run.cfg, run.datamodule, run.model
 
 
 def compact(ids: torch.Tensor, keep: torch.Tensor, mask: torch.Tensor):

@@ -40,6 +40,10 @@ class SplitDataset(Dataset):
             item["sentence_lengths"] = s.sentence_lengths[i]
         if s.candidates is not None:
             item["candidates"] = s.candidates[i]
+        if s.rationales is not None:
+            item["rationale"] = s.rationales[i]
+        if s.markers is not None:
+            item["markers"] = s.markers[i]
         return item
 
 
@@ -59,7 +63,8 @@ def collate(items: list[dict], num_classes: int | None = None) -> dict[str, torc
     ``labels`` (B,), ``index`` (B,) position in the split; for pair tasks ``query_ids``,
     ``query_lengths``, ``query_mask``; for QA with restricted answers ``candidates`` (B, num_classes)
     bool, True on the allowed answers; with sentence boundaries ``sentence_ids`` (B, T): the sentence
-    index of each token, -1 on padding.
+    index of each token, -1 on padding; where the dataset knows them, ``rationale`` (B, T) bool (the
+    ground-truth rationale's tokens) and ``markers`` (B, T) bool (injected marker tokens).
     """
     ids, lengths, mask = _pad([it["ids"] for it in items])
     batch = {
@@ -76,6 +81,12 @@ def collate(items: list[dict], num_classes: int | None = None) -> dict[str, torc
         for row, it in enumerate(items):
             allowed[row, list(it["candidates"])] = True
         batch["candidates"] = allowed
+    for name in ("rationale", "markers"):  # token positions → (B, T) bool
+        if name in items[0]:
+            positions = torch.zeros(ids.shape, dtype=torch.bool)
+            for row, it in enumerate(items):
+                positions[row, list(it[name] or ())] = True
+            batch[name] = positions
     if "sentence_lengths" in items[0]:
         sentence_ids = torch.full(ids.shape, -1, dtype=torch.long)
         for row, it in enumerate(items):

@@ -19,12 +19,13 @@ from pathlib import Path
 import numpy as np
 
 from attn_study.data.example import SPLITS, RawExample
+from attn_study.data.markers import Injection
 from attn_study.data.text import Vocab, tokenize_many, tokenize_sentences_many
 from attn_study.errors import DataError
 from attn_study.io import atomic_open
 
 log = logging.getLogger(__name__)
-CACHE_FORMAT = 3  # bump when the processed layout or the tokenisation changes
+CACHE_FORMAT = 4  # bump when the processed layout or the tokenisation changes
 
 
 @dataclass
@@ -38,6 +39,7 @@ class ProcessedSplit:
     rationales: list[tuple[int, ...] | None] | None = None
     sentence_lengths: list[np.ndarray] | None = None  # tokens per sentence, for hierarchical models
     candidates: list[tuple[int, ...]] | None = None  # allowed answers per instance (QA)
+    markers: list[tuple[int, ...]] | None = None  # positions of injected marker tokens (dataset.inject)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -69,6 +71,8 @@ class Preprocessing:
     at least this often in the training split; rarer words map to ``<unk>``. ``sentences``: also
     record the sentence boundaries of each passage (spaCy's rule-based sentencizer) in
     ``ProcessedSplit.sentence_lengths``, for hierarchical models; truncation cuts the last sentences.
+    ``inject``: label-independent marker tokens added to every instance after the filter and the
+    truncation (``attn_study.data.markers``; the bounds count the text without them).
     """
 
     min_count: int = 1
@@ -76,6 +80,7 @@ class Preprocessing:
     max_length: int | None = None
     truncate: int | None = None
     sentences: bool = False
+    inject: dict | None = None
 
     def __post_init__(self):
         if self.min_count < 1:
@@ -88,6 +93,9 @@ class Preprocessing:
             )
         if self.truncate is not None and self.truncate < 1:
             raise DataError(f"dataset.preprocessing.truncate={self.truncate}: must be >= 1 or null")
+        if self.inject and self.sentences:
+            raise DataError("dataset.inject does not work with sentence-level models (model=han); use model=flat")
+        Injection.from_config(self.inject)  # a bad option fails here, before anything is read
 
 
 def cache_key(source, prep: Preprocessing) -> str:
@@ -170,9 +178,13 @@ def build(source, prep: Preprocessing) -> ProcessedDataset:
         tokenized[split] = kept
         if sentences is not None:
             sentence_lengths[split] = kept_sentences
+    rationales = {split: [None if e.rationale is None else tuple(i for i in e.rationale if i < len(t))
+                          for e, t, _ in kept] for split, kept in tokenized.items()}
+    markers = _inject(Injection.from_config(prep.inject), tokenized, rationales, source, stats)
     # query words (pair tasks) share the passage's vocabulary and embedding table
     train = tokenized["train"]
-    vocab = Vocab.build([t for _, t, _ in train] + [q for _, _, q in train if q is not None], min_count=prep.min_count)
+    vocab = Vocab.build([t for _, t, _ in train] + [q for _, _, q in train if q is not None], min_count=prep.min_count,
+                        keep=Injection.from_config(prep.inject).tokens if prep.inject else ())
     stats["vocab_size"] = len(vocab)
     splits = {}
     for split, kept in tokenized.items():
@@ -184,9 +196,10 @@ def build(source, prep: Preprocessing) -> ProcessedDataset:
             labels=np.asarray([e.label for e, _, _ in kept], dtype=np.int64),
             uids=[e.uid for e, _, _ in kept],
             query_ids=[np.asarray(vocab.encode(q), dtype=np.int64) for _, _, q in kept] if has_query else None,
-            rationales=[tuple(i for i in e.rationale if i < len(t)) for e, t, _ in kept] if has_rationale else None,
+            rationales=rationales[split] if has_rationale else None,
             candidates=[tuple(e.candidates) for e, _, _ in kept] if has_candidates else None,
             sentence_lengths=sentence_lengths.get(split),
+            markers=markers.get(split),
         )
         labels = splits[split].labels
         if labels.min() < 0 or labels.max() >= source.num_classes:
@@ -199,6 +212,28 @@ def build(source, prep: Preprocessing) -> ProcessedDataset:
         splits=splits,
         stats=stats,
     )
+
+
+def _inject(injection: Injection | None, tokenized: dict, rationales: dict, source, stats: dict) -> dict:
+    """Insert the markers into every kept instance (in place); per split the marker positions. The
+    counts of each marker token per class go to ``stats[split]['markers']`` and the log."""
+    if injection is None:
+        return {}
+    out = {}
+    for split, kept in tokenized.items():
+        counts = {t: dict.fromkeys(source.label_names, 0) for t in injection.tokens}
+        positions = []
+        for n, (example, tokens, query) in enumerate(kept):
+            tokens, slots, rationales[split][n] = injection.apply(tokens, rationales[split][n], split, example.uid)
+            kept[n] = (example, tokens, query)
+            positions.append(slots)
+            for slot in slots:
+                counts[tokens[slot]][source.label_names[example.label]] += 1
+        out[split] = positions
+        stats[split]["markers"] = counts
+        log.info("%s/%s: %d markers per instance injected, by token and class: %s", source.name, split,
+                 injection.count, counts)
+    return out
 
 
 def _cut_sentences(lengths: list[int], total: int) -> np.ndarray:

@@ -89,11 +89,13 @@ class Vocab:
         self.stoi: dict[str, int] = {w: i for i, w in enumerate(self.itos)}
 
     @classmethod
-    def build(cls, token_lists: Iterable[list[str]], min_count: int = 1) -> "Vocab":
-        """Words seen at least ``min_count`` times, most frequent first (ties alphabetical)."""
+    def build(cls, token_lists: Iterable[list[str]], min_count: int = 1, keep: Iterable[str] = ()) -> "Vocab":
+        """Words seen at least ``min_count`` times, most frequent first (ties alphabetical); the words
+        in ``keep`` always (injected markers)."""
         counts = Counter(t for tokens in token_lists for t in tokens)
-        words = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
-        return cls(words)
+        keep = set(keep)
+        words = sorted((w for w, c in counts.items() if c >= min_count or w in keep), key=lambda w: (-counts[w], w))
+        return cls(words + sorted(keep - set(words)))
 
     def __len__(self) -> int:
         return len(self.itos)

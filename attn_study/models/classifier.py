@@ -36,6 +36,7 @@ class Encoded:
     lengths: torch.Tensor  # (B,)
     query: torch.Tensor | None = None  # (B, m) for pair tasks
     candidates: torch.Tensor | None = None  # (B, C) bool: allowed answers (QA), None = all
+    selection: torch.Tensor | None = None  # (B, T): the selected tokens of a selector–predictor model
 
 
 class AttentionClassifier(nn.Module):
@@ -111,6 +112,20 @@ class AttentionClassifier(nn.Module):
         enc = self.encode(batch)
         alpha = self.attend(enc)
         return self.decode(enc, alpha), alpha
+
+    def forward_with_attention(self, batch: dict, alpha: torch.Tensor) -> torch.Tensor:
+        """Logits with the attention replaced by ``alpha`` (random-attention pretraining)."""
+        return self.decode(self.encode(batch), alpha)
+
+    def random_attention(self, mask: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Random soft weights over the real tokens, drawn from the mask alone: uniform on the simplex
+        (Dirichlet(1): normalised Exponential(1) draws)."""
+        draws = -torch.log(torch.rand(mask.shape, generator=generator, device=mask.device).clamp_min(1e-12)) * mask
+        return draws / draws.sum(-1, keepdim=True).clamp_min(1e-12)
+
+    def attention_parameters(self) -> list:
+        """The attention's own parameters (the scorer): what phase 2 of random-attention pretraining trains."""
+        return list(self.scorer.parameters()) + list(self.projection.parameters())
 
     def probabilities(self, logits: torch.Tensor) -> torch.Tensor:
         """Output distribution ŷ (B, C) from logits (one sigmoid logit for binary tasks)."""

@@ -1,4 +1,6 @@
-"""LightningModule around the staged classifier: loss, optimiser, metrics."""
+"""LightningModule around the staged classifier: loss, optimiser, metrics, and Bai et al.'s two
+mitigations of combinatorial shortcuts as training options (random-attention pretraining, instance
+weighting; ``attn_study.models.mitigation``)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torchmetrics import AUROC, Accuracy, F1Score, MaxMetric, MetricCollection
+
+from attn_study.errors import UserError
+from attn_study.models.mitigation import MaskClassifier, shortcut_weights
+
+SCHEDULES = ("standard", "random_attention_pretraining")
 
 
 def _metrics(num_classes: int) -> MetricCollection:
@@ -25,40 +32,140 @@ class AttentionModule(L.LightningModule):
     embedding/encoder/decoder and ``attention_weight_decay`` on the attention scorer.
 
     Logged: ``{train,val,test}/loss``, ``/acc``, ``/f1`` (macro), ``/auroc``, and ``val/acc_best``.
+
+    Bai et al.'s mitigations (``training`` in the config):
+
+    - ``schedule='random_attention_pretraining'``: for the first ``pretrain_epochs`` epochs (phase 1)
+      the model is trained with attention drawn independently of the input (``model.random_attention``:
+      uniform weights on the simplex for soft attention, random k-subsets for a selector), so the
+      layers after the attention cannot learn from *which* positions are chosen; then (phase 2) every
+      parameter but the attention's own (``model.attention_parameters()``) is frozen and the attention
+      is trained. Phase-1 epochs are never chosen as the best checkpoint: their ``val/acc`` is logged
+      as NaN (the real values under ``val/phase1/``).
+    - ``instance_weighting``: each training instance's loss is weighted by p(y)/p̂(y | attention
+      pattern) from a mask-only classifier trained alongside (``mitigation.py``).
     """
 
     def __init__(self, model: nn.Module, lr: float = 1e-3, weight_decay: float = 1e-5,
                  attention_weight_decay: float = 0.0, amsgrad: bool = True,
-                 class_weights: list[float] | None = None):
+                 class_weights: list[float] | None = None, schedule: str = "standard", pretrain_epochs: int = 0,
+                 instance_weighting: bool = False, weight_clip: tuple[float, float] = (0.1, 10.0),
+                 class_prior: list[float] | None = None):
         super().__init__()
         self.save_hyperparameters(ignore=["model"])
         self.model = model
         k = model.num_classes
         if class_weights is not None and len(class_weights) != k:
             raise ValueError(f"model.class_weights has {len(class_weights)} values for {k} classes")
+        if schedule not in SCHEDULES:
+            raise UserError(f"training.schedule={schedule}: choose from {list(SCHEDULES)}")
+        needs = ("random_attention", "forward_with_attention", "attention_parameters")
+        if schedule != "standard" and not all(hasattr(model, n) for n in needs):
+            raise UserError(f"training.schedule={schedule} needs a flat or selector model, not {type(model).__name__}")
+        if schedule != "standard" and int(pretrain_epochs) < 1:
+            raise UserError(f"training.pretrain_epochs={pretrain_epochs}: random-attention pretraining needs >= 1 epoch")
+        if instance_weighting and class_prior is None:
+            raise ValueError("instance weighting needs the class prior of the training split")
         self.register_buffer("class_weights", torch.tensor(class_weights, dtype=torch.float) if class_weights else None)
+        self.register_buffer("class_prior", torch.tensor(class_prior, dtype=torch.float) if class_prior else None)
+        self.mask_classifier = MaskClassifier(k) if instance_weighting else None
         self.train_metrics = _metrics(k).clone(prefix="train/")
         self.val_metrics = _metrics(k).clone(prefix="val/")
         self.test_metrics = _metrics(k).clone(prefix="test/")
         self.val_acc_best = MaxMetric()
 
-    def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def use_soft_targets(self, targets: dict[str, torch.Tensor]) -> None:
+        """Train towards another model's output distributions (``{split: (N, C)}``, aligned with the
+        splits by instance position) instead of the gold labels: an explainer reproducing a black box,
+        a model matching a base model. Accuracy is still against the gold labels; ``<stage>/fidelity``
+        is the agreement with the targets' argmax. Not saved in checkpoints."""
+        for split, values in targets.items():
+            self.register_buffer(f"soft_targets_{split}", values.float(), persistent=False)
+
+    def soft_targets(self, batch: dict, stage: str) -> torch.Tensor | None:
+        split = {"train": "train", "val": "dev", "test": "test"}[stage]
+        values = getattr(self, f"soft_targets_{split}", None)
+        return None if values is None else values[batch["index"]]
+
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor, soft: torch.Tensor | None = None) -> torch.Tensor:
+        if soft is not None:  # class weights do not apply to a teacher's distributions
+            if logits.shape[-1] == 1:
+                return F.binary_cross_entropy_with_logits(logits.squeeze(-1), soft[:, 1])
+            return F.cross_entropy(logits, soft)
         if logits.shape[-1] == 1:
             target = labels.float()
             weight = None if self.class_weights is None else self.class_weights[labels]
             return F.binary_cross_entropy_with_logits(logits.squeeze(-1), target, weight=weight)
         return F.cross_entropy(logits, labels, weight=self.class_weights)
 
+    def _per_instance_loss(self, logits: torch.Tensor, labels: torch.Tensor,
+                           soft: torch.Tensor | None = None) -> torch.Tensor:
+        if logits.shape[-1] == 1:
+            target = labels.float() if soft is None else soft[:, 1]
+            return F.binary_cross_entropy_with_logits(logits.squeeze(-1), target, reduction="none")
+        return F.cross_entropy(logits, labels if soft is None else soft, reduction="none")
+
+    @property
+    def pretraining(self) -> bool:
+        """Whether this epoch is phase 1 of random-attention pretraining."""
+        return self.hparams.schedule == "random_attention_pretraining" and \
+            self.current_epoch < self.hparams.pretrain_epochs
+
+    def on_train_epoch_start(self) -> None:
+        if self.hparams.schedule != "random_attention_pretraining":
+            return
+        if not hasattr(self, "_trainable"):  # what the config leaves trainable (frozen embeddings stay frozen)
+            self._trainable = {id(p): p.requires_grad for p in self.model.parameters()}
+        attention = {id(p) for p in self.model.attention_parameters()}
+        for p in self.model.parameters():  # phase 2: only the attention learns
+            p.requires_grad_(self._trainable[id(p)] and (self.pretraining or id(p) in attention))
+
+    def training_step(self, batch, batch_idx):
+        if self.pretraining:
+            weights = self.model.random_attention(batch["mask"])
+            logits, attention = self.model.forward_with_attention(batch, weights), weights
+        else:
+            logits, attention = self.model(batch)
+        soft = self.soft_targets(batch, "train")
+        if self.mask_classifier is None or self.pretraining:
+            loss = self.loss(logits, batch["labels"], soft)
+        else:
+            loss = self._weighted_loss(logits, attention, batch, soft)
+        self._record(logits, batch, soft, "train")
+        self.log("train/loss", loss, prog_bar=True, batch_size=batch["labels"].shape[0], on_step=False, on_epoch=True)
+        return loss
+
+    def _record(self, logits, batch, soft, stage: str) -> None:
+        probs = self.model.probabilities(logits.detach())
+        getattr(self, f"{stage}_metrics").update(probs, batch["labels"])
+        if soft is not None:
+            agree = (probs.argmax(-1) == soft.argmax(-1)).float().mean()
+            self.log(f"{stage}/fidelity", agree, batch_size=batch["labels"].shape[0], on_step=False, on_epoch=True)
+
+    def _weighted_loss(self, logits, attention, batch, soft=None) -> torch.Tensor:
+        """Σ c_i w_i ℓ_i / Σ c_i w_i (c: class weights, w: shortcut weights) + the mask-only classifier's loss."""
+        labels = batch["labels"]
+        aux_logits = self.mask_classifier(attention.detach(), batch["mask"])
+        aux_loss = F.cross_entropy(aux_logits, labels)
+        with torch.no_grad():
+            conditional = torch.softmax(aux_logits, -1).gather(1, labels[:, None]).squeeze(1)
+            weights = shortcut_weights(self.class_prior[labels], conditional, self.hparams.weight_clip)
+            if self.class_weights is not None:
+                weights = weights * self.class_weights[labels]
+        size = labels.shape[0]
+        self.log("train/shortcut_aux_loss", aux_loss, batch_size=size, on_step=False, on_epoch=True)
+        self.log("train/shortcut_weight_max", weights.max(), batch_size=size, on_step=False, on_epoch=True)
+        per_instance = self._per_instance_loss(logits, labels, soft)
+        return (weights * per_instance).sum() / weights.sum() + aux_loss
+
     def _step(self, batch: dict, stage: str) -> torch.Tensor:
         logits, _ = self.model(batch)
-        loss = self.loss(logits, batch["labels"])
-        getattr(self, f"{stage}_metrics").update(self.model.probabilities(logits.detach()), batch["labels"])
+        soft = self.soft_targets(batch, stage)
+        loss = self.loss(logits, batch["labels"], soft)
+        self._record(logits, batch, soft, stage)
         size = batch["labels"].shape[0]
         self.log(f"{stage}/loss", loss, prog_bar=stage != "test", batch_size=size, on_step=False, on_epoch=True)
         return loss
-
-    def training_step(self, batch, batch_idx):
-        return self._step(batch, "train")
 
     def validation_step(self, batch, batch_idx):
         self._step(batch, "val")
@@ -85,6 +192,12 @@ class AttentionModule(L.LightningModule):
         self._log_epoch("train")
 
     def on_validation_epoch_end(self):
+        if self.pretraining:  # phase 1: not a candidate for the best checkpoint
+            values = getattr(self, "val_metrics").compute()
+            self.val_metrics.reset()
+            self.log_dict({k.replace("val/", "val/phase1/"): v for k, v in values.items()})
+            self.log_dict({k: float("nan") for k in values}, prog_bar=True)
+            return
         values = self._log_epoch("val")
         if not self.trainer.sanity_checking:
             self.val_acc_best.update(values["val/acc"])
@@ -96,6 +209,8 @@ class AttentionModule(L.LightningModule):
     def configure_optimizers(self):
         attention = [p for n, p in self.model.named_parameters() if n.startswith("scorer.") and p.requires_grad]
         rest = [p for n, p in self.model.named_parameters() if not n.startswith("scorer.") and p.requires_grad]
+        if self.mask_classifier is not None:
+            rest += list(self.mask_classifier.parameters())
         groups = [{"params": rest, "weight_decay": self.hparams.weight_decay}]
         if attention:
             groups.append({"params": attention, "weight_decay": self.hparams.attention_weight_decay})

@@ -15,6 +15,7 @@ from attn_study.errors import UserError
 from attn_study.io import make_temporary_dir
 from attn_study.report import jain_wallace as jw
 from attn_study.report import serrano_smith as ss
+from attn_study.report import shortcuts as sc
 from attn_study.report import sparsity as sp
 from attn_study.report.render import embedded_png, html_page, html_table, write_table
 from attn_study.report.runs import collect, latest_per_model, status_table
@@ -126,6 +127,17 @@ def _write_all(root, work, out_dir, runs, missing, used, older) -> list[tuple[st
             if path is not None:
                 body += embedded_png(path)
         sections.append(("Meister et al.: sparse attention", body))
+
+    sc_table = sc.table(used)
+    if not sc_table.empty:
+        body = ""
+        for dataset, frame in sc_table.groupby("dataset", sort=True):
+            caption = (f"Bai et al., {dataset}: combinatorial shortcuts per method and training variant "
+                       "(mask-only acc.: accuracy from the attention pattern alone, content replaced by <unk>; marker "
+                       "columns: injected label-independent tokens; mean ± std over seeds)")
+            table = write_table(frame, work, f"sc_{dataset}", caption, display=sc.display(frame))
+            body += f"<p>{html.escape(caption)}.</p>" + html_table(table["frame"])
+        sections.append(("Bai et al.: combinatorial shortcuts", body))
 
     curves = training_figures(used, work)
     if curves:

@@ -63,6 +63,10 @@ def _config(run_dir: Path) -> dict:
     out["analysis"] = str(analysis["name"]) if "name" in analysis else family_names(analysis)
     out["seed"] = pick("seed")
     out["lam"] = OmegaConf.select(cfg, "projection.lam", default=None, throw_on_resolution_failure=False)
+    schedule = OmegaConf.select(cfg, "training.schedule", default="standard", throw_on_resolution_failure=False)
+    weighted = OmegaConf.select(cfg, "training.instance_weighting", default=False, throw_on_resolution_failure=False)
+    options = ([] if schedule == "standard" else [str(schedule)]) + (["instance_weighting"] if weighted else [])
+    out["training"] = "+".join(options) or "standard"  # the training variant (conf/training)
     return out
 
 
@@ -105,7 +109,7 @@ def latest_per_model(runs: list[Run]) -> tuple[list[Run], list[Run]]:
     best: dict[tuple, Run] = {}
     older = []
     for run in sorted((r for r in runs if r.state == "complete"), key=lambda r: r.finished):
-        key = tuple(str(run.config.get(k)) for k in (*MODEL_KEYS, "lam"))
+        key = tuple(str(run.config.get(k)) for k in (*MODEL_KEYS, "lam", "training"))
         if key in best:
             older.append(best[key])
         best[key] = run

@@ -1,0 +1,271 @@
+"""Bai et al.'s combinatorial shortcuts: marker injection, the selector–predictor, both mitigations, the
+shortcut measures, the explainer of a black box, and the sweep + report."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from functools import partial
+
+import lightning as L
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from scipy import stats
+
+from attn_study.analysis.callback import analysis_mode
+from attn_study.analysis.shortcuts import Shortcuts, choice_accuracy, kept_tokens
+from attn_study.data.datamodule import TextDataModule
+from attn_study.data.example import RawExample
+from attn_study.data.markers import Injection
+from attn_study.data.processed import Preprocessing, build
+from attn_study.data.synthetic import SyntheticSource
+from attn_study.errors import DataError, UserError
+from attn_study.models import attention, encoders
+from attn_study.models.mitigation import shortcut_weights
+from attn_study.models.module import AttentionModule
+from attn_study.models.selector import SelectorPredictor, hard_top_k, random_subsets, relaxed_top_k
+from attn_study.report.cli import build_report
+from attn_study.run import train_and_test
+from tests.helpers import REPO, TINY, cli_env, compose_config, tiny_model, token_batch
+
+INJECT = {"count": 2, "tokens": ["<m1>", "<m2>"], "positions": "random", "seed": 3}
+
+
+# ------------------------------------------------------------------------------------------------
+# injected markers
+# ------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def injected():
+    source = SyntheticSource(n_train=1500, n_dev=200, n_test=600, seed=5)
+    return build(source, Preprocessing(inject=INJECT)), build(source, Preprocessing())
+
+
+def test_markers_are_in_every_instance_and_the_rationales_move_with_their_tokens(injected):
+    data, plain = injected
+    for split in ("train", "dev", "test"):
+        with_markers, without = data.splits[split], plain.splits[split]
+        for ids, old_ids, markers, rationale, old_rationale in zip(
+                with_markers.ids, without.ids, with_markers.markers, with_markers.rationales, without.rationales):
+            tokens = data.vocab.decode(ids.tolist())
+            assert len(ids) == len(old_ids) + 2 and len(markers) == 2
+            assert all(tokens[p] in ("<m1>", "<m2>") for p in markers)
+            rest = [t for p, t in enumerate(tokens) if p not in markers]
+            assert rest == plain.vocab.decode(old_ids.tolist())  # the text itself is untouched
+            assert [tokens[p] for p in rationale] == [plain.vocab.decode(old_ids.tolist())[p] for p in old_rationale]
+    counts = data.stats["train"]["markers"]
+    assert sum(sum(by_class.values()) for by_class in counts.values()) == 2 * len(data.splits["train"])
+
+
+def test_markers_carry_no_label_information(injected):
+    data, _ = injected
+    for split in ("train", "test"):
+        s = data.splits[split]
+        # which marker tokens an instance got, against its label: independent (chi-square)
+        pattern = ["".join(sorted(data.vocab.decode(s.ids[i][list(s.markers[i])].tolist()))) for i in range(len(s))]
+        table = pd.crosstab(pd.Series(pattern), pd.Series(s.labels))
+        assert stats.chi2_contingency(table.to_numpy())[1] > 0.01
+        # where they are (relative position) against the label: the same distribution (Kolmogorov–Smirnov)
+        relative = np.array([np.mean(s.markers[i]) / len(s.ids[i]) for i in range(len(s))])
+        assert stats.ks_2samp(relative[s.labels == 0], relative[s.labels == 1]).pvalue > 0.01
+    # a classifier on marker presence alone is at chance (leave-one-out majority rule vs the majority class)
+    s = data.splits["test"]
+    pattern = np.array(["".join(sorted(data.vocab.decode(s.ids[i][list(s.markers[i])].tolist()))) for i in range(len(s))])
+    accuracy, baseline = choice_accuracy(pattern, s.labels)
+    assert accuracy <= baseline + 0.03
+
+
+def test_injection_options_are_checked():
+    with pytest.raises(DataError, match="dataset.inject.positions"):
+        Preprocessing(inject={**INJECT, "positions": "middle"})
+    with pytest.raises(DataError, match="dataset.inject.tokens"):
+        Preprocessing(inject={**INJECT, "tokens": ["two words"]})
+    with pytest.raises(DataError, match="model=han"):
+        Preprocessing(inject=INJECT, sentences=True)
+    assert Injection.from_config({**INJECT, "count": 0}) is None  # count 0: off
+    fixed = Injection(tokens=("<m>",), count=2, positions=(0, 99))
+    tokens, slots, _ = fixed.apply(list("abc"), None, "test", "u")
+    assert slots == (0, 4) and tokens == ["<m>", "a", "b", "c", "<m>"]
+
+
+# ------------------------------------------------------------------------------------------------
+# the selector–predictor
+# ------------------------------------------------------------------------------------------------
+
+def test_hard_top_k_selects_exactly_k_real_tokens_never_padding():
+    torch.manual_seed(0)
+    batch = token_batch([[3] * 9, [4] * 3, [5], [6] * 6])
+    scores = torch.randn(batch["mask"].shape)
+    scores[~batch["mask"]] = 100.0  # padding scored highest must still never be chosen
+    for k in (1, 2, 5):
+        chosen = hard_top_k(scores, batch["mask"], k)
+        assert chosen.sum(-1).tolist() == [min(k, n) for n in (9, 3, 1, 6)]
+        assert torch.all(chosen[~batch["mask"]] == 0)
+        for row in range(4):
+            n = int(batch["lengths"][row])
+            top = scores[row, :n].topk(min(k, n)).indices
+            assert set(top.tolist()) == set(chosen[row].nonzero().flatten().tolist())
+    relaxed = relaxed_top_k(scores, batch["mask"], 3, 0.5, torch.Generator().manual_seed(0))
+    assert torch.all(relaxed[~batch["mask"]] == 0) and relaxed.max() <= 1.0 and relaxed.min() >= 0.0
+
+
+def test_random_attention_is_drawn_from_the_mask_alone():
+    a, b = token_batch([[3, 4, 5, 6, 7], [8, 9]]), token_batch([[10, 11, 12, 13, 14], [15, 16]])
+    for model in (tiny_model(), SelectorPredictor(20, 2, encoders.NoEncoder, attention.AdditiveScorer, k=2,
+                                                  embedding_dim=4)):
+        first = model.random_attention(a["mask"], torch.Generator().manual_seed(1))
+        other = model.random_attention(b["mask"], torch.Generator().manual_seed(1))
+        torch.testing.assert_close(first, other)  # other content, same lengths: the same draw
+        assert torch.all(first[~a["mask"]] == 0)
+    draws = torch.stack([random_subsets(a["mask"], 2, torch.Generator().manual_seed(s))[0] for s in range(400)])
+    assert draws.sum(-1).eq(2).all() and draws.mean(0)[:5].sub(0.4).abs().max() < 0.08  # uniform over positions
+
+
+class XorSource:
+    """``mark mark b1 b2 w w``: the label is b1 XOR b2, so no single token tells it; with k = 1 a
+    selector can only pass the label to its predictor through *which* token it selects."""
+
+    name, num_classes, label_names = "xor", 2, ["same", "different"]
+
+    def __init__(self, seed: int = 0):
+        self.seed = seed
+
+    def fingerprint(self):
+        return {"seed": self.seed}
+
+    def load(self):
+        rng = np.random.default_rng(self.seed)
+        out = {}
+        for split, n in (("train", 1200), ("dev", 200), ("test", 200)):
+            out[split] = []
+            for i in range(n):
+                bits = rng.integers(0, 2, 2)
+                words = ["mark", "mark", *(("yes", "no")[b] for b in bits), *rng.choice(["the", "a", "film"], 2)]
+                out[split].append(RawExample(uid=f"{split}-{i}", text=" ".join(words), label=int(bits[0] != bits[1])))
+        return out
+
+
+def train_xor(schedule: str, seed: int = 1):
+    """A selector–predictor (k = 1, BiLSTMs) on the XOR task, its predictor blind to token content (one
+    frozen embedding for every token): the only way to the label is *where* the selection falls."""
+    L.seed_everything(seed, verbose=False)
+    data = TextDataModule(XorSource(seed), batch_size=32)
+    data.setup()
+    model = SelectorPredictor(len(data.vocab), 2, partial(encoders.RNNEncoder, hidden_size=16), attention.AdditiveScorer,
+                              k=1, temperature=0.5, embedding_dim=16)
+    model.embedding.weight.data.fill_(1.0)
+    model.embedding.weight.requires_grad_(False)
+    module = AttentionModule(model, lr=1e-2, schedule=schedule, pretrain_epochs=4)
+    L.Trainer(max_epochs=8, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+              enable_model_summary=False).fit(module, datamodule=data)
+    analysis = Shortcuts(top_k=1)
+    with analysis_mode(model):
+        measured = analysis.measure(model, data, "test", np.arange(200), ["mask_only"])
+    return analysis.summarise(measured, ["mask_only"])
+
+
+def test_a_constructed_shortcut_is_found_and_random_attention_pretraining_removes_it():
+    vanilla = train_xor("standard")
+    assert vanilla["sc/accuracy"] >= 0.9 and vanilla["sc/mask_only/accuracy"] >= 0.9  # the pattern is the label
+    mitigated = train_xor("random_attention_pretraining")
+    assert mitigated["sc/mask_only/accuracy"] <= 0.65  # a predictor pretrained on random masks cannot read it
+
+
+def test_phase_two_trains_only_the_attention():
+    class Snapshot(L.Callback):
+        def on_train_epoch_start(self, trainer, module):  # before the module's own hook: end of phase 1
+            if trainer.current_epoch == 1:
+                self.before = {n: p.detach().clone() for n, p in module.model.named_parameters()}
+
+    L.seed_everything(0, verbose=False)
+    data = TextDataModule(XorSource(0), batch_size=32)
+    data.setup()
+    for model in (tiny_model(vocab=len(data.vocab)).requires_grad_(True).train(),
+                  SelectorPredictor(len(data.vocab), 2, encoders.NoEncoder, attention.AdditiveScorer, k=2,
+                                    embedding_dim=6)):
+        module = AttentionModule(model, schedule="random_attention_pretraining", pretrain_epochs=1, lr=0.05)
+        snapshot = Snapshot()
+        L.Trainer(max_epochs=2, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                  limit_val_batches=0, enable_model_summary=False, callbacks=[snapshot]).fit(module, datamodule=data)
+        attention_ids = {id(p) for p in model.attention_parameters()}
+        for name, p in model.named_parameters():
+            changed = not torch.equal(snapshot.before[name], p.detach())
+            assert changed == (id(p) in attention_ids), (type(model).__name__, name)
+
+
+def test_instance_weights_make_the_label_independent_of_the_pattern():
+    # patterns A and B decide the label 80/20 and 25/75; the mask-only classifier knows p(y | pattern)
+    pattern = np.array([0] * 10 + [1] * 8)
+    labels = np.array([1] * 8 + [0] * 2 + [1] * 2 + [0] * 6)
+    prior = np.bincount(labels) / len(labels)
+    conditional = np.array([np.mean(labels[pattern == p] == y) for p, y in zip(pattern, labels)])
+    weights = shortcut_weights(torch.tensor(prior[labels]), torch.tensor(conditional), clip=(0.01, 100.0)).numpy()
+    assert weights.mean() == pytest.approx(1.0)
+    for p in (0, 1):
+        here = pattern == p
+        weighted = np.array([weights[here & (labels == y)].sum() for y in (0, 1)]) / weights[here].sum()
+        np.testing.assert_allclose(weighted, prior, atol=1e-12)  # p_w(y | pattern) = p(y)
+    clipped = shortcut_weights(torch.tensor([0.5, 0.5]), torch.tensor([0.001, 0.9]), clip=(0.1, 10.0))
+    assert clipped[0] / clipped[1] == pytest.approx(10.0 / (0.5 / 0.9))
+
+
+def test_choice_accuracy_and_kept_tokens_by_hand():
+    labels = np.array([0, 0, 1, 1, 0, 1])
+    assert choice_accuracy(np.array([5, 5, 7, 7, 5, 7.0]), labels) == (1.0, 0.5)  # the choice is the label
+    assert choice_accuracy(np.array([5, 7, 5, 7, 5, 7.0]), labels)[0] < 0.5  # no information: below the baseline
+    batch = token_batch([[3, 4, 5, 6], [7, 8]])
+    keep = torch.tensor([[False, True, False, True], [True, False, False, False]])
+    kept = kept_tokens(batch, keep)
+    assert kept["ids"].tolist() == [[4, 6], [7, 0]] and kept["lengths"].tolist() == [2, 1]
+
+
+# ------------------------------------------------------------------------------------------------
+# end to end
+# ------------------------------------------------------------------------------------------------
+
+def small(*overrides):
+    return compose_config(*TINY, "encoder.hidden_size=8", "trainer.max_epochs=2", "trainer.limit_train_batches=1.0",
+                          *overrides)
+
+
+def test_shortcut_measures_on_injected_data(tmp_path):
+    summary = train_and_test(small("dataset=synthetic_markers", "analysis=[shortcuts]", "logger=none"), tmp_path / "r")
+    for key in ("sc/accuracy", "sc/mask_only/accuracy", "sc/markers/mass/mean", "sc/markers/selected_frac",
+                "sc/markers/choice_label_accuracy", "sc/rationale/precision/mean"):
+        assert 0.0 <= summary[key] <= 1.0, key
+    assert summary["sc/markers/mass/mean"] > 0
+    assert "sc/posthoc/accuracy" not in summary  # not an explainer
+
+
+def test_an_explainer_reproduces_its_black_box_and_is_scored_post_hoc(tmp_path):
+    black_box = tmp_path / "black_box"
+    train_and_test(small("logger=none"), black_box)
+    summary = train_and_test(small("model=selector", f"explainer.target={black_box}", "analysis=[shortcuts]",
+                                   "logger=csv"), tmp_path / "explainer")
+    assert 0.0 <= summary["sc/posthoc/accuracy"] <= 1.0
+    metrics = pd.read_csv(tmp_path / "explainer" / "csv" / "metrics.csv")
+    assert metrics["val/fidelity"].notna().any()
+    with pytest.raises(UserError, match=f"explainer.target={black_box}.*differ"):
+        train_and_test(small("model=selector", f"explainer.target={black_box}", "seed=99", "logger=none"),
+                       tmp_path / "other")
+
+
+def test_smoke_bai_sweep_then_report(tmp_path):
+    sweep = tmp_path / "smoke_bai"
+    run = subprocess.run([sys.executable, "-m", "attn_study.cli", "-m", "sweep=smoke_bai", f"hydra.sweep.dir={sweep}",
+                          "logger=csv"], capture_output=True, text=True, cwd=REPO, env=cli_env(), timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "6 jobs: 6 ran" in run.stdout
+    out = build_report(sweep)
+    table = pd.read_csv(out / "sc_synthetic_markers.csv")
+    assert len(table) == 6
+    assert set(table["variant"]) == {"standard", "random_attention_pretraining", "instance_weighting"}
+    assert set(table["method"]) == {"flat lstm", "selector lstm"}
+    md = (out / "sc_synthetic_markers.md").read_text()
+    assert "mask-only acc." in md and "marker mass" in md
+    one = json.loads(next(sweep.glob("model=flat,training=standard*/summary.json")).read_text())
+    row = table[(table["method"] == "flat lstm") & (table["variant"] == "standard")].iloc[0]
+    assert row["mask-only acc."] == pytest.approx(one["sc/mask_only/accuracy"])
