@@ -76,6 +76,7 @@ def build_model(cfg: DictConfig, datamodule: TextDataModule) -> AttentionModule:
     vocab = datamodule.vocab
     dim = m.network.embedding_dim
     pretrained: np.ndarray | None = None
+    coverage = None
     if m.embeddings.path:
         pretrained, coverage = load_embeddings(m.embeddings.path, vocab, dim, seed=cfg.seed)
         log.info("pretrained embeddings cover %.1f%% of the vocabulary", 100 * coverage)
@@ -89,8 +90,13 @@ def build_model(cfg: DictConfig, datamodule: TextDataModule) -> AttentionModule:
         pretrained=pretrained,
         freeze_embeddings=m.embeddings.freeze,
     )
-    opt = m.optimizer
-    training = cfg.get("training") or {}
+    module = _module(cfg, classifier, datamodule)
+    module.embedding_coverage = coverage  # the share of the vocabulary with a pretrained vector (None: none used)
+    return module
+
+
+def _module(cfg: DictConfig, classifier, datamodule) -> AttentionModule:
+    m, opt, training = cfg.model, cfg.model.optimizer, cfg.get("training") or {}
     labels = datamodule.split("train").labels
     return AttentionModule(
         classifier,
@@ -103,5 +109,5 @@ def build_model(cfg: DictConfig, datamodule: TextDataModule) -> AttentionModule:
         pretrain_epochs=int(training.get("pretrain_epochs", 0)),
         instance_weighting=bool(training.get("instance_weighting", False)),
         weight_clip=tuple(training.get("weight_clip", (0.1, 10.0))),
-        class_prior=np.bincount(labels, minlength=datamodule.num_classes).astype(float).__truediv__(len(labels)).tolist(),
+        class_prior=(np.bincount(labels, minlength=datamodule.num_classes) / len(labels)).tolist(),
     )

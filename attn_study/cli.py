@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
+import threading
 import warnings
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from attn_study.errors import UserError
 
@@ -49,6 +51,19 @@ def _sweep_settings(cfg: DictConfig) -> bool:
     return True
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM stops the process at once (Lightning alone would wait for the current batch, minutes on
+    very long inputs). The run's state stays ``running`` with its last checkpoint — written
+    atomically — so launching it again resumes it."""
+    def stop(signum, frame):
+        print("attn-study: stopped by SIGTERM; launch the run again to resume it from its last checkpoint",
+              file=sys.stderr, flush=True)
+        os._exit(128 + signal.SIGTERM)
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, stop)
+
+
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
 def train_main(cfg: DictConfig) -> float | None:
     """Train, test and (when configured) analyse; the run directory is Hydra's output dir. A
@@ -56,6 +71,7 @@ def train_main(cfg: DictConfig) -> float | None:
     from attn_study.run import run  # heavy imports after Hydra has parsed --help etc.
 
     _quiet_third_party()
+    _stop_on_sigterm()
     in_sweep = _sweep_settings(cfg)
     try:
         summary = run(cfg, HydraConfig.get().runtime.output_dir, keep_going=in_sweep)
@@ -72,6 +88,8 @@ def analyze_main(cfg: DictConfig) -> None:
 
     _quiet_third_party()
     try:
+        if OmegaConf.is_missing(cfg, "ckpt_path"):
+            raise UserError("ckpt_path is required: attn-study-analyze ckpt_path=<run dir or its .ckpt> analysis=[...]")
         analyze(cfg)
     except UserError as err:
         print(f"attn-study-analyze: error: {err}", file=sys.stderr)

@@ -10,3 +10,7 @@ class UserError(Exception):
 
 class DataError(UserError):
     """A dataset, archive or embeddings file that is missing, corrupt, or empty."""
+
+
+class TrainingDiverged(UserError):
+    """Training produced a non-finite or exploded loss: the run's numbers cannot be trusted."""

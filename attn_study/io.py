@@ -55,10 +55,21 @@ def write_text_atomic(path: Path, text: str) -> Path:
     return Path(path)
 
 
+def _no_nan(value):
+    """NaN and ±inf as None (null): JSON has no NaN, and most readers reject a bare ``NaN``."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return None
+    if isinstance(value, dict):
+        return {k: _no_nan(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_no_nan(v) for v in value]
+    return value
+
+
 def write_json_atomic(path: Path, data: dict) -> Path:
-    """``data`` as JSON (keys sorted, indented)."""
+    """``data`` as JSON (keys sorted, indented), NaN and ±inf written as null."""
     with atomic_open(path) as handle:
-        json.dump(data, handle, indent=2, sort_keys=True)
+        json.dump(_no_nan(data), handle, indent=2, sort_keys=True, allow_nan=False)
     return Path(path)
 
 

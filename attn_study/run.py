@@ -11,20 +11,25 @@ from __future__ import annotations
 
 import json
 import logging
+import netrc
+import os
 import sys
 import time
 from pathlib import Path
 
 import lightning as L
+import numpy as np
 import torch
 from lightning.pytorch.loggers import WandbLogger
+from lightning.pytorch.plugins import TorchCheckpointIO
 from lightning.pytorch.plugins.environments import SLURMEnvironment
 from omegaconf import DictConfig, OmegaConf
 
 from attn_study import keys, saved
 from attn_study.build import build_analyses, build_callbacks, build_datamodule, build_model, component
+from attn_study.data.checks import check_data, check_embeddings
 from attn_study.errors import UserError
-from attn_study.io import read_json, write_json_atomic
+from attn_study.io import atomic_open, read_json, write_json_atomic
 from attn_study.sweep import state
 
 log = logging.getLogger(__name__)
@@ -65,11 +70,21 @@ def run(cfg: DictConfig, run_dir: str | Path, keep_going: bool = False) -> dict 
                    "re-run it with force=true or choose another hydra.sweep.dir")
         state.record_conflict(run_dir, previous, message)
         return _refuse(message, keep_going)
+    if previous.get("state") == "unreadable" and not cfg.get("force"):
+        return _refuse(f"{run_dir / state.STATUS} is unreadable, so what {run_dir} holds is unknown; nothing was "
+                       "changed: re-run it with force=true (replaces its results) or choose another directory",
+                       keep_going)
     if previous.get("state") == "running" and state.still_running(previous):
         return _refuse(f"{run_dir} is being run by process {previous['pid']} on this host; wait for it or stop it",
                        keep_going)
     last = run_dir / "checkpoints" / "last.ckpt"
     resume = bool(cfg.get("resume", True)) and previous.get("state") == "running" and last.is_file() and same_config
+    if resume:
+        try:
+            torch.load(last, map_location="cpu", weights_only=False)
+        except Exception as err:  # a truncated or damaged checkpoint: say so, delete nothing
+            return _refuse(f"{last}: unreadable checkpoint ({type(err).__name__}); re-run with resume=false to start "
+                           "this run's training over", keep_going)
     state.clear_attempt(run_dir, keep_checkpoints=resume)
     running = state.mark_running(run_dir, ident, previous)
     details: dict = {}
@@ -101,11 +116,27 @@ def _finish_wandb(exit_code: int = 0) -> None:
         wandb.finish(exit_code=exit_code)
 
 
+def _check_wandb_login(node) -> None:
+    """Online W&B needs a login: say so in one line, before anything runs."""
+    mode = os.environ.get("WANDB_MODE") or node.get("mode") or "online"
+    if mode != "online" or os.environ.get("WANDB_API_KEY"):
+        return
+    try:
+        if netrc.netrc().authenticators("api.wandb.ai"):
+            return
+    except (OSError, netrc.NetrcParseError):
+        pass
+    raise UserError("logger.wandb.mode=online needs a W&B login: run `wandb login` or set WANDB_API_KEY "
+                    "(or keep the default logger.wandb.mode=offline and `wandb sync` later)")
+
+
 def build_loggers(cfg: DictConfig, run_dir: Path) -> list:
     loggers = []
     for name, node in (cfg.get("logger") or {}).items():
         if node is None:
             continue
+        if name == "wandb":
+            _check_wandb_login(node)
         loggers.append(component(node, drop=(), save_dir=str(run_dir)))
         log.debug("logger %s enabled", name)
     return loggers
@@ -123,13 +154,18 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path, resume_from: Path | Non
         config_file.parent.mkdir(exist_ok=True)
         OmegaConf.save(cfg, config_file)
     started = time.time()
+    if (cfg.get("logger") or {}).get("wandb"):
+        _check_wandb_login(cfg.logger.wandb)  # before the data is read, not after
     if cfg.get("threads"):
         torch.set_num_threads(int(cfg.threads))
     L.seed_everything(cfg.seed, workers=True, verbose=False)
 
     datamodule = build_datamodule(cfg)
     datamodule.setup()
+    data_metrics, warnings = check_data(datamodule, cfg.dataset.preprocessing.get("max_length"))
     module = build_model(cfg, datamodule)
+    embedding_metrics, embedding_warnings = check_embeddings(module.embedding_coverage)
+    warnings += embedding_warnings
     target = (cfg.get("explainer") or {}).get("target")
     if target:  # an explainer: trained to reproduce a black-box run's predictions
         black_box = saved.load(target, option="explainer.target")
@@ -147,18 +183,20 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path, resume_from: Path | Non
         extra["plugins"] = [SLURMEnvironment(auto_requeue=False)]  # Lightning's own requeue stays off
     trainer: L.Trainer = component(cfg.trainer, logger=loggers or False,
                                    callbacks=build_callbacks(cfg, run_dir) + analyses,
-                                   default_root_dir=str(run_dir), **extra)
+                                   default_root_dir=str(run_dir), plugins=[AtomicCheckpointIO(), *extra.pop("plugins", [])],
+                                   **extra)
     checkpoint = trainer.checkpoint_callback
-    fit_started = time.time()
     if resume_from is not None:
         print(f"resuming training from {resume_from}", flush=True)
     trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None)
-    fit_seconds = time.time() - fit_started
+    fit_seconds = module.train_seconds  # every attempt's, when resumed
     best = checkpoint.best_model_path if checkpoint is not None else ""
     tested = trainer.test(module, datamodule=datamodule, ckpt_path=best or None, verbose=False)[0]
 
     stats = datamodule.data.stats
     summary = {k: float(v) for k, v in tested.items()}
+    if len(np.unique(datamodule.split("test").labels)) < 2:  # torchmetrics reports 0; it is undefined
+        summary["test/auroc"] = float("nan")
     summary.update({
         "val/acc_best": (float(checkpoint.best_model_score) if checkpoint is not None
                          and checkpoint.best_model_score is not None else float("nan")),
@@ -167,10 +205,13 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path, resume_from: Path | Non
         "train/seconds_per_epoch": fit_seconds / max(trainer.current_epoch, 1),
         "data/vocab_size": stats["vocab_size"],
         **{f"data/{split}_size": stats[split]["kept"] for split in ("train", "dev", "test")},
+        **data_metrics, **embedding_metrics,
     })
     for analysis in analyses:
         summary.update(analysis.summary)
     summary["run/seconds"] = time.time() - started
+    summary, undefined = finite_summary(summary)
+    summary.update(undefined=undefined, warnings=warnings)
     for lg in loggers:
         lg.log_metrics({k: v for k, v in summary.items() if keys.namespace(k) in ("val", "train", "data", "run")})
         if isinstance(lg, WandbLogger):
@@ -182,9 +223,34 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path, resume_from: Path | Non
     Path(run_dir / "checkpoints" / "last.ckpt").unlink(missing_ok=True)  # resume point, no longer needed
     if details is not None:
         details["labels"] = [str(name) for name in datamodule.data.label_names]
+        details["warnings"] = warnings
         details["torch_threads"] = torch.get_num_threads()
     print(locations, flush=True)
     return summary
+
+
+def finite_summary(summary: dict) -> tuple[dict, dict]:
+    """(the summary with every NaN / ±inf replaced by None — JSON has no NaN —, {key: why it is undefined})."""
+    clean, undefined = {}, {}
+    for key, value in summary.items():
+        if isinstance(value, float) and not np.isfinite(value):
+            clean[key] = None
+            undefined[key] = ("undefined: the test split has one class" if key == "test/auroc" else
+                              "undefined: no instance where it is defined" if np.isnan(value) else f"{value}")
+        else:
+            clean[key] = value
+    return clean, undefined
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Checkpoints written to a temporary file and renamed into place: a run stopped mid-save keeps
+    its previous ``last.ckpt`` intact, so it can always be resumed."""
+
+    def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_open(path, "wb") as handle:
+            torch.save(checkpoint, handle)
 
 
 def rebuild_summary(run_dir: Path) -> dict:
@@ -192,16 +258,24 @@ def rebuild_summary(run_dir: Path) -> dict:
     directory, so an analysis run again replaces its family's keys and none stay behind."""
     path = Path(run_dir) / "summary.json"
     summary = {k: v for k, v in (read_json(path) if path.is_file() else {}).items() if not keys.is_analysis_key(k)}
+    undefined = {k: v for k, v in summary.pop("undefined", {}).items() if not keys.is_analysis_key(k)}
     for family in keys.FAMILIES:
         family_summary = Path(run_dir) / "analysis" / family / keys.SUMMARY
         if family_summary.is_file():
-            summary.update(read_json(family_summary))
+            values = read_json(family_summary)
+            summary.update(values)
+            undefined.update({k: "undefined: no instance where it is defined" for k, v in values.items() if v is None})
+    summary["undefined"] = undefined
     write_json_atomic(path, summary)
     return summary
 
 
 def describe_locations(run_dir: Path, loggers: list, summary: dict) -> str:
-    lines = [f"test/acc {summary.get('test/acc', float('nan')):.4f}  (val/acc_best {summary['val/acc_best']:.4f})",
+    def number(key):
+        value = summary.get(key)
+        return "undefined" if value is None else f"{value:.4f}"
+
+    lines = [f"test/acc {number('test/acc')}  (val/acc_best {number('val/acc_best')})",
              f"results:  {run_dir / 'summary.json'}"]
     for lg in loggers:
         if isinstance(lg, WandbLogger):

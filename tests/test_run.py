@@ -20,7 +20,8 @@ def test_run_directory_contract(make_cfg, tmp_path):
     summary = train_and_test(cfg, tmp_path / "run")
     run = tmp_path / "run"
     on_disk = json.loads((run / "summary.json").read_text())
-    assert on_disk == pytest.approx(summary)
+    assert on_disk == summary
+    assert on_disk["undefined"] == {} and on_disk["warnings"] == []
     for key in ("test/acc", "test/f1", "test/auroc", "test/loss", "val/acc_best", "train/seconds_per_epoch",
                 "data/train_size"):
         assert key in on_disk
@@ -99,3 +100,30 @@ def test_token_level_analysis_on_a_sentence_level_model_fails_before_training(ma
         train_and_test(cfg, tmp_path / "run")
     assert not (tmp_path / "run" / "checkpoints").exists()
     assert list(make_cfg("model=han").analysis) == ["serrano_smith"]  # the HAN's default analysis
+
+
+@pytest.mark.parametrize("lr, says", [("1e30", "train/loss = nan"), ("1e10", "100 × the loss of a uniform guess")])
+def test_diverged_training_fails_the_run_in_one_line(tmp_path, lr, says):
+    proc = subprocess.run([*CLI, *TINY, "logger=none", f"model.optimizer.lr={lr}", "trainer.max_epochs=2",
+                           f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, cwd=REPO, env=cli_env())
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("attn-study: error:")]
+    assert len(errors) == 1 and "diverged" in errors[0] and says in errors[0] and "model.optimizer.lr" in errors[0]
+    assert "Traceback" not in proc.stderr
+    status = json.loads((tmp_path / "status.json").read_text())
+    assert status["state"] == "failed" and "diverged" in status["error"] and not (tmp_path / "summary.json").exists()
+
+
+def test_user_mistakes_of_the_command_line_get_one_line(tmp_path):
+    env = {k: v for k, v in cli_env().items() if k not in ("WANDB_MODE", "WANDB_API_KEY")} | {"HOME": str(tmp_path)}
+    cases = [
+        ([*CLI, *TINY, "logger=wandb", "logger.wandb.mode=online", f"hydra.run.dir={tmp_path}/a"], "wandb login"),
+        ([sys.executable, "-c", "from attn_study.cli import analyze_main; analyze_main()"], "ckpt_path is required"),
+        ([sys.executable, "-c", "from attn_study.cli import analyze_main; analyze_main()", f"ckpt_path={tmp_path}"],
+         "no checkpoint"),
+    ]
+    for args, says in cases:
+        proc = subprocess.run(args, capture_output=True, text=True, cwd=REPO, env=env)
+        errors = [line for line in proc.stderr.splitlines() if ": error:" in line]
+        assert proc.returncode == 2 and len(errors) == 1 and says in errors[0], (args, proc.stderr[-1500:])
+        assert "Traceback" not in proc.stderr

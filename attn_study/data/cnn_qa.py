@@ -21,7 +21,6 @@ left out (no model can output them).
 from __future__ import annotations
 
 import gzip
-import hashlib
 import logging
 import re
 import tarfile
@@ -30,7 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from attn_study.data.download import describe_file
+from attn_study.data.digest import describe_file, describe_folder
 from attn_study.data.example import RawExample
 from attn_study.errors import DataError
 
@@ -112,16 +111,11 @@ class CNNQASource:
         return splits
 
     def fingerprint(self) -> dict[str, Any]:
-        """A JSON-able identity: an archive's stats, or the count, size and a digest of the files' stats."""
+        """A JSON-able identity: an archive's content digest, or the count, size and a digest of the files."""
         source = self._resolve()
         if source.is_file():
             return {"class": type(self).__name__, "files": [describe_file(source)]}
-        stats = sorted((f"{folder}/{path.name}", path.stat()) for folder, path in _question_paths(source))
-        digest = hashlib.sha256("".join(f"{name}\t{st.st_size}\t{st.st_mtime_ns}\n" for name, st in stats)
-                                .encode()).hexdigest()
-        return {"class": type(self).__name__,
-                "folder": {"path": str(source.resolve()), "files": len(stats),
-                           "size": sum(st.st_size for _, st in stats), "digest": digest}}
+        return {"class": type(self).__name__, "folder": describe_folder(source, [p for _, p in _question_paths(source)])}
 
     def _resolve(self) -> Path:
         """The ``questions`` folder or the archive."""

@@ -18,6 +18,7 @@ from attn_study.data.processed import (
     load_or_build,
 )
 from attn_study.data.text import PAD_ID
+from attn_study.errors import UserError
 
 log = logging.getLogger(__name__)
 
@@ -98,11 +99,17 @@ def collate(items: list[dict], num_classes: int | None = None) -> dict[str, torc
 
 class BucketBatchSampler(Sampler[list[int]]):
     """Batches of similar length: shuffle, cut into pools of ``pool`` batches, sort each pool by
-    length, batch it, shuffle the batch order. Without ``shuffle``: batches in length order."""
+    length, batch it, shuffle the batch order. Without ``shuffle``: batches in length order.
+
+    The order of epoch e is a function of (seed, e) alone: Lightning calls ``set_epoch`` before each
+    training epoch, so a run resumed at epoch e sees the batches the uninterrupted run saw."""
 
     def __init__(self, lengths: np.ndarray, batch_size: int, shuffle: bool, seed: int = 0, pool: int = 50):
         self.lengths, self.batch_size, self.shuffle, self.seed, self.pool = lengths, batch_size, shuffle, seed, pool
         self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
 
     def __len__(self) -> int:
         return -(-len(self.lengths) // self.batch_size)
@@ -113,7 +120,6 @@ class BucketBatchSampler(Sampler[list[int]]):
             yield from (order[i : i + self.batch_size].tolist() for i in range(0, len(order), self.batch_size))
             return
         rng = np.random.default_rng([self.seed, self.epoch])
-        self.epoch += 1
         order = rng.permutation(len(self.lengths))
         span = self.batch_size * self.pool
         batches = []
@@ -145,6 +151,9 @@ class TextDataModule(L.LightningDataModule):
         self.preprocessing = (
             preprocessing if isinstance(preprocessing, Preprocessing) else Preprocessing(**(preprocessing or {}))
         )
+        for option, value in (("batch_size", batch_size), ("eval_batch_size", eval_batch_size)):
+            if int(value) < 1:
+                raise UserError(f"dataset.{option}={value}: must be >= 1")
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
         self.bucket, self.cache_dir, self.num_workers, self.seed = bucket, cache_dir, num_workers, seed
         self.name = name or source.name
@@ -179,12 +188,10 @@ class TextDataModule(L.LightningDataModule):
             dataset = torch.utils.data.Subset(dataset, [int(i) for i in indices])
         collate_fn = partial(collate, num_classes=self.num_classes)
         lengths = data.lengths if indices is None else data.lengths[np.asarray(indices, dtype=np.int64)]
-        if self.bucket:
-            sampler = BucketBatchSampler(lengths, size, shuffle=shuffle, seed=self.seed)
+        if self.bucket or shuffle:  # unbucketed shuffling: pools of one batch (the order still a function of the epoch)
+            sampler = BucketBatchSampler(lengths, size, shuffle=shuffle, seed=self.seed, pool=50 if self.bucket else 1)
             return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate_fn, num_workers=self.num_workers)
-        generator = torch.Generator().manual_seed(self.seed)
-        return DataLoader(dataset, batch_size=size, shuffle=shuffle, generator=generator,
-                          collate_fn=collate_fn, num_workers=self.num_workers)
+        return DataLoader(dataset, batch_size=size, shuffle=False, collate_fn=collate_fn, num_workers=self.num_workers)
 
     def train_dataloader(self) -> DataLoader:
         return self.loader("train", shuffle=True)

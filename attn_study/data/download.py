@@ -26,12 +26,6 @@ TIMEOUT_S = 30.0
 CHUNK_BYTES = 1 << 20
 
 
-def describe_file(path: Path) -> dict[str, str | int]:
-    """Return the absolute path, size and mtime_ns of a file (for cache keys)."""
-    stat = path.stat()
-    return {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-
-
 def fetch(url: str, cache_dir: str | Path, filename: str, sha256: str | None, option: str) -> Path:
     """Return ``cache_dir/filename``, downloading it from ``url`` unless a verified copy is cached.
 

@@ -65,5 +65,8 @@ def load_embeddings(path: str | Path, vocab: Vocab, dim: int, seed: int = 0) -> 
     matrix[PAD_ID] = 0.0
     words = len(vocab) - 2
     coverage = float(found[2:].sum() / words) if words else 0.0
+    if coverage == 0.0:
+        raise DataError(f"{path}: none of the {words} vocabulary words has a vector (model.embeddings.path); check the "
+                        "file is for this language and lower-cased like the tokens, or set model.embeddings.path=null")
     log.info("embeddings %s: %d vectors read, %.1f%% of %d vocabulary words found", path, n_vectors, 100 * coverage, words)
     return matrix, coverage

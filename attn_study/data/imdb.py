@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from attn_study.data.download import describe_file, local_or_download, stream_tar_gz
+from attn_study.data.digest import describe_file, describe_folder
+from attn_study.data.download import local_or_download, stream_tar_gz
 from attn_study.data.example import RawExample
 from attn_study.data.splits import stratified_indices
 from attn_study.errors import DataError
@@ -71,21 +71,15 @@ class IMDBSource:
     def fingerprint(self) -> dict[str, Any]:
         """A JSON-able identity of the source content: class, options, input stats.
 
-        A tarball is described by its path, size and mtime_ns; a folder by its path, the number,
-        total size and latest mtime_ns of its review files, and a digest of all their stats.
+        A tarball is described by its path, size and content digest; a folder by its path, the number
+        and total size of its review files, and a digest of their names and contents.
         """
         source = self._resolve()
         options = {"class": type(self).__name__, "dev_size": self.dev_size, "split_seed": self.split_seed,
                    "ratings": self.ratings}
         if source.is_file():
             return {**options, "files": [describe_file(source)]}
-        stats = sorted((str(path.relative_to(source)), path.stat()) for path in _review_paths(source))
-        digest = hashlib.sha256("".join(f"{name}\t{st.st_size}\t{st.st_mtime_ns}\n" for name, st in stats)
-                                .encode()).hexdigest()
-        return {**options, "folder": {"path": str(source.resolve()), "files": len(stats),
-                                      "size": sum(st.st_size for _, st in stats),
-                                      "mtime_ns": max((st.st_mtime_ns for _, st in stats), default=0),
-                                      "digest": digest}}
+        return {**options, "folder": describe_folder(source, _review_paths(source))}
 
     def _resolve(self) -> Path:
         """The aclImdb folder, or the tarball (downloaded when no path is given)."""

@@ -1,9 +1,9 @@
 """Tokenise, filter, build the vocabulary and encode a dataset source — cached on disk.
 
-The cache key is a hash of the source's fingerprint (its files or generator settings) and the
-preprocessing options, so every job of a sweep that shares them tokenises once. A cache entry is
-written to a temporary file and renamed into place, then a marker records its size; an entry whose
-marker is missing or disagrees, or that fails to load, is rebuilt.
+The cache key is a hash of the source's fingerprint (a digest of its files' contents, or its generator
+settings) and the preprocessing options, so every job of a sweep that shares them tokenises once. A
+cache entry is written to a temporary file and renamed into place, then a marker records its size and
+checksum; an entry whose marker is missing or disagrees, or that fails to load, is rebuilt.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,10 +21,10 @@ from attn_study.data.example import SPLITS, RawExample
 from attn_study.data.markers import Injection
 from attn_study.data.text import Vocab, tokenize_many, tokenize_sentences_many
 from attn_study.errors import DataError
-from attn_study.io import atomic_open
+from attn_study.io import atomic_open, write_text_atomic
 
 log = logging.getLogger(__name__)
-CACHE_FORMAT = 4  # bump when the processed layout or the tokenisation changes
+CACHE_FORMAT = 5  # bump when the processed layout or the tokenisation changes
 
 
 @dataclass
@@ -106,36 +105,42 @@ def cache_key(source, prep: Preprocessing) -> str:
 
 
 def load_or_build(source, prep: Preprocessing, cache_dir: str | Path | None) -> ProcessedDataset:
-    """The processed dataset from the cache when a complete entry exists, else built and cached."""
+    """The processed dataset from the cache when a complete, intact entry exists, else built and cached.
+
+    The entry's key is a digest of the source's *content* (``attn_study.data.digest``) and the
+    options; its marker ``COMPLETE`` records the size and BLAKE2b digest of ``dataset.pkl``, checked
+    on every load, so a damaged entry (flipped bits, a truncated copy) is rebuilt, never used."""
     if cache_dir is None:
         return build(source, prep)
     entry = Path(cache_dir).expanduser() / f"{source.name}-{cache_key(source, prep)}"
     data, marker = entry / "dataset.pkl", entry / "COMPLETE"
     if marker.is_file() and data.is_file():
         try:
-            if int(marker.read_text().strip()) == data.stat().st_size:
-                with open(data, "rb") as handle:
-                    dataset = pickle.load(handle)
+            expected = json.loads(marker.read_text())
+            blob = data.read_bytes()
+            if expected == _checksum(blob):
+                dataset = pickle.loads(blob)
                 log.info("processed %s loaded from cache %s", source.name, entry)
                 return dataset
-        except (ValueError, OSError, EOFError, pickle.UnpicklingError, AttributeError) as err:
+            log.warning("cache entry %s does not match its checksum (damaged or incomplete); rebuilding it", entry)
+        except (ValueError, OSError, EOFError, pickle.UnpicklingError, AttributeError, TypeError) as err:
             log.warning("cache entry %s is unreadable (%s); rebuilding it", entry, err)
-        else:
-            log.warning("cache entry %s is incomplete; rebuilding it", entry)
     dataset = build(source, prep)
     _write_atomic(entry, dataset)
     return dataset
 
 
+def _checksum(blob: bytes) -> dict:
+    return {"size": len(blob), "blake2b": hashlib.blake2b(blob, digest_size=20).hexdigest()}
+
+
 def _write_atomic(entry: Path, dataset: ProcessedDataset) -> None:
     entry.mkdir(parents=True, exist_ok=True)
     (entry / "COMPLETE").unlink(missing_ok=True)
+    blob = pickle.dumps(dataset, protocol=pickle.HIGHEST_PROTOCOL)
     with atomic_open(entry / "dataset.pkl", "wb") as handle:
-        pickle.dump(dataset, handle, protocol=pickle.HIGHEST_PROTOCOL)
-    size = (entry / "dataset.pkl").stat().st_size
-    marker_tmp = entry / ".COMPLETE.tmp"
-    marker_tmp.write_text(str(size))
-    os.replace(marker_tmp, entry / "COMPLETE")
+        handle.write(blob)
+    write_text_atomic(entry / "COMPLETE", json.dumps(_checksum(blob)))
 
 
 def build(source, prep: Preprocessing) -> ProcessedDataset:

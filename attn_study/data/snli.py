@@ -15,7 +15,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from attn_study.data.download import describe_file, local_or_download
+from attn_study.data.digest import describe_file
+from attn_study.data.download import local_or_download
 from attn_study.data.example import SPLITS, RawExample
 from attn_study.errors import DataError, UserError
 

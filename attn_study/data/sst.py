@@ -8,7 +8,8 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from attn_study.data.download import describe_file, local_or_download
+from attn_study.data.digest import describe_file
+from attn_study.data.download import local_or_download
 from attn_study.data.example import SPLITS, RawExample
 from attn_study.errors import DataError
 

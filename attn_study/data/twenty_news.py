@@ -7,13 +7,13 @@ Each post is cleaned by ``clean_post`` (headers, quotes and signature removed).
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from attn_study.data.download import describe_file, local_or_download, stream_tar_gz
+from attn_study.data.digest import describe_file, describe_folder
+from attn_study.data.download import local_or_download, stream_tar_gz
 from attn_study.data.example import RawExample
 from attn_study.data.splits import stratified_indices
 from attn_study.errors import DataError, UserError
@@ -103,19 +103,15 @@ class TwentyNewsSource:
     def fingerprint(self) -> dict[str, Any]:
         """A JSON-able identity of the source content: class, options, input stats.
 
-        A tarball is described by its path, size and mtime_ns; a folder by the number, total size
-        and a digest of the stats of the post files of the chosen newsgroups.
+        A tarball is described by its path, size and content digest; a folder by the number, total
+        size and a digest of the names and contents of the post files of the chosen newsgroups.
         """
         source = self._resolve()
         options = {"class": type(self).__name__, "categories": self.categories, "dev_size": self.dev_size,
                    "split_seed": self.split_seed}
         if source.is_file():
             return {**options, "files": [describe_file(source)]}
-        stats = sorted((str(path.relative_to(source)), path.stat()) for path in _post_paths(source, self.categories))
-        digest = hashlib.sha256("".join(f"{name}\t{st.st_size}\t{st.st_mtime_ns}\n" for name, st in stats)
-                                .encode()).hexdigest()
-        return {**options, "folder": {"path": str(source.resolve()), "files": len(stats),
-                                      "size": sum(st.st_size for _, st in stats), "digest": digest}}
+        return {**options, "folder": describe_folder(source, _post_paths(source, self.categories))}
 
     def _resolve(self) -> Path:
         """The folder holding the two bydate folders, or the tarball (downloaded when no path)."""

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from attn_study.data.download import describe_file
+from attn_study.data.digest import describe_file
 from attn_study.data.example import SPLITS, RawExample
 from attn_study.errors import DataError, UserError
 

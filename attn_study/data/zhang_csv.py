@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from attn_study.data.download import describe_file
+from attn_study.data.digest import describe_file
 from attn_study.data.example import RawExample
 from attn_study.data.splits import stratified_indices
 from attn_study.errors import DataError, UserError

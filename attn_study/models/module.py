@@ -4,16 +4,22 @@ weighting; ``attn_study.models.mitigation``)."""
 
 from __future__ import annotations
 
+import random
+import time
+
 import lightning as L
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torchmetrics import AUROC, Accuracy, F1Score, MaxMetric, MetricCollection
 
-from attn_study.errors import UserError
+from attn_study.errors import TrainingDiverged, UserError
 from attn_study.models.mitigation import MaskClassifier, shortcut_weights
 
 SCHEDULES = ("standard", "random_attention_pretraining")
+#: an epoch's mean training loss above this many times ln(C) (the loss of a uniform guess) has exploded
+EXPLODED = 100.0
 
 
 def _metrics(num_classes: int) -> MetricCollection:
@@ -56,7 +62,7 @@ class AttentionModule(L.LightningModule):
         self.model = model
         k = model.num_classes
         if class_weights is not None and len(class_weights) != k:
-            raise ValueError(f"model.class_weights has {len(class_weights)} values for {k} classes")
+            raise UserError(f"model.class_weights={list(class_weights)}: {len(class_weights)} values for {k} classes")
         if schedule not in SCHEDULES:
             raise UserError(f"training.schedule={schedule}: choose from {list(SCHEDULES)}")
         needs = ("random_attention", "forward_with_attention", "attention_parameters")
@@ -69,6 +75,7 @@ class AttentionModule(L.LightningModule):
         self.register_buffer("class_weights", torch.tensor(class_weights, dtype=torch.float) if class_weights else None)
         self.register_buffer("class_prior", torch.tensor(class_prior, dtype=torch.float) if class_prior else None)
         self.mask_classifier = MaskClassifier(k) if instance_weighting else None
+        self._seconds_before = 0.0
         self.train_metrics = _metrics(k).clone(prefix="train/")
         self.val_metrics = _metrics(k).clone(prefix="val/")
         self.test_metrics = _metrics(k).clone(prefix="test/")
@@ -132,6 +139,9 @@ class AttentionModule(L.LightningModule):
         else:
             loss = self._weighted_loss(logits, attention, batch, soft)
         self._record(logits, batch, soft, "train")
+        if not torch.isfinite(loss):
+            raise TrainingDiverged(f"training diverged at epoch {self.current_epoch}, step {self.global_step}: "
+                                   f"train/loss = {float(loss)}; lower model.optimizer.lr (now {self.hparams.lr:g})")
         self.log("train/loss", loss, prog_bar=True, batch_size=batch["labels"].shape[0], on_step=False, on_epoch=True)
         return loss
 
@@ -179,17 +189,37 @@ class AttentionModule(L.LightningModule):
         getattr(self, f"{stage}_metrics").reset()
         return values
 
+    def on_fit_start(self) -> None:
+        self._fit_started = time.time()
+
+    @property
+    def train_seconds(self) -> float:
+        """Seconds of training over every attempt: the earlier attempts' (as of their last checkpoint)
+        and this one's so far."""
+        return self._seconds_before + (time.time() - self._fit_started if hasattr(self, "_fit_started") else 0.0)
+
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         if self.val_acc_best.update_count:  # a resumed run keeps its best dev accuracy so far
             checkpoint["val_acc_best"] = float(self.val_acc_best.compute())
+        checkpoint["train_seconds"] = self.train_seconds
+        checkpoint["rng_states"] = _rng_states()  # a resumed run draws the numbers the uninterrupted one would
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         if "val_acc_best" in checkpoint:
             self.val_acc_best.reset()
             self.val_acc_best.update(torch.tensor(checkpoint["val_acc_best"]))
+        self._seconds_before = float(checkpoint.get("train_seconds", 0.0))
+        if "rng_states" in checkpoint and self.trainer.state.fn == "fit":
+            _set_rng_states(checkpoint["rng_states"])
 
     def on_train_epoch_end(self):
         self._log_epoch("train")
+        mean = self.trainer.callback_metrics.get("train/loss")
+        limit = EXPLODED * float(np.log(max(self.model.num_classes, 2)))
+        if mean is not None and float(mean) > limit:
+            raise TrainingDiverged(f"training diverged in epoch {self.current_epoch}: mean train/loss {float(mean):.3g} > "
+                                   f"{limit:.3g} (100 × the loss of a uniform guess); lower model.optimizer.lr "
+                                   f"(now {self.hparams.lr:g})")
 
     def on_validation_epoch_end(self):
         if self.pretraining:  # phase 1: not a candidate for the best checkpoint
@@ -199,6 +229,10 @@ class AttentionModule(L.LightningModule):
             self.log_dict({k: float("nan") for k in values}, prog_bar=True)
             return
         values = self._log_epoch("val")
+        loss = self.trainer.callback_metrics.get("val/loss")
+        if loss is not None and not torch.isfinite(loss):
+            raise TrainingDiverged(f"validation loss is {float(loss)} after epoch {self.current_epoch}: training "
+                                   f"diverged; lower model.optimizer.lr (now {self.hparams.lr:g})")
         if not self.trainer.sanity_checking:
             self.val_acc_best.update(values["val/acc"])
             self.log("val/acc_best", self.val_acc_best.compute())
@@ -215,3 +249,23 @@ class AttentionModule(L.LightningModule):
         if attention:
             groups.append({"params": attention, "weight_decay": self.hparams.attention_weight_decay})
         return torch.optim.Adam(groups, lr=self.hparams.lr, amsgrad=self.hparams.amsgrad)
+
+
+def _rng_states() -> dict:
+    """The global random-number states, as tensors and plain values (checkpoints load with weights_only)."""
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    states = {"torch": torch.get_rng_state(), "python": random.getstate(),
+              "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                        "has_gauss": int(has_gauss), "cached": float(cached)}}
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def _set_rng_states(states: dict) -> None:
+    torch.set_rng_state(states["torch"])
+    n = states["numpy"]
+    np.random.set_state((n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached"]))
+    random.setstate(states["python"])
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])

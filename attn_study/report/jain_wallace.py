@@ -19,7 +19,7 @@ import pandas as pd
 
 from attn_study import keys
 from attn_study.analysis.figures.common import new_figure, save_png
-from attn_study.report.runs import Run
+from attn_study.report.runs import Run, without_empty_variant
 
 BILSTM, AVERAGE = "lstm", "average"
 TABLE2_COLUMNS = {  # column stem → (encoder, summary key)
@@ -51,12 +51,14 @@ def table2(runs: list[Run], attention: str, projection: str) -> pd.DataFrame:
             if run.config["encoder"] != encoder:
                 continue
             for k in keys.classes(run.summary, keys.key(keys.JW, key)):
-                row_key = (run.config["dataset"], run.config["seed"], k)
-                row = rows.setdefault(row_key, {"dataset": run.config["dataset"], "seed": run.config["seed"],
+                variant = run.config.get("variant", "")
+                row_key = (run.config["dataset"], variant, run.config["seed"], k)
+                row = rows.setdefault(row_key, {"dataset": run.config["dataset"], "variant": variant,
+                                                "seed": run.config["seed"],
                                                 "class": run.label(k)})
                 for stat in ("mean", "std", "sig_frac", "n"):
                     row[f"{stem}_{stat}"] = run.summary.get(keys.jw(key, stat, k), np.nan)
-    frame = pd.DataFrame([rows[k] for k in sorted(rows, key=lambda k: (k[0], str(k[1]), k[2]))])
+    frame = pd.DataFrame([rows[k] for k in sorted(rows, key=lambda k: (k[0], k[1], str(k[2]), k[3]))])
     if frame.empty:
         return frame
     for stem in TABLE2_COLUMNS:
@@ -65,7 +67,7 @@ def table2(runs: list[Run], attention: str, projection: str) -> pd.DataFrame:
                 frame[f"{stem}_{stat}"] = np.nan
     if len(seeds) == 1:
         frame = frame.drop(columns="seed")
-    return frame
+    return without_empty_variant(frame)
 
 
 def table2_across_seeds(frame: pd.DataFrame) -> pd.DataFrame:
@@ -75,8 +77,9 @@ def table2_across_seeds(frame: pd.DataFrame) -> pd.DataFrame:
     if "seed" not in frame:
         return pd.DataFrame()
     rows = []
-    for (dataset, name), g in frame.groupby(["dataset", "class"], sort=True):
-        row = {"dataset": dataset, "class": name}
+    by = [c for c in ("dataset", "variant", "class") if c in frame]
+    for values, g in frame.groupby(by, sort=True):
+        row = dict(zip(by, values))
         for stem, header in TABLE2_HEADERS.items():
             means = g[f"{stem}_mean"].dropna()
             row[f"{header} mean over seeds"] = means.mean() if len(means) else np.nan
@@ -89,8 +92,7 @@ def table2_across_seeds(frame: pd.DataFrame) -> pd.DataFrame:
 
 def table2_display(frame: pd.DataFrame) -> pd.DataFrame:
     """Table 2 as the paper prints it: "mean ± std" and "sig. frac." per column."""
-    keys = [c for c in ("dataset", "seed", "class") if c in frame]
-    out = frame[keys].copy()
+    out = frame[[c for c in ("dataset", "variant", "seed", "class") if c in frame]].copy()
     for stem, header in TABLE2_HEADERS.items():
         mean, std, sig = frame[f"{stem}_mean"], frame[f"{stem}_std"], frame[f"{stem}_sig_frac"]
         out[f"{header} mean ± std"] = [("—" if np.isnan(m) else f"{m:.2f} ± {s:.2f}") for m, s in zip(mean, std)]
@@ -101,12 +103,16 @@ def table2_display(frame: pd.DataFrame) -> pd.DataFrame:
 def accuracy_table(runs: list[Run]) -> pd.DataFrame:
     """Test metrics of every complete run (Jain & Wallace's Table 1 reports the BiLSTM's)."""
     rows = [{**{k: r.config[k] for k in ("dataset", "model", "encoder", "attention", "projection", "seed")},
+             "variant": r.config.get("variant", ""),
              "test/acc": r.summary.get("test/acc", np.nan), "test/f1": r.summary.get("test/f1", np.nan),
              "test/auroc": r.summary.get("test/auroc", np.nan), "val/acc_best": r.summary.get("val/acc_best", np.nan),
              "epochs": r.summary.get("train/epochs", np.nan), "minutes": r.summary.get("run/seconds", np.nan) / 60}
             for r in runs if r.state == "complete"]
     frame = pd.DataFrame(rows)
-    return frame.sort_values(["dataset", "model", "encoder", "attention", "projection", "seed"]) if rows else frame
+    if not rows:
+        return frame
+    frame = frame.sort_values(["dataset", "model", "encoder", "attention", "projection", "variant", "seed"])
+    return without_empty_variant(frame)
 
 
 def _per_instance(runs: list[Run], encoder: str, attention: str, projection: str) -> dict[str, pd.DataFrame]:

@@ -2,12 +2,22 @@
 
 A run is a directory with ``.hydra/config.yaml``. Its state comes from ``status.json``
 (``attn_study.sweep.state``); only ``complete`` runs enter the tables. Jobs named in a
-``sweep.json`` that have no run directory, or whose run never finished, are listed as missing.
+``sweep.json`` that have no run directory, or whose run never finished, are listed as missing; an
+unreadable ``summary.json`` or ``sweep.json`` is listed as such and the rest goes on.
+
+Runs are told apart by their config identity (what ``status.json`` records: the resolved config less
+the settings that do not change results), not by dataset / model / encoder / attention / projection /
+seed alone: a run that differs from the others in another setting (a learning rate, embeddings, length
+bounds, …) is its own row, labelled by the settings where it departs from the most common value
+(``Run.variant``); only a run with the *same* identity replaces an older one.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,9 +42,10 @@ class Run:
     state: str                      # complete / failed / running (unfinished) / none (never started)
     error: str = ""
     finished: float = 0.0
-    config: dict = field(default_factory=dict)   # MODEL_KEYS + analysis
+    config: dict = field(default_factory=dict)   # MODEL_KEYS + analysis + variant
     labels: list = field(default_factory=list)
-    summary: dict = field(default_factory=dict)
+    summary: dict = field(default_factory=dict)  # null (undefined) values read as NaN
+    identity: dict = field(default_factory=dict)
 
     def label(self, k: int) -> str:
         return str(self.labels[k]) if 0 <= k < len(self.labels) else f"class {k}"
@@ -47,11 +58,22 @@ class Run:
     def name(self) -> str:
         c = self.config
         projection = c["projection"] + (f"(λ={c['lam']})" if c.get("lam") is not None else "")
-        return f"{c['dataset']} {c['model']}-{c['encoder']}-{c['attention']}-{projection} s{c['seed']}"
+        variant = f" [{c['variant']}]" if c.get("variant") else ""
+        return f"{c['dataset']} {c['model']}-{c['encoder']}-{c['attention']}-{projection} s{c['seed']}{variant}"
 
 
-def _config(run_dir: Path) -> dict:
-    cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
+def _identity(cfg, status: dict) -> dict:
+    """The run's config identity: recorded in its status, else computed from its config."""
+    if status.get("identity"):
+        return status["identity"]
+    try:
+        return state.identity(cfg)
+    except Exception:  # a config that no longer resolves (an env var gone): its literal values
+        container = OmegaConf.to_container(cfg, resolve=False)
+        return state.flatten({k: v for k, v in container.items() if k not in state.NOT_RESULTS})
+
+
+def _config(cfg) -> dict:
 
     def pick(key):
         value = OmegaConf.select(cfg, key, default=None, throw_on_resolution_failure=False)
@@ -87,40 +109,95 @@ def collect(root: Path) -> tuple[list[Run], list[dict]]:
     for run_dir in _run_dirs(root):
         status = state.read_status(run_dir)
         complete = state.is_complete(run_dir, status)
+        cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
         run = Run(path=run_dir, state="complete" if complete else status.get("state", "none"),
                   error=status.get("error", ""), finished=status.get("finished", 0.0),
-                  config=_config(run_dir), labels=status.get("labels", []))
+                  config=_config(cfg), labels=status.get("labels", []), identity=_identity(cfg, status))
         if run.state == "running":
             run.error = "no final state: killed, lost or still running"
+        if run.state == "unreadable":
+            run.error = f"{run_dir / state.STATUS} is unreadable"
         if complete:
-            run.summary = read_json(run_dir / "summary.json")
+            try:
+                run.summary = _numbers(read_json(run_dir / "summary.json"))
+            except (OSError, ValueError) as err:
+                run.state, run.error = "unreadable", f"{run_dir / 'summary.json'} is unreadable ({type(err).__name__})"
         runs.append(run)
+    _label_variants([r for r in runs if r.state == "complete"])
     missing = []
     for record_path in sorted(root.rglob(RECORD)):
         sweep_dir = record_path.parent
-        for name, overrides in read_json(record_path).get("jobs", {}).items():
+        try:
+            jobs = read_json(record_path).get("jobs", {})
+        except (OSError, ValueError) as err:
+            missing.append({"sweep": str(sweep_dir), "job": RECORD, "state": "unreadable",
+                            "overrides": f"{record_path} is unreadable ({type(err).__name__}); its jobs are not listed"})
+            continue
+        for name, overrides in jobs.items():
             if not (sweep_dir / name / ".hydra" / "config.yaml").is_file():
                 missing.append({"sweep": str(sweep_dir), "job": name, "overrides": " ".join(overrides)})
     return runs, missing
 
 
+def _numbers(summary: dict) -> dict:
+    """A run's summary for the tables: undefined (null) values as NaN."""
+    return {k: (math.nan if v is None else v) for k, v in summary.items()}
+
+
+#: settings the tables show in columns of their own (sparsegen's λ, the training variant): not variants
+SHOWN = ("projection/lam", "training/")
+
+
+def _not_a_variant(key: str) -> bool:
+    return key == "run_name" or key.rsplit("/", 1)[-1] == "seed" or key.startswith(SHOWN)
+
+
+def _label_variants(runs: list[Run]) -> None:
+    """``run.config['variant']``: the settings where a run departs from the most common value among the
+    runs, for every setting that differs between runs of the same dataset / model / encoder /
+    attention / projection (seeds and settings derived from them aside)."""
+    groups: dict[tuple, list[Run]] = {}
+    for run in runs:
+        groups.setdefault(tuple(str(run.config[k]) for k in MODEL_KEYS if k != "seed"), []).append(run)
+    varying = set()
+    for group in groups.values():
+        for key in set().union(*(r.identity for r in group)):
+            if not _not_a_variant(key) and len({repr(r.identity.get(key)) for r in group}) > 1:
+                varying.add(key)
+    modal = {key: Counter(repr(r.identity.get(key)) for r in runs if key in r.identity).most_common(1)[0][0]
+             for key in varying}
+    for run in runs:
+        run.config["variant"] = ", ".join(f"{key.replace('/', '.')}={run.identity.get(key)}" for key in sorted(varying)
+                                          if repr(run.identity.get(key)) != modal[key])
+
+
 def latest_per_model(runs: list[Run]) -> tuple[list[Run], list[Run]]:
-    """Complete runs, one per ``MODEL_KEYS`` (the most recently finished), and the older duplicates."""
+    """Complete runs, one per config identity (the most recently finished), and the older duplicates."""
     best: dict[tuple, Run] = {}
     older = []
     for run in sorted((r for r in runs if r.state == "complete"), key=lambda r: r.finished):
-        key = tuple(str(run.config.get(k)) for k in (*MODEL_KEYS, "lam", "training"))
+        key = (tuple(str(run.config.get(k)) for k in MODEL_KEYS),
+               json.dumps(run.identity, sort_keys=True, default=str))
         if key in best:
             older.append(best[key])
         best[key] = run
     return list(best.values()), older
 
 
+def without_empty_variant(frame: pd.DataFrame) -> pd.DataFrame:
+    """A table's ``variant`` column only when some run has one."""
+    if "variant" in frame and not frame["variant"].astype(str).str.len().any():
+        return frame.drop(columns="variant")
+    return frame
+
+
 def status_table(runs: list[Run], missing: list[dict], root: Path) -> pd.DataFrame:
     rows = [{"run": str(r.path.relative_to(root)) if r.path != root else ".", "state": r.state,
-             **{k: r.config[k] for k in MODEL_KEYS}, "analysis": r.config["analysis"],
+             **{k: r.config[k] for k in MODEL_KEYS}, "variant": r.config.get("variant", ""),
+             "analysis": r.config["analysis"],
              "finished": time.strftime("%Y-%m-%d %H:%M", time.localtime(r.finished)) if r.finished else "",
              "error": r.error} for r in runs]
     rows += [{"run": str(Path(m["sweep"]).relative_to(root) / m["job"]) if Path(m["sweep"]).is_relative_to(root)
-              else m["job"], "state": "missing", "error": f"never started ({m['overrides']})"} for m in missing]
+              else m["job"], "state": m.get("state", "missing"),
+              "error": m["overrides"] if m.get("state") else f"never started ({m['overrides']})"} for m in missing]
     return pd.DataFrame(rows)

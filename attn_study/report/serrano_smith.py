@@ -18,7 +18,7 @@ from matplotlib import colormaps
 from attn_study import keys
 from attn_study.analysis.figures.common import new_figure, save_png
 from attn_study.keys import CELL_HEADERS, CELLS, RANKING_LABELS, SINGLE_TABLES
-from attn_study.report.runs import Run
+from attn_study.report.runs import Run, without_empty_variant
 
 
 def ss_runs(runs: list[Run]) -> list[Run]:
@@ -29,7 +29,7 @@ def ss_runs(runs: list[Run]) -> list[Run]:
 def _model(run: Run) -> dict:
     c = run.config
     return {"dataset": c["dataset"], "model": c["model"], "encoder": c["encoder"], "attention": c["attention"],
-            "projection": c["projection"], "seed": c["seed"]}
+            "projection": c["projection"], "variant": c.get("variant", ""), "seed": c["seed"]}
 
 
 def flip_table(runs: list[Run]) -> pd.DataFrame:
@@ -42,7 +42,7 @@ def flip_table(runs: list[Run]) -> pd.DataFrame:
             rows.append({**_model(run), "i* by": RANKING_LABELS[ranking],
                          "n": run.summary.get(keys.key(keys.SS, "single", "n")),
                          **{CELL_HEADERS[c]: run.summary[keys.ss_flip_cell(table, c)] for c in CELLS}})
-    return pd.DataFrame(rows)
+    return without_empty_variant(pd.DataFrame(rows))
 
 
 def multi_table(runs: list[Run]) -> pd.DataFrame:
@@ -59,7 +59,7 @@ def multi_table(runs: list[Run]) -> pd.DataFrame:
                          "gradient sooner / attention sooner": (
                              s.get(keys.key(keys.SS, "multi", "grad_vs_attn_ratio"), np.nan)
                              if ranking == "attention" else np.nan)})
-    return pd.DataFrame(rows)
+    return without_empty_variant(pd.DataFrame(rows))
 
 
 def fraction_removed_figure(runs: list[Run], dataset: str, path: Path) -> Path | None:

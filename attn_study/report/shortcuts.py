@@ -25,7 +25,8 @@ def table(runs: list[Run]) -> pd.DataFrame:
     rows = []
     for run in sc_runs(runs):
         c = run.config
-        rows.append({"dataset": c["dataset"], "method": f"{c['model']} {c['encoder']}", "variant": c.get("training", "?"),
+        extra = f" [{c['variant']}]" if c.get("variant") else ""
+        rows.append({"dataset": c["dataset"], "method": f"{c['model']} {c['encoder']}{extra}", "variant": c.get("training", "?"),
                      "seed": c["seed"], **{header: run.summary.get(keys.sc(*name.split("/")), np.nan)
                                            for name, header in keys.SC_COLUMNS.items()}})
     frame = pd.DataFrame(rows)

@@ -31,7 +31,8 @@ def sp_runs(runs: list[Run]) -> list[Run]:
 
 
 def model_label(run: Run) -> str:
-    return f"{run.config['encoder']} + {run.config['attention']}"
+    variant = f" [{run.config['variant']}]" if run.config.get("variant") else ""
+    return f"{run.config['encoder']} + {run.config['attention']}{variant}"
 
 
 def lam(run: Run) -> float | None:

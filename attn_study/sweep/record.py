@@ -9,6 +9,7 @@ what happened to this launch's jobs and exits non-zero when any failed or never 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -44,16 +45,22 @@ def wandb_group(sweep_dir: Path) -> str | None:
     return read_record(sweep_dir).get("group")
 
 
-def job_outcomes(sweep_dir: Path, jobs: dict, since: float) -> dict[str, list[str]]:
-    """This launch's jobs by outcome: ``ran`` / ``skipped`` (complete before the launch) / ``failed``
-    / ``refused`` (complete with another config) / ``unfinished`` (no final state: killed, lost)."""
-    out: dict[str, list[str]] = {k: [] for k in ("ran", "skipped", "failed", "refused", "unfinished")}
+def job_outcomes(sweep_dir: Path, jobs: dict, since: float, launch: str | None = None) -> dict[str, list[str]]:
+    """This launch's jobs by outcome, from each job's own final state: ``ran`` (completed by this
+    launch) / ``skipped`` (complete before it) / ``elsewhere`` (run, or being run, by another launch
+    of the same sweep at the same time) / ``failed`` / ``refused`` (complete with another config) /
+    ``unfinished`` (no final state: killed, lost)."""
+    out: dict[str, list[str]] = {k: [] for k in ("ran", "skipped", "elsewhere", "failed", "refused", "unfinished")}
     for name in jobs:
         status = state.read_status(Path(sweep_dir) / name)
-        if status.get("conflict", {}).get("time", 0) >= since:
+        ours = launch is None or status.get("launch") in (None, launch)
+        conflict = status.get("conflict", {})
+        if conflict.get("time", 0) >= since and conflict.get("launch") in (None, launch):
             out["refused"].append(name)
         elif state.is_complete(Path(sweep_dir) / name, status):
-            out["ran" if status.get("finished", 0) >= since else "skipped"].append(name)
+            out["skipped" if status.get("finished", 0) < since else "ran" if ours else "elsewhere"].append(name)
+        elif not ours and (status.get("finished", 0) >= since or state.still_running(status)):
+            out["elsewhere"].append(name)
         elif status.get("state") == "failed" and status.get("finished", 0) >= since:
             out["failed"].append(name)
         else:
@@ -67,10 +74,15 @@ class SweepRecorder(Callback):
     def __init__(self, exit_on_failure: bool = True) -> None:
         self.exit_on_failure = exit_on_failure
         self.started = 0.0
+        self.launch: str | None = None
         self.jobs: dict[str, list[str]] = {}
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         self.started = time.time()
+        # every job of this launch records it (jobs inherit the environment, also under joblib and SLURM),
+        # so this launch's closing count is right when another launch of the sweep runs at the same time
+        self.launch = f"{time.strftime('%Y%m%d-%H%M%S', time.localtime(self.started))}-{os.getpid()}"
+        os.environ[state.LAUNCH_ENV] = self.launch
         sweep_dir = Path(str(config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         params = config.hydra.sweeper.get("params")
@@ -84,7 +96,7 @@ class SweepRecorder(Callback):
         record.setdefault("group", f"{name}-{launched}")
         record.setdefault("jobs", {}).update(self.jobs)
         record.setdefault("launches", []).append({
-            "time": launched, "started": self.started, "overrides": task,
+            "id": self.launch, "time": launched, "started": self.started, "overrides": task,
             "hydra_overrides": list(config.hydra.overrides.hydra),
             "launcher": str(config.hydra.launcher.get("_target_", "")), "jobs": sorted(self.jobs),
         })
@@ -93,7 +105,7 @@ class SweepRecorder(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         sweep_dir = Path(str(config.hydra.sweep.dir))
-        outcomes = job_outcomes(sweep_dir, self.jobs, self.started)
+        outcomes = job_outcomes(sweep_dir, self.jobs, self.started, getattr(self, "launch", None))
         counts = ", ".join(f"{len(v)} {k}" for k, v in outcomes.items() if v)
         lines = [f"sweep {sweep_dir}: {len(self.jobs)} jobs: {counts}"]
         for kind in ("failed", "refused", "unfinished"):

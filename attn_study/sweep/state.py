@@ -79,8 +79,13 @@ def _write(run_dir: Path, status: dict) -> dict:
     return status
 
 
+LAUNCH_ENV = "ATTN_STUDY_LAUNCH"  # set by the sweep record for the jobs of one launch
+
+
 def _job_environment() -> dict:
     env = {"host": socket.gethostname(), "pid": os.getpid()}
+    if os.environ.get(LAUNCH_ENV):
+        env["launch"] = os.environ[LAUNCH_ENV]
     for var in ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID"):
         if var in os.environ:
             env[var.lower()] = os.environ[var]
@@ -118,7 +123,8 @@ def mark_failed(run_dir: Path, running: dict, error: BaseException) -> dict:
 
 def record_conflict(run_dir: Path, status: dict, message: str) -> None:
     """Note on a complete run that a launch found a different config for it (results untouched)."""
-    _write(run_dir, {**status, "conflict": {"time": time.time(), "message": message}})
+    _write(run_dir, {**status, "conflict": {"time": time.time(), "message": message,
+                                            "launch": os.environ.get(LAUNCH_ENV)}})
 
 
 def still_running(status: dict) -> bool:

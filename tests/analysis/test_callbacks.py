@@ -109,7 +109,7 @@ def test_analysing_again_replaces_a_familys_keys(make_cfg, tmp_path):
                                     "analysis.serrano_smith.max_instances=10", "device=cpu", name="analyze"))
     assert not [k for k in merged if k.startswith("ss/multi")]
     assert "ss/single/flip_table/yes_no" in merged and "jw/perm/median_tvd/mean" in merged
-    families = {k.split("/")[0] for k in merged} - {"test", "val", "train", "data", "run"}
+    families = {k.split("/")[0] for k in merged} - {"test", "val", "train", "data", "run", "undefined", "warnings"}
     assert families == {"jw", "ss"}
     assert (run / "csv" / "metrics.csv").is_file() and "val/jw/tau_grad/mean" in (run / "csv" / "metrics.csv").read_text()
 

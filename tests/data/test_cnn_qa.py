@@ -97,4 +97,4 @@ def test_fingerprint(cnn_dir: Path) -> None:
     folder = CNNQASource(str(cnn_dir)).fingerprint()["folder"]
     assert folder["files"] == 5
     (cnn_dir / "questions" / "test" / "2222.question").write_text("changed")
-    assert CNNQASource(str(cnn_dir)).fingerprint()["folder"]["digest"] != folder["digest"]
+    assert CNNQASource(str(cnn_dir)).fingerprint()["folder"]["blake2b"] != folder["blake2b"]

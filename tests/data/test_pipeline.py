@@ -114,9 +114,15 @@ def test_bucket_sampler_covers_every_index_once_with_similar_lengths():
     assert flat == list(range(1000)) and len(batches) == len(sampler)
     spread = np.mean([lengths[b].max() - lengths[b].min() for b in batches])
     assert spread < 30  # random batches would spread over ~190
+    sampler.set_epoch(1)
     assert list(sampler) != batches  # a new order each epoch
+    sampler.set_epoch(0)
+    assert list(sampler) == batches  # the order of an epoch is a function of (seed, epoch): resumable
     again = BucketBatchSampler(lengths, batch_size=32, shuffle=True, seed=0, pool=10)
     assert list(again) == batches  # reproducible from the seed
+    unbucketed = BucketBatchSampler(lengths, batch_size=32, shuffle=True, seed=0, pool=1)
+    assert sorted(i for b in unbucketed for i in b) == list(range(1000))
+    assert np.mean([lengths[b].max() - lengths[b].min() for b in unbucketed]) > 100  # random batches
     ordered = [i for b in BucketBatchSampler(lengths, 32, shuffle=False) for i in b]
     assert list(lengths[ordered]) == sorted(lengths)
 
@@ -133,3 +139,35 @@ def test_datamodule_batches_index_back_into_the_split(tmp_path):
             seen.append(idx)
     assert sorted(seen) == list(range(5))
     assert isinstance(next(iter(dm.train_dataloader()))["ids"], torch.Tensor)
+
+
+def test_cache_is_keyed_on_content_and_checks_its_own_bytes(tmp_path):
+    """A CSV corrected in place with its size and mtime kept (``cp -p``) gets a new entry; an entry with
+    flipped bits but the same size is rebuilt, never used."""
+    import os
+
+    from attn_study.data.user_csv import UserCSVSource
+    from tests.data.canonical_files import write_user_csv
+
+    path = write_user_csv(tmp_path / "data.csv")
+    source = UserCSVSource(path=str(path), dataset="mine")
+    cache = tmp_path / "cache"
+    first = load_or_build(source, Preprocessing(), cache)
+    stat = path.stat()
+    text = path.read_text()
+    flipped = text.replace("today,0,train", "today,1,train")  # one label corrected, the same length
+    assert flipped != text and len(flipped) == len(text)
+    path.write_text(flipped)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # what cp -p / rsync -a / tar x keep
+    assert path.stat().st_size == stat.st_size and path.stat().st_mtime_ns == stat.st_mtime_ns
+    second = load_or_build(source, Preprocessing(), cache)
+    assert len(list(cache.glob("mine-*"))) == 2  # a new entry for the new content
+    assert first.splits["train"].labels.tolist() == [1, 0, 0] and second.splits["train"].labels.tolist() == [1, 1, 0]
+    # bits flipped inside an entry, its size unchanged: detected by the checksum and rebuilt
+    entry = cache / f"mine-{cache_key(source, Preprocessing())}"
+    blob = bytearray((entry / "dataset.pkl").read_bytes())
+    blob[len(blob) // 2] ^= 0xFF
+    (entry / "dataset.pkl").write_bytes(bytes(blob))
+    third = load_or_build(source, Preprocessing(), cache)
+    assert third.splits["test"].labels.tolist() == second.splits["test"].labels.tolist()
+    assert (entry / "dataset.pkl").read_bytes() != bytes(blob)  # rewritten

@@ -110,7 +110,7 @@ def test_fingerprint(news_dir: Path, news_tar: Path) -> None:
     folder = TwentyNewsSource(str(news_dir), dev_size=4).fingerprint()["folder"]
     assert folder["files"] == 19  # comp.graphics posts are not part of the source
     (news_dir / "20news-bydate-test" / "rec.sport.hockey" / "401").write_text("changed!")
-    assert TwentyNewsSource(str(news_dir), dev_size=4).fingerprint()["folder"]["digest"] != folder["digest"]
+    assert TwentyNewsSource(str(news_dir), dev_size=4).fingerprint()["folder"]["blake2b"] != folder["blake2b"]
 
 
 def test_missing_path(tmp_path: Path) -> None:

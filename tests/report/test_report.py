@@ -21,7 +21,7 @@ from tests.helpers import REPO, cli_env
 
 def make_run(root, name, *, dataset, encoder, attention="additive", model="flat", state="complete", seed=13,
              summary=None, instances=None, family="jain_wallace", finished=1.0e9, error=None, projection="softmax",
-             lam=None):
+             lam=None, settings=None):
     run = root / name
     (run / ".hydra").mkdir(parents=True)
     config = OmegaConf.create({k: {"name": v} for k, v in dict(
@@ -29,6 +29,8 @@ def make_run(root, name, *, dataset, encoder, attention="additive", model="flat"
         | {"seed": seed, "analysis": {family: {}}})
     if lam is not None:
         config.projection.lam = lam
+    for key, value in (settings or {}).items():
+        OmegaConf.update(config, key, value, force_add=True)
     OmegaConf.save(config, run / ".hydra" / "config.yaml")
     status = {"state": state, "finished": finished, "labels": ["neg", "pos"]}
     if error:
@@ -178,6 +180,39 @@ def test_smoke_meister_sweep_then_report(tmp_path):
     assert len(table1) == 8 and set(table1["model"]) == {"lstm + additive", "transformer + dot"}
     table2 = pd.read_csv(out / "sp_table2.csv")
     assert list(table2["runs"]) == [3, 3] and table2["r(λ, H̃(g_ŷ))"].between(-1, 1).all()
+
+
+def test_runs_that_differ_in_another_setting_are_their_own_rows(tmp_path):
+    """Two BiLSTM runs that differ only in the learning rate are not one model: neither replaces the
+    other, and the odd one out is labelled by the setting where it departs."""
+    root = tmp_path / "lr"
+    make_run(root, "lstm", dataset="sst", encoder="lstm", summary=jw_summary(0.3, 0.8), settings={"model.optimizer.lr": 0.001})
+    make_run(root, "lstm-again", dataset="sst", encoder="lstm", summary=jw_summary(0.35, 0.81), finished=1.1e9,
+             settings={"model.optimizer.lr": 0.001})  # the same experiment, later: replaces the first
+    make_run(root, "lstm-fast", dataset="sst", encoder="lstm", summary=jw_summary(0.5, 0.7),
+             settings={"model.optimizer.lr": 0.01})
+    make_run(root, "avg", dataset="sst", encoder="average", summary=jw_summary(0.6, 0.75), settings={"model.optimizer.lr": 0.001})
+    out = build_report(root)
+    accuracy = pd.read_csv(out / "accuracy.csv").fillna("")
+    assert sorted(zip(accuracy["encoder"], accuracy["variant"], accuracy["test/acc"])) == [
+        ("average", "", 0.75), ("lstm", "", 0.81), ("lstm", "model.optimizer.lr=0.01", 0.7)]
+    table = pd.read_csv(out / "table2_additive-softmax.csv").fillna("")
+    rows = {(v, c): m for v, c, m in zip(table["variant"], table["class"], table["tau_g_bilstm_mean"])}
+    assert rows[("", "neg")] == pytest.approx(0.35) and rows[("model.optimizer.lr=0.01", "neg")] == pytest.approx(0.5)
+    runs = pd.read_csv(out / "runs.csv")
+    assert "older complete runs" in (out / "index.html").read_text() and len(runs) == 4
+
+
+def test_an_unreadable_summary_or_sweep_record_is_listed_and_the_rest_reported(sweep):
+    (sweep / "imdb-lstm" / "summary.json").write_text('{"test/acc": 0.')  # truncated
+    (sweep / "sweep.json").write_text("not json")
+    out = build_report(sweep)
+    runs = pd.read_csv(out / "runs.csv")
+    states = dict(zip(runs["run"], runs["state"]))
+    assert states["imdb-lstm"] == "unreadable" and states["sweep.json"] == "unreadable"
+    assert "summary.json is unreadable" in (out / "index.html").read_text()
+    table = pd.read_csv(out / "table2_additive-softmax.csv")
+    assert "sst" in set(table["dataset"])  # the other runs are still reported
 
 
 def test_render_helpers():

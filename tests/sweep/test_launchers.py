@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
 
 import pytest
 
-from tests.helpers import CLI, REPO, TWO_JOBS, cli_env, job_dir, job_dirs, launch, status, summary
+from tests.helpers import CLI, REPO, TINY, TWO_JOBS, cli_env, job_dir, job_dirs, launch, status, summary
 
 LAUNCHERS = {
     "basic": [],
@@ -99,3 +100,27 @@ def test_killed_sweep_relaunch_runs_only_the_unfinished_job(tmp_path):
     assert status(job_dir(sweep, "encoder=average"))["state"] == "complete"
     forced = subprocess.run([*args, "force=true"], cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=300)
     assert "2 jobs: 2 ran" in forced.stdout and status(first)["finished"] > finished_before
+
+
+def test_two_launches_of_one_sweep_at_once_each_count_their_own_jobs(tmp_path):
+    """Results stay correct when a sweep is launched twice at once (a running job is refused to the other
+    launch), and each launch's closing line counts what *it* ran, from the jobs' own final states."""
+    sweep = tmp_path / "sweep"
+    args = [*CLI, "-m", f"hydra.sweep.dir={sweep}", "encoder=lstm,average,gru", "encoder.hidden_size=8", *TINY,
+            "logger=csv", "trainer.max_epochs=3"]
+    first = subprocess.Popen(args, cwd=REPO, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    second = subprocess.Popen(args, cwd=REPO, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    outs = [proc.communicate(timeout=300) for proc in (first, second)]
+    ran = 0
+    for (stdout, stderr), proc in zip(outs, (first, second)):
+        line = next(line for line in stdout.splitlines() if "3 jobs:" in line)
+        counts = {kind: int(n) for n, kind in re.findall(r"(\d+) (\w+)", line.split("3 jobs:")[1])}
+        assert sum(counts.values()) == 3 and not {"failed", "unfinished", "refused"} & set(counts), line
+        assert proc.returncode == 0, stderr[-2000:]
+        ran += counts.get("ran", 0)
+    assert ran == 3  # every job ran exactly once, by one launch or the other
+    assert all(status(d)["state"] == "complete" for d in job_dirs(sweep))
+    from attn_study.io import umask
+
+    assert os.stat(sweep / "sweep.json").st_mode & 0o777 == 0o666 & ~umask()  # readable by the team

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -66,8 +69,29 @@ def test_job_outcomes_sort_jobs_by_what_happened_in_this_launch(tmp_path):
         write_json_atomic(tmp_path / name / "status.json", {"state": state, "finished": finished})
         (tmp_path / name / "summary.json").write_text("{}")
     out = job_outcomes(tmp_path, [*states, "never_started"], since=launch)
-    assert out == {"ran": ["new"], "skipped": ["old"], "failed": ["bad"], "refused": [],
+    assert out == {"ran": ["new"], "skipped": ["old"], "elsewhere": [], "failed": ["bad"], "refused": [],
                    "unfinished": ["killed", "stale_failure", "never_started"]}
+
+
+def test_job_outcomes_count_from_each_jobs_own_final_state_when_launches_overlap(tmp_path):
+    """Two launches of one sweep at once: each counts what *it* ran; the other's jobs are 'elsewhere'."""
+    since = time.time()
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        states = {"mine": {"state": "complete", "finished": since + 1, "launch": "A"},
+                  "theirs": {"state": "complete", "finished": since + 2, "launch": "B"},
+                  "theirs_running": {"state": "running", "launch": "B", "host": os.uname().nodename, "pid": sleeper.pid},
+                  "mine_killed": {"state": "running", "launch": "A", "host": os.uname().nodename, "pid": 999999999},
+                  "before": {"state": "complete", "finished": since - 5, "launch": "C"}}
+        for name, status in states.items():
+            (tmp_path / name).mkdir()
+            write_json_atomic(tmp_path / name / "status.json", status)
+            (tmp_path / name / "summary.json").write_text("{}")
+        out = job_outcomes(tmp_path, list(states), since=since, launch="A")
+    finally:
+        sleeper.kill()
+    assert out == {"ran": ["mine"], "skipped": ["before"], "elsewhere": ["theirs", "theirs_running"], "failed": [],
+                   "refused": [], "unfinished": ["mine_killed"]}
 
 
 def test_local_overlay_fills_dataset_paths_and_cluster_settings(tmp_path):

@@ -3,7 +3,6 @@ clean up after a killed attempt, resume training from the last checkpoint."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -76,25 +75,85 @@ def test_a_live_attempt_on_this_host_is_not_run_twice(make_cfg, tmp_path):
         sleeper.kill()
 
 
-def test_training_killed_mid_way_resumes_from_the_last_checkpoint(tmp_path):
-    """A real kill (SIGKILL) after the first epochs; the relaunch continues from checkpoints/last.ckpt
-    and ends with the configured number of epochs."""
-    args = [sys.executable, "-m", "attn_study.cli", *QUICK, "trainer.max_epochs=40", "trainer.limit_train_batches=3",
-            f"hydra.run.dir={tmp_path}"]
+def launch_and_stop(args, tmp_path, sig) -> float:
+    """Start ``args``; once a few epochs have their ``last.ckpt``, send ``sig``; return the seconds the
+    process took to end after the signal."""
     proc = subprocess.Popen(args, cwd=REPO, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     last = tmp_path / "checkpoints" / "last.ckpt"
     deadline = time.time() + 120
     while not last.is_file() and time.time() < deadline and proc.poll() is None:
         time.sleep(0.05)
     time.sleep(0.5)  # let a few epochs pass
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    if status(tmp_path)["state"] == "complete":
+    sent = time.time()
+    proc.send_signal(sig)
+    proc.wait(timeout=60)
+    return time.time() - sent
+
+
+def test_training_killed_mid_way_resumes_to_the_uninterrupted_result(tmp_path):
+    """A real kill (SIGKILL) after the first epochs; the relaunch continues from checkpoints/last.ckpt
+    and ends with exactly the numbers of a run that was never interrupted: the same batches (the
+    sampler's order is a function of the epoch) and the same random numbers (restored from the
+    checkpoint). Its training time counts both attempts."""
+    def args(directory):
+        return [sys.executable, "-m", "attn_study.cli", *QUICK, "trainer.max_epochs=40", "trainer.limit_train_batches=3",
+                "model.network.dropout=0.3", f"hydra.run.dir={directory}"]  # dropout: random numbers in training
+    resumed = tmp_path / "resumed"
+    launch_and_stop(args(resumed), resumed, signal.SIGKILL)
+    if status(resumed)["state"] == "complete":
         pytest.skip("the run finished before it could be killed")
-    out = subprocess.run(args, cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=300)
+    import torch
+
+    seconds_before = torch.load(resumed / "checkpoints" / "last.ckpt", weights_only=False)["train_seconds"]
+    out = subprocess.run(args(resumed), cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "resuming training from" in out.stdout
-    final = status(tmp_path)
+    final = status(resumed)
     assert final["state"] == "complete" and final["attempt"] == 2
-    assert summary(tmp_path)["train/epochs"] == 40 and not last.exists()
-    assert json.loads((tmp_path / "summary.json").read_text())["val/acc_best"] >= 0
+    assert summary(resumed)["train/epochs"] == 40 and not (resumed / "checkpoints" / "last.ckpt").exists()
+    assert summary(resumed)["train/seconds"] > seconds_before > 0
+    uninterrupted = tmp_path / "uninterrupted"
+    out = subprocess.run(args(uninterrupted), cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    for key in ("test/acc", "test/loss", "test/auroc", "val/acc_best", "train/epochs"):
+        assert summary(resumed)[key] == summary(uninterrupted)[key], key
+
+
+def test_sigterm_stops_training_at_once_and_leaves_a_resumable_run(tmp_path):
+    args = [sys.executable, "-m", "attn_study.cli", *QUICK, "trainer.max_epochs=400", "trainer.limit_train_batches=3",
+            f"hydra.run.dir={tmp_path}"]
+    took = launch_and_stop(args, tmp_path, signal.SIGTERM)
+    assert took < 10
+    assert status(tmp_path)["state"] == "running"
+    import torch
+
+    torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=False)  # intact: written atomically
+    out = subprocess.run([*args[:-2], "trainer.max_epochs=4", args[-1]], cwd=REPO, env=cli_env(), capture_output=True,
+                         text=True, timeout=300)
+    # another max_epochs is another configuration: the unfinished run is cleared and started over
+    assert out.returncode == 0 and status(tmp_path)["state"] == "complete", out.stderr[-2000:]
+
+
+def test_an_unreadable_status_never_lets_a_relaunch_delete_results(make_cfg, tmp_path):
+    run(make_cfg(*QUICK), tmp_path)
+    files = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and p.name != "status.json"}
+    (tmp_path / "status.json").write_text('{"state": "compl')  # damaged
+    with pytest.raises(UserError, match=r"status.json is unreadable.*force=true"):
+        run(make_cfg(*QUICK, "seed=14"), tmp_path)
+    assert run(make_cfg(*QUICK, "seed=14"), tmp_path, keep_going=True) is None
+    assert {p: p.read_bytes() for p in files} == files  # nothing deleted or changed
+    run(make_cfg(*QUICK, "seed=14", "force=true"), tmp_path)  # the user's explicit choice
+    assert status(tmp_path)["state"] == "complete"
+
+
+def test_a_truncated_checkpoint_is_named_not_resumed(make_cfg, tmp_path):
+    cfg = make_cfg(*QUICK)
+    run(cfg, tmp_path)
+    record = status(tmp_path)
+    state._write(tmp_path, {**record, "state": "running", "pid": 999999999})  # killed
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    last.write_bytes((tmp_path / "checkpoints" / "best.ckpt").read_bytes()[:100])
+    with pytest.raises(UserError, match=r"last.ckpt: unreadable checkpoint.*resume=false"):
+        run(cfg, tmp_path)
+    assert last.is_file() and (tmp_path / "summary.json").is_file()  # nothing deleted
+    assert run(make_cfg(*QUICK, "resume=false"), tmp_path)["test/acc"] >= 0

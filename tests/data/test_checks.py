@@ -1,0 +1,77 @@
+"""Data no model can learn from is refused before training; data whose numbers would mislead is
+flagged, and the flag is recorded in status.json and summary.json."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from attn_study.errors import DataError, UserError
+from attn_study.run import run, train_and_test
+from tests.data.canonical_files import write_user_csv
+from tests.helpers import TINY, compose_config, status
+
+CSV = "\ufeffid,text,label,split\n" + "".join(
+    f"{i},{text},{label},{split}\n" for i, (text, label, split) in enumerate([
+        ("good film indeed", 1, "train"), ("bad film indeed", 0, "train"), ("good plot", 1, "train"),
+        ("bad plot", 0, "train"), ("good story", 1, "dev"), ("bad story", 0, "dev"),
+        ("good cast", 1, "test"), ("great cast", 1, "test")]))  # the test split has one class
+
+
+def user_csv(tmp_path, text=CSV, *overrides):
+    path = write_user_csv(tmp_path / "data.csv", text)
+    return compose_config("dataset=adr", f"dataset.path={path}", "trainer=debug", "analysis=[]", "logger=none",
+                          "dataset.preprocessing.min_length=1", "dataset.preprocessing.max_length=null",
+                          "dataset.preprocessing.min_count=1", "model.network.embedding_dim=8", "encoder=average",
+                          "encoder.hidden_size=4", *overrides)
+
+
+def test_one_class_in_the_test_split_gives_an_undefined_auroc_and_a_recorded_warning(tmp_path):
+    summary = run(user_csv(tmp_path), tmp_path / "run")
+    on_disk = json.loads((tmp_path / "run" / "summary.json").read_text(),
+                         parse_constant=lambda c: pytest.fail(f"bare {c} in summary.json"))
+    assert on_disk["test/auroc"] is None and summary["test/auroc"] is None
+    assert "one class" in on_disk["undefined"]["test/auroc"]
+    assert any("test split has one class" in w for w in on_disk["warnings"])
+    assert any("test split has one class" in w for w in status(tmp_path / "run")["warnings"])
+    assert 0.0 <= on_disk["data/unk_rate/test"] <= 1.0
+
+
+def test_one_class_in_the_training_split_is_refused_before_training(tmp_path):
+    text = CSV.replace(",0,train", ",1,train")
+    with pytest.raises(DataError, match="every training instance has the same label"):
+        train_and_test(user_csv(tmp_path, text), tmp_path / "run")
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_a_vocabulary_without_words_is_refused_and_a_mostly_unknown_one_flagged(tmp_path):
+    with pytest.raises(DataError, match="dataset.preprocessing.min_count"):
+        train_and_test(user_csv(tmp_path, CSV, "dataset.preprocessing.min_count=100"), tmp_path / "a")
+    summary = train_and_test(user_csv(tmp_path, CSV, "dataset.preprocessing.min_count=2"), tmp_path / "b")
+    assert summary["data/unk_rate/test"] > 0.5 and any("<unk>" in w for w in summary["warnings"])
+
+
+def test_embeddings_covering_no_word_are_refused_and_low_coverage_flagged(tmp_path):
+    vectors = tmp_path / "vectors.txt"
+    vectors.write_text("zebra 0.1 0.2 0.3 0.4 0.5 0.6 0.7 0.8\n")
+    with pytest.raises(DataError, match="none of the .* vocabulary words has a vector"):
+        train_and_test(user_csv(tmp_path, CSV, f"model.embeddings.path={vectors}"), tmp_path / "a")
+    vectors.write_text("good 0.1 0.2 0.3 0.4 0.5 0.6 0.7 0.8\n")
+    summary = train_and_test(user_csv(tmp_path, CSV, f"model.embeddings.path={vectors}"), tmp_path / "b")
+    assert 0 < summary["data/embedding_coverage"] < 0.5 and any("cover" in w for w in summary["warnings"])
+
+
+def test_very_long_instances_are_flagged_before_training(tmp_path):
+    text = CSV.replace("good film indeed", " ".join(["word"] * 2500))
+    summary = train_and_test(user_csv(tmp_path, text), tmp_path / "run")
+    assert any("longest instances have 2500" in w for w in summary["warnings"])
+
+
+def test_batch_sizes_and_class_weights_are_checked_before_training(tmp_path):
+    for override, named in (("dataset.batch_size=0", "dataset.batch_size=0"),
+                            ("dataset.eval_batch_size=0", "dataset.eval_batch_size=0"),
+                            ("model.class_weights=[1.0,2.0,3.0]", "model.class_weights")):
+        with pytest.raises(UserError, match=named.replace(".", r"\.").replace("[", r"\[")):
+            train_and_test(compose_config(*TINY, "logger=none", override), tmp_path / "run")
+        assert not (tmp_path / "run" / "checkpoints").exists(), override
