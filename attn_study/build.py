@@ -34,7 +34,8 @@ def component(node: DictConfig, partial: bool = False, drop: tuple[str, ...] = (
 
 def build_analyses(cfg: DictConfig) -> list:
     """The chosen test families (``cfg.analysis``, a node per family) as Lightning callbacks."""
-    return [component(node) for node in (cfg.get("analysis") or {}).values() if node]
+    # a node without _target_ holds options for a family that is not chosen (a recipe sets them): skipped
+    return [component(node) for node in (cfg.get("analysis") or {}).values() if node and "_target_" in node]
 
 
 def build_callbacks(cfg: DictConfig, run_dir: Path) -> list:
@@ -104,10 +105,25 @@ def _module(cfg: DictConfig, classifier, datamodule) -> AttentionModule:
         weight_decay=opt.weight_decay,
         attention_weight_decay=opt.attention_weight_decay,
         amsgrad=opt.amsgrad,
-        class_weights=list(m.class_weights) if m.class_weights else None,
+        class_weights=_class_weights(m.class_weights, labels, datamodule.num_classes),
         schedule=training.get("schedule", "standard"),
         pretrain_epochs=int(training.get("pretrain_epochs", 0)),
         instance_weighting=bool(training.get("instance_weighting", False)),
         weight_clip=tuple(training.get("weight_clip", (0.1, 10.0))),
         class_prior=(np.bincount(labels, minlength=datamodule.num_classes) / len(labels)).tolist(),
+        select_from_epoch=int(training.get("select_from_epoch", 0)),
     )
+
+
+def _class_weights(option, labels: np.ndarray, num_classes: int) -> list[float] | None:
+    """``model.class_weights``: a list, null, or ``pos_weight`` — Jain & Wallace's class-balanced binary
+    loss, the positive class weighted by #negative / #positive of the training split (their
+    ``pos_weight`` = #train / #positive − 1)."""
+    if not option:
+        return None
+    if option == "pos_weight":
+        if num_classes != 2:
+            raise UserError(f"model.class_weights=pos_weight is for binary tasks; this one has {num_classes} classes")
+        counts = np.bincount(labels, minlength=2)
+        return [1.0, float(counts[0] / counts[1])]
+    return [float(w) for w in option]

@@ -154,6 +154,7 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path, resume_from: Path | Non
         config_file.parent.mkdir(exist_ok=True)
         OmegaConf.save(cfg, config_file)
     started = time.time()
+    check_recipe(cfg)
     if (cfg.get("logger") or {}).get("wandb"):
         _check_wandb_login(cfg.logger.wandb)  # before the data is read, not after
     if cfg.get("threads"):
@@ -227,6 +228,29 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path, resume_from: Path | Non
         details["torch_threads"] = torch.get_num_threads()
     print(locations, flush=True)
     return summary
+
+
+RECIPE_DATASETS = Path(__file__).resolve().parent.parent / "conf" / "recipe_dataset"
+
+
+def check_recipe(cfg: DictConfig) -> None:
+    """A paper's recipe (``recipe=...``): say in one line each what it cannot reproduce here; refuse a
+    model its table has no row for; note a dataset the paper did not use."""
+    recipe = cfg.get("recipe")
+    if not recipe:
+        return
+    if "row" in recipe and recipe.row.get("lr") is None:
+        table = recipe.table
+        models = sorted({m for d in table.values() for m in d})
+        encoders = sorted({e for d in table.values() for m in d.values() for e in m})
+        raise UserError(f"recipe={recipe.name} has no settings for dataset={cfg.dataset.name} model={cfg.model.name} "
+                        f"encoder={cfg.encoder.name}; its table covers dataset {sorted(table)} × model {models} × "
+                        f"encoder {encoders}")
+    for line in recipe.get("differs") or []:
+        log.warning("recipe=%s differs from the authors' run: %s", recipe.name, line)
+    if "table" not in recipe and not (RECIPE_DATASETS / recipe.name / f"{cfg.dataset.name}.yaml").is_file():
+        log.warning("recipe=%s: %s is not one of the paper's datasets; only its general settings apply",
+                    recipe.name, cfg.dataset.name)
 
 
 def finite_summary(summary: dict) -> tuple[dict, dict]:

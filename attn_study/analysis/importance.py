@@ -47,24 +47,38 @@ def _outputs_from_leaf(model, batch: dict, detach_attention: bool):
     return emb, model.probabilities(model.decode(enc, alpha))
 
 
-def gradient_importance(model, batch: dict, detach_attention: bool = True, normalise: bool = True) -> torch.Tensor:
-    """Jain & Wallace's gradient importance g_t = Σ_c |∇_{e_t} ŷ_c · e_t| (Algorithm 1).
+def token_mask(batch: dict) -> torch.Tensor:
+    """The text's own tokens: ``mask`` without the boundary tokens ``<sos>``/``<eos>`` when the data has them."""
+    return batch.get("token_mask", batch["mask"])
 
-    ŷ_c is the probability of output c, e_t the embedding of token t; with ``detach_attention`` α is
-    a constant (gradients do not flow through the attention). ``∇_{e_t} ŷ_c · e_t`` equals the
-    gradient w.r.t. the one-hot input, and Captum's InputXGradient summed over the embedding.
-    For two classes ∇ŷ_0 = −∇ŷ_1, so one backward pass serves both. Normalised to sum 1 over real
-    tokens unless ``normalise=False``.
+
+def gradient_importance(model, batch: dict, detach_attention: bool = True, normalise: bool = True,
+                        classes: str = "predicted") -> torch.Tensor:
+    """Jain & Wallace's gradient importance g_t = |∇_{e_t} ŷ_c · e_t| (Algorithm 1), c the predicted
+    class (the authors' code, and the usual saliency convention); ``classes='sum'``: Σ_c over every
+    output (what an earlier reading of the paper did; the same after normalising for two classes).
+
+    e_t is the embedding of token t; with ``detach_attention`` α is a constant (gradients do not flow
+    through the attention). ``∇_{e_t} ŷ_c · e_t`` equals the gradient w.r.t. the one-hot input, and
+    Captum's InputXGradient summed over the embedding. For two classes ∇ŷ_0 = −∇ŷ_1, so one backward
+    pass serves both. Normalised to sum 1 over the text's tokens unless ``normalise=False``.
     """
-    mask = batch["mask"]
+    mask = token_mask(batch)
     with torch.enable_grad(), grad_context(mask.device):
         emb, probs = _outputs_from_leaf(model, batch, detach_attention)
-        classes, factor = ([1], 2.0) if probs.shape[1] == 2 else (range(probs.shape[1]), 1.0)
-        scores = torch.zeros(mask.shape, device=mask.device, dtype=emb.dtype)
-        for c in classes:
-            (grad,) = torch.autograd.grad(probs[:, c].sum(), emb, retain_graph=True)
-            scores += (grad * emb).sum(-1).abs()
-    scores = factor * scores.detach() * mask
+        if classes == "predicted":
+            top = probs.gather(1, probs.argmax(1, keepdim=True)).sum()
+            (grad,) = torch.autograd.grad(top, emb)
+            scores = (grad * emb).sum(-1).abs()
+        elif classes == "sum":
+            outputs, factor = ([1], 2.0) if probs.shape[1] == 2 else (range(probs.shape[1]), 1.0)
+            scores = torch.zeros(mask.shape, device=mask.device, dtype=emb.dtype)
+            for c in outputs:
+                (grad,) = torch.autograd.grad(probs[:, c].sum(), emb, retain_graph=True)
+                scores = scores + factor * (grad * emb).sum(-1).abs()
+        else:
+            raise ValueError(f"gradient classes={classes!r}: choose 'predicted' or 'sum'")
+    scores = scores.detach() * mask
     return normalise_rows(scores, mask) if normalise else scores
 
 
@@ -142,7 +156,7 @@ def _deletion_index(batch: dict):
     j = torch.arange(max(t_max - 1, 1), device=mask.device)
     src = j[None, :] + (j[None, :] >= torch.arange(t_max, device=mask.device)[:, None]).long()
     src = src.clamp_max(t_max - 1)
-    inst, pos = (mask & (lengths[:, None] > 1)).nonzero(as_tuple=True)
+    inst, pos = (token_mask(batch) & (lengths[:, None] > 1)).nonzero(as_tuple=True)  # never a boundary token
     return inst, pos, src
 
 

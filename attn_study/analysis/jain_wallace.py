@@ -13,11 +13,17 @@ import torch
 from tqdm.auto import tqdm
 
 from attn_study import keys
-from attn_study.analysis.adversarial import adversarial_attention, epsilon_max_jsd
+from attn_study.analysis.adversarial import (
+    DIVERSITY,
+    OUTPUT_DISTANCES,
+    adversarial_attention,
+    authors_emax_jsd,
+    epsilon_max_jsd,
+)
 from attn_study.analysis.callback import AnalysisCallback, Measured
 from attn_study.analysis.figures.heatmaps import attention_heatmaps_html
 from attn_study.analysis.figures.jain_wallace import jain_wallace_figures
-from attn_study.analysis.importance import gradient_importance, leave_one_out, predict
+from attn_study.analysis.importance import gradient_importance, leave_one_out, predict, token_mask
 from attn_study.analysis.measures import entropy, kendall_tau_b, summarise
 from attn_study.analysis.permutation import permutation_tvd
 from attn_study.errors import UserError
@@ -37,11 +43,21 @@ class JainWallace(AnalysisCallback):
     VAL_TESTS = ("correlation", "permutation")
     TRACKED = keys.TRACKED["jain_wallace"]
 
-    def __init__(self, *, p_threshold: float = 0.05, detach_attention: bool = True, internal_batch_size: int = 512,
-                 permutations: int = 100, perturbations_per_eval: int = 25, adversaries: int = 5, steps: int = 500,
-                 lr: float = 0.01, lam: float = 500.0, epsilon: float | None = None,
-                 select_epsilon: float | None = None, init_scale: float = 3.0, heatmaps: int = 8, **common):
+    def __init__(self, *, p_threshold: float = 0.05, detach_attention: bool = True, gradient_classes: str = "predicted",
+                 internal_batch_size: int = 512, permutations: int = 100, perturbations_per_eval: int = 25,
+                 adversaries: int = 5, steps: int = 500, lr: float = 0.01, lam: float = 500.0,
+                 epsilon: float | None = None, select_epsilon: float | None = None, init_scale: float = 3.0,
+                 lam_per_adversary: bool = False, diversity: str = "pairs", multiclass_output_distance: str = "tvd",
+                 selection: str = "paper", heatmaps: int = 8, **common):
         super().__init__(**common)
+        for option, value, allowed in (("gradient_classes", gradient_classes, ("predicted", "sum")),
+                                       ("diversity", diversity, DIVERSITY),
+                                       ("multiclass_output_distance", multiclass_output_distance, OUTPUT_DISTANCES),
+                                       ("selection", selection, ("paper", "authors"))):
+            if value not in allowed:
+                raise UserError(f"{self._option(option)}={value}: choose from {list(allowed)}")
+        self.gradient_classes, self.lam_per_adversary, self.diversity = gradient_classes, lam_per_adversary, diversity
+        self.multiclass_output_distance, self.selection = multiclass_output_distance, selection
         self.p_threshold, self.detach_attention = p_threshold, detach_attention
         self.internal_batch_size = max(1, int(internal_batch_size))
         self.permutations, self.perturbations_per_eval = int(permutations), max(1, int(perturbations_per_eval))
@@ -62,7 +78,9 @@ class JainWallace(AnalysisCallback):
         rows_of = data.split(split)
         epsilon = self.epsilon if self.epsilon is not None else (0.01 if data.num_classes == 2 else 0.05)
         select = self.select_epsilon if self.select_epsilon is not None else epsilon
-        rows: dict[int, dict] = {int(i): {"index": int(i), "uid": rows_of.uids[i], "length": int(len(rows_of.ids[i])),
+        boundary = 2 if getattr(rows_of, "boundary", False) else 0  # <sos> and <eos> are not text
+        rows: dict[int, dict] = {int(i): {"index": int(i), "uid": rows_of.uids[i],
+                                          "length": int(len(rows_of.ids[i])) - boundary,
                                           "label": int(rows_of.labels[i])} for i in indices}
         keep_adv: dict[int, dict] = {}
         seconds = {}
@@ -75,7 +93,7 @@ class JainWallace(AnalysisCallback):
                 enc, alpha, probs = predict(model, batch)
                 ids = batch["index"].tolist()
                 if test == "predict":
-                    self._record_prediction(rows, ids, alpha, probs, batch["mask"])
+                    self._record_prediction(rows, ids, alpha, probs, token_mask(batch))
                 elif test == "correlation":
                     self._record_correlations(rows, ids, model, batch, alpha, probs)
                 elif test == "permutation":
@@ -92,8 +110,11 @@ class JainWallace(AnalysisCallback):
 
     @staticmethod
     def _record_prediction(rows, ids, alpha, probs, mask):
-        max_alpha = alpha.max(-1).values.tolist()
-        ent = entropy(alpha, mask).tolist()
+        """The prediction, and the largest weight and the entropy of α over the text's tokens (α restricted
+        to them and renormalised when there are boundary tokens)."""
+        inner = alpha * mask
+        max_alpha = inner.max(-1).values.tolist()
+        ent = entropy(inner / inner.sum(-1, keepdim=True).clamp_min(1e-12), mask).tolist()
         pred = probs.argmax(-1).tolist()
         conf = probs.max(-1).values.tolist()
         for r, row in enumerate(ids):
@@ -103,30 +124,37 @@ class JainWallace(AnalysisCallback):
     def _record_correlations(self, rows, ids, model, batch, alpha, probs):
         scores = {
             "attention": alpha,
-            "grad": gradient_importance(model, batch, detach_attention=self.detach_attention),
+            "grad": gradient_importance(model, batch, detach_attention=self.detach_attention,
+                                        classes=self.gradient_classes),
             "loo": leave_one_out(model, batch, probs=probs, chunk_size=self.internal_batch_size),
         }
-        mask = batch["mask"]
+        mask = token_mask(batch)
         for name, (a, b) in CORRELATIONS.items():
             tau, p = kendall_tau_b(scores[a].double(), scores[b].double(), mask)
             for r, row in enumerate(ids):
                 rows[row][name], rows[row][name.replace("tau", "p")] = float(tau[r]), float(p[r])
 
     def _record_adversaries(self, rows, ids, keep_adv, model, enc, batch, alpha, probs, epsilon, select, generator):
+        num_classes = probs.shape[1]
         adv, change, divergence = adversarial_attention(
             model, enc, alpha, probs, k=self.adversaries, steps=self.steps, lr=self.lr, lam=self.lam,
-            epsilon=epsilon, init_scale=self.init_scale, generator=generator)
-        best, which, n_ok = epsilon_max_jsd(change, divergence, select)
+            epsilon=epsilon, init_scale=self.init_scale, generator=generator, lam_per_adversary=self.lam_per_adversary,
+            diversity=self.diversity, output_distance=self.multiclass_output_distance if num_classes > 2 else "tvd")
+        if self.selection == "authors":
+            best, which, n_ok = authors_emax_jsd(adv, alpha, change, num_classes, token_mask(batch), select)
+        else:
+            best, which, n_ok = epsilon_max_jsd(change, divergence, select)
+        inner = token_mask(batch)
         for r, row in enumerate(ids):
             rows[row].update(adv_emax_jsd=float(best[r]), adv_feasible=int(n_ok[r]))
             k = int(which[r])
             rows[row]["adv_tvd"] = float(change[r, k]) if k >= 0 else float("nan")
             if len(keep_adv) < self.heatmaps or row in keep_adv:
-                n = int(batch["lengths"][r])
-                keep_adv[row] = {"attention": alpha[r, :n].tolist(),
-                                 "adversarial": adv[r, k, :n].tolist() if k >= 0 else None,
+                keep = inner[r]  # the text's tokens only
+                keep_adv[row] = {"attention": alpha[r][keep].tolist(),
+                                 "adversarial": adv[r, k][keep].tolist() if k >= 0 else None,
                                  "adv_tvd": float(change[r, k]) if k >= 0 else None,
-                                 "adv_jsd": float(divergence[r, k]) if k >= 0 else None}
+                                 "adv_jsd": float(best[r]) if k >= 0 else None}
 
     # -- summaries -------------------------------------------------------------------------------
 
@@ -173,6 +201,7 @@ class JainWallace(AnalysisCallback):
     def _heatmap_examples(self, kept, frame, data) -> list[dict]:
         split, names = data.split(self.split), data.data.label_names
         rows = frame.set_index("index")
-        return [{"uid": rows.at[i, "uid"], "tokens": data.vocab.decode(split.ids[i].tolist()),
+        inner = slice(1, -1) if getattr(split, "boundary", False) else slice(None)  # no <sos> / <eos>
+        return [{"uid": rows.at[i, "uid"], "tokens": data.vocab.decode(split.ids[i].tolist())[inner],
                  "label": names[int(rows.at[i, "label"])], "prediction": names[int(rows.at[i, "prediction"])],
                  "probability": float(rows.at[i, "probability"]), **adv} for i, adv in kept.items()]

@@ -45,6 +45,8 @@ class SplitDataset(Dataset):
             item["rationale"] = s.rationales[i]
         if s.markers is not None:
             item["markers"] = s.markers[i]
+        if s.boundary:
+            item["boundary"] = True
         return item
 
 
@@ -65,7 +67,8 @@ def collate(items: list[dict], num_classes: int | None = None) -> dict[str, torc
     ``query_lengths``, ``query_mask``; for QA with restricted answers ``candidates`` (B, num_classes)
     bool, True on the allowed answers; with sentence boundaries ``sentence_ids`` (B, T): the sentence
     index of each token, -1 on padding; where the dataset knows them, ``rationale`` (B, T) bool (the
-    ground-truth rationale's tokens) and ``markers`` (B, T) bool (injected marker tokens).
+    ground-truth rationale's tokens) and ``markers`` (B, T) bool (injected marker tokens); with boundary
+    tokens, ``token_mask`` (B, T): the text's own tokens (``mask`` without ``<sos>`` and ``<eos>``).
     """
     ids, lengths, mask = _pad([it["ids"] for it in items])
     batch = {
@@ -88,6 +91,9 @@ def collate(items: list[dict], num_classes: int | None = None) -> dict[str, torc
             for row, it in enumerate(items):
                 positions[row, list(it[name] or ())] = True
             batch[name] = positions
+    if items[0].get("boundary"):  # <sos> … <eos>: the positions in between are the text's tokens
+        batch["token_mask"] = mask & (torch.arange(ids.shape[1])[None, :] > 0) & \
+            (torch.arange(ids.shape[1])[None, :] < (lengths - 1)[:, None])
     if "sentence_lengths" in items[0]:
         sentence_ids = torch.full(ids.shape, -1, dtype=torch.long)
         for row, it in enumerate(items):

@@ -7,11 +7,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from attn_study.data.digest import describe_file, describe_folder
 from attn_study.data.download import local_or_download, stream_tar_gz
 from attn_study.data.example import RawExample
 from attn_study.data.splits import stratified_indices
-from attn_study.errors import DataError
+from attn_study.data.text import tokenize_many
+from attn_study.errors import DataError, UserError
 
 IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
 IMDB_SHA256 = "c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d1658fe"
@@ -38,7 +41,11 @@ class IMDBSource:
         dev_size: int = 2500,
         split_seed: int = 13,
         ratings: bool = False,
+        split: str = "standard",
     ) -> None:
+        if split not in ("standard", "jain_wallace"):
+            raise UserError(f"dataset.source.split={split}: choose standard or jain_wallace")
+        self.split = split
         self.path = path
         self.url = url
         self.sha256 = sha256
@@ -61,11 +68,14 @@ class IMDBSource:
                 where = f"{source}:{split}/{polarity}/" if source.is_file() else source / split / polarity
                 raise DataError(f"{where}: no reviews (<id>_<rating>.txt); {PATH_HINT}")
         train = sorted(found["train", "neg"] + found["train", "pos"], key=lambda e: e.uid)
+        test = sorted(found["test", "neg"] + found["test", "pos"], key=lambda e: e.uid)
+        if self.split == "jain_wallace":
+            return jain_wallace_split(train, test, self.split_seed)
         dev_indices = self._dev_indices([e.label for e in train])
         return {
             "train": [e for i, e in enumerate(train) if i not in dev_indices],
             "dev": [train[i] for i in sorted(dev_indices)],
-            "test": sorted(found["test", "neg"] + found["test", "pos"], key=lambda e: e.uid),
+            "test": test,
         }
 
     def fingerprint(self) -> dict[str, Any]:
@@ -76,7 +86,7 @@ class IMDBSource:
         """
         source = self._resolve()
         options = {"class": type(self).__name__, "dev_size": self.dev_size, "split_seed": self.split_seed,
-                   "ratings": self.ratings}
+                   "ratings": self.ratings, "split": self.split}
         if source.is_file():
             return {**options, "files": [describe_file(source)]}
         return {**options, "folder": describe_folder(source, _review_paths(source))}
@@ -110,6 +120,25 @@ class IMDBSource:
     def _dev_indices(self, labels: list[int]) -> set[int]:
         """Indices of ``dev_size`` train reviews drawn per class (largest-remainder shares), seeded."""
         return set(stratified_indices(labels, self.dev_size, self.split_seed, "dataset.source.dev_size"))
+
+
+def jain_wallace_split(train: list[RawExample], test: list[RawExample], seed: int) -> dict[str, list[RawExample]]:
+    """Jain & Wallace's IMDB splits (their ``preprocess_data_IMDB``), as near as this data allows: the
+    reviews of fewer than 400 tokens (Keras-style: lower-cased, punctuation removed, split on whitespace),
+    train cut 80 / 20 into train / dev and a 20 % sample of test, both drawn with ``seed`` (theirs: 1378).
+    They drew with scikit-learn's ``train_test_split`` from Keras' pickled copy; the proportions and the
+    filter are theirs, the members differ."""
+    def short(examples):
+        lengths = [len(t) for t in tokenize_many((e.text for e in examples), cleaning="keras", digits=False)]
+        return [e for e, n in zip(examples, lengths) if n < 400]
+
+    train, test = short(train), short(test)
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(train))
+    cut = int(round(0.8 * len(train)))
+    sample = np.sort(np.random.default_rng([seed, 1]).choice(len(test), size=int(round(0.2 * len(test))), replace=False))
+    return {"train": [train[i] for i in sorted(order[:cut])], "dev": [train[i] for i in sorted(order[cut:])],
+            "test": [test[i] for i in sample]}
 
 
 def _review_paths(root: Path) -> Iterator[Path]:

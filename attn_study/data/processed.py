@@ -19,12 +19,12 @@ import numpy as np
 
 from attn_study.data.example import SPLITS, RawExample
 from attn_study.data.markers import Injection
-from attn_study.data.text import Vocab, tokenize_many, tokenize_sentences_many
+from attn_study.data.text import CLEANINGS, EOS, SOS, Vocab, tokenize_many, tokenize_sentences_many
 from attn_study.errors import DataError
 from attn_study.io import atomic_open, write_text_atomic
 
 log = logging.getLogger(__name__)
-CACHE_FORMAT = 5  # bump when the processed layout or the tokenisation changes
+CACHE_FORMAT = 7  # bump when the processed layout or the tokenisation changes
 
 
 @dataclass
@@ -39,6 +39,7 @@ class ProcessedSplit:
     sentence_lengths: list[np.ndarray] | None = None  # tokens per sentence, for hierarchical models
     candidates: list[tuple[int, ...]] | None = None  # allowed answers per instance (QA)
     markers: list[tuple[int, ...]] | None = None  # positions of injected marker tokens (dataset.inject)
+    boundary: bool = False  # every sequence is <sos> … <eos> (the model sees them, the statistics do not)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -72,6 +73,13 @@ class Preprocessing:
     ``ProcessedSplit.sentence_lengths``, for hierarchical models; truncation cuts the last sentences.
     ``inject``: label-independent marker tokens added to every instance after the filter and the
     truncation (``attn_study.data.markers``; the bounds count the text without them).
+    ``clean``: ``remove_non_word`` or ``keras`` cleaning before tokenising (``text.clean``);
+    ``digits``: ``qqq`` (a token with a digit becomes ``qqq``) or ``keep``; ``vocab_count``: ``total``
+    (``min_count`` counts occurrences) or ``documents`` (documents, as scikit-learn's ``min_df``);
+    ``boundary_tokens``: wrap every passage as ``<sos> … <eos>`` (after the filter: the bounds count the
+    text without them). ``drop_longest``: also drop the longest instances of each split — Jain & Wallace's
+    code keeps n < max_length with max_length the split's own longest, so it loses them (their SST Table 1
+    counts, 6355 / 1725, need it). These five are their pipeline (``recipe=jain_wallace``).
     """
 
     min_count: int = 1
@@ -80,6 +88,11 @@ class Preprocessing:
     truncate: int | None = None
     sentences: bool = False
     inject: dict | None = None
+    clean: str | None = None
+    digits: str = "qqq"
+    vocab_count: str = "total"
+    boundary_tokens: bool = False
+    drop_longest: bool = False
 
     def __post_init__(self):
         if self.min_count < 1:
@@ -92,6 +105,12 @@ class Preprocessing:
             )
         if self.truncate is not None and self.truncate < 1:
             raise DataError(f"dataset.preprocessing.truncate={self.truncate}: must be >= 1 or null")
+        for option, value, allowed in (("clean", self.clean, CLEANINGS), ("digits", self.digits, ("qqq", "keep")),
+                                       ("vocab_count", self.vocab_count, ("total", "documents"))):
+            if value not in allowed:
+                raise DataError(f"dataset.preprocessing.{option}={value}: choose from {list(allowed)}")
+        if self.boundary_tokens and self.sentences:
+            raise DataError("dataset.preprocessing.boundary_tokens does not work with sentence-level models (model=han)")
         if self.inject and self.sentences:
             raise DataError("dataset.inject does not work with sentence-level models (model=han); use model=flat")
         Injection.from_config(self.inject)  # a bad option fails here, before anything is read
@@ -156,8 +175,10 @@ def build(source, prep: Preprocessing) -> ProcessedDataset:
         if prep.sentences:
             texts, sentences = map(list, zip(*tokenize_sentences_many(e.text for e in examples)))
         else:
-            texts, sentences = tokenize_many(e.text for e in examples), None
-        queries = tokenize_many(e.query or "" for e in examples) if examples[0].query is not None else None
+            texts, sentences = tokenize_many((e.text for e in examples), cleaning=prep.clean,
+                                             digits=prep.digits == "qqq"), None
+        queries = (tokenize_many((e.query or "" for e in examples), cleaning=prep.clean, digits=prep.digits == "qqq")
+                   if examples[0].query is not None else None)
         kept, kept_sentences, too_short, too_long = [], [], 0, 0
         for i, (example, tokens) in enumerate(zip(examples, texts)):
             if len(tokens) < prep.min_length:
@@ -170,6 +191,14 @@ def build(source, prep: Preprocessing) -> ProcessedDataset:
                 kept.append((example, tokens, queries[i] if queries is not None else None))
                 if sentences is not None:
                     kept_sentences.append(_cut_sentences(sentences[i], len(tokens)))
+        if prep.drop_longest and kept:
+            longest = max(len(tokens) for _, tokens, _ in kept)
+            dropped = [i for i, (_, tokens, _) in enumerate(kept) if len(tokens) == longest]
+            kept = [k for i, k in enumerate(kept) if i not in set(dropped)]
+            kept_sentences = [k for i, k in enumerate(kept_sentences) if i not in set(dropped)]
+            too_long += len(dropped)
+            log.info("%s/%s: %d instance(s) of the split's longest length %d dropped (drop_longest)", source.name,
+                     split, len(dropped), longest)
         stats[split] = {"read": len(examples), "kept": len(kept), "too_short": too_short, "too_long": too_long}
         log.info(
             "%s/%s: %d read, %d kept, %d dropped shorter than %d tokens, %d dropped longer than %s tokens",
@@ -186,10 +215,13 @@ def build(source, prep: Preprocessing) -> ProcessedDataset:
     rationales = {split: [None if e.rationale is None else tuple(i for i in e.rationale if i < len(t))
                           for e, t, _ in kept] for split, kept in tokenized.items()}
     markers = _inject(Injection.from_config(prep.inject), tokenized, rationales, source, stats)
+    if prep.boundary_tokens:
+        _add_boundaries(tokenized, rationales, markers)
     # query words (pair tasks) share the passage's vocabulary and embedding table
     train = tokenized["train"]
+    keep = (Injection.from_config(prep.inject).tokens if prep.inject else ()) + ((SOS, EOS) if prep.boundary_tokens else ())
     vocab = Vocab.build([t for _, t, _ in train] + [q for _, _, q in train if q is not None], min_count=prep.min_count,
-                        keep=Injection.from_config(prep.inject).tokens if prep.inject else ())
+                        keep=keep, documents=prep.vocab_count == "documents")
     stats["vocab_size"] = len(vocab)
     splits = {}
     for split, kept in tokenized.items():
@@ -205,6 +237,7 @@ def build(source, prep: Preprocessing) -> ProcessedDataset:
             candidates=[tuple(e.candidates) for e, _, _ in kept] if has_candidates else None,
             sentence_lengths=sentence_lengths.get(split),
             markers=markers.get(split),
+            boundary=prep.boundary_tokens,
         )
         labels = splits[split].labels
         if labels.min() < 0 or labels.max() >= source.num_classes:
@@ -217,6 +250,17 @@ def build(source, prep: Preprocessing) -> ProcessedDataset:
         splits=splits,
         stats=stats,
     )
+
+
+def _add_boundaries(tokenized: dict, rationales: dict, markers: dict) -> None:
+    """Wrap every passage as ``<sos> … <eos>`` (in place); positions of rationales and markers move by one."""
+    for split, kept in tokenized.items():
+        for n, (example, tokens, query) in enumerate(kept):
+            kept[n] = (example, [SOS, *tokens, EOS], query)
+            if rationales[split][n] is not None:
+                rationales[split][n] = tuple(i + 1 for i in rationales[split][n])
+        if split in markers:
+            markers[split] = [tuple(i + 1 for i in m) for m in markers[split]]
 
 
 def _inject(injection: Injection | None, tokenized: dict, rationales: dict, source, stats: dict) -> dict:

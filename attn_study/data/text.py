@@ -14,6 +14,7 @@ from functools import lru_cache
 
 PAD, UNK = "<pad>", "<unk>"
 PAD_ID, UNK_ID = 0, 1
+SOS, EOS = "<sos>", "<eos>"  # boundary tokens (Jain & Wallace's recipe: dataset.preprocessing.boundary_tokens)
 DIGIT_TOKEN = "qqq"
 _HAS_DIGIT = re.compile(r"\d")
 _ENTITY = re.compile(r"@entity\d+")
@@ -27,11 +28,29 @@ def _spacy_tokenizer():
     return spacy.blank("en").tokenizer
 
 
-def normalise(token: str) -> str:
-    """Lower-case; a token with any digit becomes ``qqq`` (entity markers ``@entityN`` excepted)."""
+_NON_WORD = re.compile(r"\W")
+_KERAS_FILTERS = re.compile("[" + re.escape('!"#$%&()*+,-./:;<=>?@[\\]^_`{|}~\t\n') + "]")
+#: text cleanings applied before tokenising (``dataset.preprocessing.clean``)
+CLEANINGS = (None, "remove_non_word", "keras")
+
+
+def normalise(token: str, digits: bool = True) -> str:
+    """Lower-case; with ``digits``, a token with any digit becomes ``qqq`` (entity markers
+    ``@entityN`` excepted)."""
     if _ENTITY.fullmatch(token):
         return token
-    return DIGIT_TOKEN if _HAS_DIGIT.search(token) else token.lower()
+    return DIGIT_TOKEN if digits and _HAS_DIGIT.search(token) else token.lower()
+
+
+def clean(text: str, how: str | None) -> str:
+    """``remove_non_word``: every non-word character becomes a space (Jain & Wallace's SST: no punctuation
+    tokens remain); ``keras``: lower-cased and Keras' ``text_to_word_sequence`` filter characters
+    (punctuation, tab, newline) become spaces (the nearest to their pre-tokenised IMDB)."""
+    if how == "remove_non_word":
+        return _NON_WORD.sub(" ", text)
+    if how == "keras":
+        return _KERAS_FILTERS.sub(" ", text.lower())
+    return text
 
 
 def tokenize(text: str) -> list[str]:
@@ -40,11 +59,16 @@ def tokenize(text: str) -> list[str]:
     return [normalise(t.text) for t in _spacy_tokenizer()(text) if not t.is_space]
 
 
-def tokenize_many(texts: Iterable[str], batch_size: int = 1000) -> list[list[str]]:
-    """``tokenize`` over many texts, using spaCy's batched ``pipe``."""
-    cleaned = (_WHITESPACE.sub(" ", t).strip() for t in texts)
+def tokenize_many(texts: Iterable[str], batch_size: int = 1000, cleaning: str | None = None,
+                  digits: bool = True) -> list[list[str]]:
+    """``tokenize`` over many texts, using spaCy's batched ``pipe``; ``cleaning`` (see :func:`clean`)
+    first, and ``digits=False`` keeps digits as they are (no ``qqq``). ``keras`` splits on whitespace
+    instead of spaCy, as Keras does."""
+    cleaned = (_WHITESPACE.sub(" ", clean(t, cleaning)).strip() for t in texts)
+    if cleaning == "keras":
+        return [[normalise(w, digits) for w in t.split(" ") if w] for t in cleaned]
     return [
-        [normalise(t.text) for t in doc if not t.is_space]
+        [normalise(t.text, digits) for t in doc if not t.is_space]
         for doc in _spacy_tokenizer().pipe(cleaned, batch_size=batch_size)
     ]
 
@@ -89,10 +113,12 @@ class Vocab:
         self.stoi: dict[str, int] = {w: i for i, w in enumerate(self.itos)}
 
     @classmethod
-    def build(cls, token_lists: Iterable[list[str]], min_count: int = 1, keep: Iterable[str] = ()) -> "Vocab":
-        """Words seen at least ``min_count`` times, most frequent first (ties alphabetical); the words
-        in ``keep`` always (injected markers)."""
-        counts = Counter(t for tokens in token_lists for t in tokens)
+    def build(cls, token_lists: Iterable[list[str]], min_count: int = 1, keep: Iterable[str] = (),
+              documents: bool = False) -> "Vocab":
+        """Words seen at least ``min_count`` times — in that many documents with ``documents`` (a
+        document frequency, as scikit-learn's ``min_df``) — most frequent first (ties alphabetical);
+        the words in ``keep`` always (boundary tokens, injected markers)."""
+        counts = Counter(t for tokens in token_lists for t in (set(tokens) if documents else tokens))
         keep = set(keep)
         words = sorted((w for w, c in counts.items() if c >= min_count or w in keep), key=lambda w: (-counts[w], w))
         return cls(words + sorted(keep - set(words)))

@@ -51,6 +51,19 @@ def clean_post(text: str) -> str:
     return "\n".join(kept).strip()
 
 
+def jain_wallace_split(posts: list[RawExample], seed: int) -> dict[str, list[RawExample]]:
+    """Jain & Wallace's 20News splits (their ``fetch_20newsgroups(subset='all')`` preprocessing): the
+    non-empty posts of both bydate halves pooled, a stratified 20 % test split, then a stratified 20 % of
+    the rest as dev, both drawn with ``seed`` (theirs: 13478). They drew with scikit-learn; the
+    proportions, the stratification and the seed are theirs, the members differ."""
+    posts = [p for p in posts if p.text.strip()]
+    test = set(stratified_indices([p.label for p in posts], int(round(0.2 * len(posts))), seed, "20News test split"))
+    rest = [p for i, p in enumerate(posts) if i not in test]
+    dev = set(stratified_indices([p.label for p in rest], int(round(0.2 * len(rest))), [seed, 1], "20News dev split"))
+    return {"train": [p for i, p in enumerate(rest) if i not in dev], "dev": [rest[i] for i in sorted(dev)],
+            "test": [posts[i] for i in sorted(test)]}
+
+
 class TwentyNewsSource:
     """Posts of ``categories`` (label = position in the list): bydate train (dev carved out) and test."""
 
@@ -63,7 +76,11 @@ class TwentyNewsSource:
         cache_dir: str = "~/.cache/attn_study/downloads",
         dev_size: int = 120,
         split_seed: int = 13,
+        split: str = "bydate",
     ) -> None:
+        if split not in ("bydate", "jain_wallace"):
+            raise UserError(f"dataset.source.split={split}: choose bydate or jain_wallace")
+        self.split = split
         self.path = path
         self.categories = [str(c) for c in categories]
         if len(self.categories) < 2 or len(set(self.categories)) != len(self.categories):
@@ -92,13 +109,13 @@ class TwentyNewsSource:
                          else source / f"20news-bydate-{split}" / category)
                 raise DataError(f"{where}: no posts; check dataset.source.categories or {PATH_HINT}")
         train = sorted((e for c in self.categories for e in found["train", c]), key=lambda e: e.uid)
+        test = sorted((e for c in self.categories for e in found["test", c]), key=lambda e: e.uid)
+        if self.split == "jain_wallace":
+            return jain_wallace_split(train + test, self.split_seed)
         dev = set(stratified_indices([e.label for e in train], self.dev_size, self.split_seed,
                                      "dataset.source.dev_size"))
-        return {
-            "train": [e for i, e in enumerate(train) if i not in dev],
-            "dev": [train[i] for i in sorted(dev)],
-            "test": sorted((e for c in self.categories for e in found["test", c]), key=lambda e: e.uid),
-        }
+        return {"train": [e for i, e in enumerate(train) if i not in dev], "dev": [train[i] for i in sorted(dev)],
+                "test": test}
 
     def fingerprint(self) -> dict[str, Any]:
         """A JSON-able identity of the source content: class, options, input stats.
@@ -108,7 +125,7 @@ class TwentyNewsSource:
         """
         source = self._resolve()
         options = {"class": type(self).__name__, "categories": self.categories, "dev_size": self.dev_size,
-                   "split_seed": self.split_seed}
+                   "split_seed": self.split_seed, "split": self.split}
         if source.is_file():
             return {**options, "files": [describe_file(source)]}
         return {**options, "folder": describe_folder(source, _post_paths(source, self.categories))}

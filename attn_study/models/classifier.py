@@ -43,14 +43,16 @@ class AttentionClassifier(nn.Module):
     """Single-text classifier with one attention over the encoder states (the ``flat`` model).
 
     ``encoder`` and ``scorer`` are factories (Hydra partials): ``encoder(input_dim=d)`` and
-    ``scorer(hidden_dim=m)``; ``projection`` is a module ``(scores, mask) → α``.
+    ``scorer(hidden_dim=m)``; ``projection`` is a module ``(scores, mask) → α``. ``dropout`` applies to
+    the pooled vector (the classification layer) and, unless ``word_dropout`` is given, to the
+    embeddings before the encoder (Serrano & Smith's FLANs set the two apart).
     """
 
     token_attention = True  # α is over the input tokens (token-importance tests apply)
 
     def __init__(self, vocab_size: int, num_classes: int, encoder, scorer, projection: nn.Module,
                  embedding_dim: int = 300, dropout: float = 0.0, pretrained: np.ndarray | None = None,
-                 freeze_embeddings: bool = False):
+                 freeze_embeddings: bool = False, word_dropout: float | None = None):
         super().__init__()
         self.num_classes = num_classes
         self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=PAD_ID)
@@ -63,6 +65,7 @@ class AttentionClassifier(nn.Module):
         self.scorer = scorer(hidden_dim=self.encoder.output_dim)
         self.projection = projection
         self.dropout = nn.Dropout(dropout)
+        self.word_dropout = nn.Dropout(dropout if word_dropout is None else word_dropout)
         self.output = nn.Linear(self.encoder.output_dim, 1 if num_classes == 2 else num_classes)
 
     def embed(self, batch: dict) -> torch.Tensor:
@@ -73,7 +76,7 @@ class AttentionClassifier(nn.Module):
         if embedded is None:
             embedded = self.embed(batch)
         mask, lengths = batch["mask"], batch["lengths"]
-        hidden = self.encoder(self.dropout(embedded), mask, lengths)
+        hidden = self.encoder(self.word_dropout(embedded), mask, lengths)
         return Encoded(embedded=embedded, hidden=hidden, mask=mask, lengths=lengths,
                        candidates=batch.get("candidates"))
 
@@ -159,7 +162,7 @@ class PairAttentionClassifier(AttentionClassifier):
     def encode(self, batch: dict, embedded: torch.Tensor | None = None) -> Encoded:
         enc = super().encode(batch, embedded)
         mask, lengths = batch["query_mask"], batch["query_lengths"]
-        states = self.question_encoder(self.dropout(self.embedding(batch["query_ids"])), mask, lengths)
+        states = self.question_encoder(self.word_dropout(self.embedding(batch["query_ids"])), mask, lengths)
         enc.query = self.question_encoder.summarize(states, mask, lengths)
         return enc
 

@@ -47,7 +47,7 @@ class AttentionModule(L.LightningModule):
       layers after the attention cannot learn from *which* positions are chosen; then (phase 2) every
       parameter but the attention's own (``model.attention_parameters()``) is frozen and the attention
       is trained. Phase-1 epochs are never chosen as the best checkpoint: their ``val/acc`` is logged
-      as NaN (the real values under ``val/phase1/``).
+      as NaN (the real values under ``val/early/``); so are the epochs before ``select_from_epoch``.
     - ``instance_weighting``: each training instance's loss is weighted by p(y)/p̂(y | attention
       pattern) from a mask-only classifier trained alongside (``mitigation.py``).
     """
@@ -56,7 +56,7 @@ class AttentionModule(L.LightningModule):
                  attention_weight_decay: float = 0.0, amsgrad: bool = True,
                  class_weights: list[float] | None = None, schedule: str = "standard", pretrain_epochs: int = 0,
                  instance_weighting: bool = False, weight_clip: tuple[float, float] = (0.1, 10.0),
-                 class_prior: list[float] | None = None):
+                 class_prior: list[float] | None = None, select_from_epoch: int = 0):
         super().__init__()
         self.save_hyperparameters(ignore=["model"])
         self.model = model
@@ -111,6 +111,12 @@ class AttentionModule(L.LightningModule):
             target = labels.float() if soft is None else soft[:, 1]
             return F.binary_cross_entropy_with_logits(logits.squeeze(-1), target, reduction="none")
         return F.cross_entropy(logits, labels if soft is None else soft, reduction="none")
+
+    @property
+    def selectable(self) -> bool:
+        """Whether this epoch may be chosen as the best checkpoint: not before ``select_from_epoch`` (Jain &
+        Wallace's code never keeps epoch 0), not in phase 1 of random-attention pretraining."""
+        return not self.pretraining and self.current_epoch >= self.hparams.select_from_epoch
 
     @property
     def pretraining(self) -> bool:
@@ -222,10 +228,10 @@ class AttentionModule(L.LightningModule):
                                    f"(now {self.hparams.lr:g})")
 
     def on_validation_epoch_end(self):
-        if self.pretraining:  # phase 1: not a candidate for the best checkpoint
+        if not self.selectable:  # not a candidate for the best checkpoint: the real values under val/early/
             values = getattr(self, "val_metrics").compute()
             self.val_metrics.reset()
-            self.log_dict({k.replace("val/", "val/phase1/"): v for k, v in values.items()})
+            self.log_dict({k.replace("val/", "val/early/"): v for k, v in values.items()})
             self.log_dict({k: float("nan") for k in values}, prog_bar=True)
             return
         values = self._log_epoch("val")

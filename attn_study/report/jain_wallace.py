@@ -106,12 +106,15 @@ def accuracy_table(runs: list[Run]) -> pd.DataFrame:
              "variant": r.config.get("variant", ""),
              "test/acc": r.summary.get("test/acc", np.nan), "test/f1": r.summary.get("test/f1", np.nan),
              "test/auroc": r.summary.get("test/auroc", np.nan), "val/acc_best": r.summary.get("val/acc_best", np.nan),
-             "epochs": r.summary.get("train/epochs", np.nan), "minutes": r.summary.get("run/seconds", np.nan) / 60}
+             "epochs": r.summary.get("train/epochs", np.nan), "minutes": r.summary.get("run/seconds", np.nan) / 60,
+             "paper test/acc": (r.config.get("paper_accuracy") or np.nan) / 100}
             for r in runs if r.state == "complete"]
     frame = pd.DataFrame(rows)
     if not rows:
         return frame
     frame = frame.sort_values(["dataset", "model", "encoder", "attention", "projection", "variant", "seed"])
+    if frame["paper test/acc"].isna().all():  # only runs of a recipe that knows the paper's accuracy have it
+        frame = frame.drop(columns="paper test/acc")
     return without_empty_variant(frame)
 
 

@@ -89,6 +89,9 @@ def _config(cfg) -> dict:
     weighted = OmegaConf.select(cfg, "training.instance_weighting", default=False, throw_on_resolution_failure=False)
     options = ([] if schedule == "standard" else [str(schedule)]) + (["instance_weighting"] if weighted else [])
     out["training"] = "+".join(options) or "standard"  # the training variant (conf/training)
+    # a recipe's row of the paper's own accuracy for this model (recipe=serrano_smith), in percent
+    out["paper_accuracy"] = OmegaConf.select(cfg, "recipe.row.paper_accuracy", default=None,
+                                             throw_on_resolution_failure=False)
     return out
 
 
@@ -164,6 +167,13 @@ def _label_variants(runs: list[Run]) -> None:
         for key in set().union(*(r.identity for r in group)):
             if not _not_a_variant(key) and len({repr(r.identity.get(key)) for r in group}) > 1:
                 varying.add(key)
+    # a recipe changes many settings at once: name the recipe, not each setting it implies
+    recipes: dict[str, list[Run]] = {}
+    for run in runs:
+        recipes.setdefault(repr(run.identity.get("recipe/name")), []).append(run)
+    if len(recipes) > 1:
+        varying = {key for key in varying if key == "recipe/name" or key.startswith("recipe/") is False and
+                   any(len({repr(r.identity.get(key)) for r in group}) > 1 for group in recipes.values())}
     modal = {key: Counter(repr(r.identity.get(key)) for r in runs if key in r.identity).most_common(1)[0][0]
              for key in varying}
     for run in runs:

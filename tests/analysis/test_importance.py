@@ -29,18 +29,21 @@ def test_gradient_importance_closed_form_noenc_linear_decoder():
     w = model.output.weight[0].detach()
     p1 = probs[:, 1]
     expected = 2 * (p1 * (1 - p1))[:, None] * alpha * (e @ w).abs()
-    got = gradient_importance(model, batch, normalise=False)
+    got = gradient_importance(model, batch, normalise=False, classes="sum")
     torch.testing.assert_close(got, expected * batch["mask"])
+    # the predicted class alone: half of it for two classes (|∇ŷ₀| = |∇ŷ₁|), the same once normalised
+    torch.testing.assert_close(gradient_importance(model, batch, normalise=False), got / 2)
     normalised = gradient_importance(model, batch)
     torch.testing.assert_close(normalised.sum(1), torch.ones(len(SEQS), dtype=torch.double))
     # with the attention not detached the gradient differs (α depends on e through the scores)
-    assert not torch.allclose(gradient_importance(model, batch, detach_attention=False, normalise=False), got)
+    assert not torch.allclose(gradient_importance(model, batch, detach_attention=False, normalise=False,
+                                                  classes="sum"), got)
 
 
-def test_gradient_importance_multiclass_sums_over_outputs():
+def test_gradient_importance_multiclass_sums_over_outputs_when_asked():
     model = tiny_model(partial(encoders.RNNEncoder, hidden_size=4), num_classes=3, double=True)
     batch = token_batch(SEQS[:2])
-    got = gradient_importance(model, batch, normalise=False)
+    got = gradient_importance(model, batch, normalise=False, classes="sum")
     expected = torch.zeros_like(got)
     for c in range(3):
         emb = model.embed(batch).detach().requires_grad_(True)

@@ -15,6 +15,7 @@ from attn_study.analysis.measures import jsd, tvd
 from attn_study.analysis.permutation import permutation_tvd, permute_among_real
 from attn_study.analyze import analyze
 from attn_study.errors import UserError
+from attn_study.models import encoders
 from attn_study.run import train_and_test
 from tests.helpers import TINY, tiny_model, token_batch
 
@@ -140,3 +141,91 @@ def test_battery_runs_unchanged_on_a_pair_task(make_cfg, tmp_path):
     for key in ("jw/tau_grad/mean", "jw/tau_loo/mean", "jw/perm/median_tvd/mean", "jw/adv/emax_jsd/mean"):
         assert key in summary
     assert summary["jw/adv/epsilon"] == 0.05  # QA: the paper's epsilon
+
+
+# ------------------------------------------------------------------------------------------------
+# the adversary's objective and selection: the paper's reading and the authors' code
+# ------------------------------------------------------------------------------------------------
+
+def js(p, q) -> float:
+    """JSD (natural log) by scipy: jensenshannon is its square root."""
+    from scipy.spatial.distance import jensenshannon
+
+    return float(jensenshannon(p, q)) ** 2
+
+
+def test_adversary_objective_by_hand():
+    from attn_study.analysis.adversarial import adversary_objective
+
+    alpha = torch.tensor([[0.5, 0.3, 0.2]], dtype=torch.float64)
+    adv = torch.tensor([[[0.1, 0.1, 0.8], [0.6, 0.3, 0.1], [0.2, 0.7, 0.1]]], dtype=torch.float64)
+    change = torch.tensor([[0.004, 0.03, 0.02]], dtype=torch.float64)
+    lam, eps = 500.0, 0.01
+    a = [list(map(float, x)) for x in adv[0]]
+    to_alpha = sum(js(x, alpha[0].tolist()) for x in a)
+    pairs = js(a[0], a[1]) + js(a[0], a[2]) + js(a[1], a[2])
+    excess = 0.0 + 0.02 + 0.01  # max(0, change - eps)
+    paper = to_alpha + pairs / (3 * 2) - (lam / 3) * excess
+    authors = to_alpha + 2 * pairs / 9 - lam * excess  # λ per adversary; Σ over ordered pairs / K²
+    got = adversary_objective(adv, alpha, change, lam, eps)
+    assert float(got) == pytest.approx(paper, rel=1e-9)
+    got = adversary_objective(adv, alpha, change, lam, eps, lam_per_adversary=True, diversity="k_squared")
+    assert float(got) == pytest.approx(authors, rel=1e-9)
+
+
+def test_multiclass_output_change_is_l1_in_the_authors_code():
+    from attn_study.analysis.adversarial import output_change
+
+    probs = torch.tensor([[0.6, 0.3, 0.1]])
+    out = torch.tensor([[[0.5, 0.3, 0.2]]])
+    assert float(output_change(out, probs)) == pytest.approx(0.1)        # TVD
+    assert float(output_change(out, probs, "l1")) == pytest.approx(0.2)  # Σ|p - q|: 0.01 in the ReLU = TVD 0.005
+
+
+def test_the_authors_selection_includes_the_original_attention_and_thresholds_the_mean_difference():
+    from attn_study.analysis.adversarial import authors_emax_jsd
+
+    alpha = torch.tensor([[0.0, 0.5, 0.5, 0.0]])  # with boundary tokens at both ends
+    token_mask = torch.tensor([[False, True, True, False]])
+    adv = torch.tensor([[[0.1, 0.8, 0.05, 0.05], [0.25, 0.25, 0.25, 0.25]]])
+    change = torch.tensor([[0.07, 0.2]])  # 3 classes: mean |Δ| = 2·TVD/3 = 0.047 (in) and 0.133 (out)
+    best, which, n_ok = authors_emax_jsd(adv, alpha, change, num_classes=3, token_mask=token_mask, threshold=0.05)
+    inner = [0.8 / 0.85, 0.05 / 0.85]
+    assert float(best) == pytest.approx(js(inner, [0.5, 0.5]), rel=1e-5) and int(which) == 0 and int(n_ok) == 1
+    best, which, n_ok = authors_emax_jsd(adv, alpha, change + 0.5, 3, token_mask, 0.05)
+    assert float(best) == 0.0 and int(which) == -1 and int(n_ok) == 0  # only the original: 0, never missing
+    paper, _, _ = epsilon_max_jsd(change, jsd(adv, alpha[:, None, :]), 0.05)
+    assert float(paper) == 0.0  # the paper's rule: TVD 0.07 > ε = 0.05
+
+
+def test_the_penalty_keeps_the_output_where_it_was():
+    """On a decoder that depends on attention, adversaries optimised with the output penalty change the
+    output less than adversaries optimised without it (λ = 0) — for both readings of the objective."""
+    model = tiny_model(encoders.NoEncoder, num_classes=3, seed=1)
+    with torch.no_grad():
+        model.output.weight.mul_(8.0)
+    batch = token_batch(SEQS)
+    enc, alpha, probs = predict(model, batch)
+    for options in ({}, {"lam_per_adversary": True, "diversity": "k_squared", "output_distance": "l1"}):
+        kept = adversarial_attention(model, enc, alpha, probs, k=3, steps=150, lr=0.05, lam=500.0, epsilon=0.01,
+                                     generator=torch.Generator().manual_seed(0), **options)[1]
+        free = adversarial_attention(model, enc, alpha, probs, k=3, steps=150, lr=0.05, lam=0.0, epsilon=0.01,
+                                     generator=torch.Generator().manual_seed(0), **options)[1]
+        assert kept.mean() < free.mean() and free.mean() > 0.05, options
+
+
+def test_predicted_class_gradient_equals_per_instance_autograd():
+    from attn_study.analysis.importance import gradient_importance
+
+    model = tiny_model(num_classes=3, seed=2)
+    batch = token_batch(SEQS)
+    got = gradient_importance(model, batch, normalise=False)
+    for r, seq in enumerate(SEQS):
+        single = token_batch([seq])
+        emb = model.embed(single).detach().requires_grad_(True)
+        enc = model.encode(single, embedded=emb)
+        probs = model.probabilities(model.decode(enc, model.attend(enc).detach()))
+        (grad,) = torch.autograd.grad(probs[0].max(), emb)
+        torch.testing.assert_close(got[r, :len(seq)], (grad[0] * emb[0]).sum(-1).abs(), rtol=1e-5, atol=1e-7)
+    summed = gradient_importance(model, batch, normalise=False, classes="sum")
+    assert not torch.allclose(summed, got)  # three classes: the sum is another importance

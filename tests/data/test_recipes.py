@@ -1,0 +1,178 @@
+"""The papers' own pipelines (``recipe=jain_wallace``, ``recipe=serrano_smith``): their cleaning, boundary
+tokens, document-frequency vocabulary, bounds and splits, on fixtures in the canonical formats, and the
+real SST's Table 1 counts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from omegaconf import OmegaConf
+
+from attn_study.build import build_datamodule
+from attn_study.data.example import RawExample
+from attn_study.data.processed import Preprocessing, build
+from attn_study.data.text import EOS, SOS, Vocab
+from attn_study.data.twenty_news import TwentyNewsSource
+from attn_study.data.twenty_news import jain_wallace_split as news_split
+from attn_study.errors import UserError
+from attn_study.run import train_and_test
+from tests.data.canonical_files import write_news_tree
+from tests.helpers import compose_config, shared_data
+
+
+class ListSource:
+    name, num_classes, label_names = "toy", 2, ["neg", "pos"]
+
+    def __init__(self, texts: dict[str, list[tuple[str, int]]]):
+        self.texts = texts
+
+    def fingerprint(self):
+        return {"texts": self.texts}
+
+    def load(self):
+        return {split: [RawExample(uid=f"{split}-{i}", text=t, label=y) for i, (t, y) in enumerate(rows)]
+                for split, rows in self.texts.items()}
+
+
+def recipe_config(*overrides):
+    return compose_config("recipe=jain_wallace", *overrides)
+
+
+def test_the_recipe_composes_the_authors_settings_and_each_is_its_own_option():
+    cfg = recipe_config("dataset=sst")
+    p = cfg.dataset.preprocessing
+    assert (p.clean, p.digits, p.vocab_count, p.boundary_tokens, p.min_length, p.drop_longest) == \
+        ("remove_non_word", "keep", "documents", True, 6, True)
+    assert cfg.model.class_weights == "pos_weight" and cfg.callbacks.model_checkpoint.monitor == "val/auroc"
+    assert cfg.training.select_from_epoch == 1
+    jw = cfg.analysis.jain_wallace
+    assert (jw.lam_per_adversary, jw.diversity, jw.multiclass_output_distance, jw.selection, jw.epsilon,
+            jw.select_epsilon) == (True, "k_squared", "l1", "authors", 0.01, 0.05)
+    assert recipe_config("dataset=babi1").model.class_weights is None  # QA: no class-balanced weight
+    imdb = recipe_config("dataset=imdb").dataset
+    assert (imdb.source.split, imdb.source.split_seed, imdb.preprocessing.clean, imdb.preprocessing.min_count) == \
+        ("jain_wallace", 1378, "keras", 10)
+    assert recipe_config("dataset=sst", "dataset.preprocessing.boundary_tokens=false").dataset.preprocessing.boundary_tokens \
+        is False
+    default = compose_config("dataset=sst")  # without a recipe nothing of it applies
+    assert (default.dataset.preprocessing.boundary_tokens, default.model.class_weights) == (False, None)
+    assert default.analysis.jain_wallace.selection == "paper"
+
+
+def test_sst_cleaning_leaves_no_punctuation_and_wraps_every_sequence_in_boundary_tokens():
+    texts = {"train": [("It 's a good ( really ) film , 2/3 of it .", 1), ("A bad -- dull -- film !", 0)],
+             "dev": [("Good , good .", 1), ("Bad ... bad", 0)], "test": [("Fine film , 1990s style .", 1), ("Dull .", 0)]}
+    prep = Preprocessing(clean="remove_non_word", digits="keep", boundary_tokens=True)
+    data = build(ListSource(texts), prep)
+    for split in ("train", "dev", "test"):
+        for ids in data.splits[split].ids:
+            tokens = data.vocab.decode(ids.tolist())
+            assert tokens[0] == SOS and tokens[-1] == EOS and SOS not in tokens[1:-1] and EOS not in tokens[1:-1]
+            assert all(t.isalnum() or t == "<unk>" for t in tokens[1:-1]), tokens
+    assert data.vocab.decode(data.splits["test"].ids[0].tolist()) == [SOS, "<unk>", "film", "<unk>", "<unk>", EOS]
+    assert "1990s" not in data.vocab.itos and "qqq" not in data.vocab.itos  # digits kept as they are (no qqq)
+
+
+def test_document_frequency_differs_from_a_total_count():
+    docs = [["rare", "rare", "rare"], ["common"], ["common"], ["common", "x"]]
+    assert "rare" in Vocab.build(docs, min_count=2).itos and "rare" not in Vocab.build(docs, min_count=2, documents=True).itos
+    assert "common" in Vocab.build(docs, min_count=2, documents=True).itos
+
+
+def test_strict_bounds_keep_the_lengths_between_them_only():
+    """J&W keep n > 5 (SST, min_length 6) and n < 400 (IMDB, max_length 399): 6 and 399 stay, 5 and 400 go."""
+    texts = {split: [(" ".join(["w"] * n), n % 2) for n in (5, 6, 399, 400)] for split in ("train", "dev", "test")}
+    data = build(ListSource(texts), Preprocessing(min_length=6, max_length=399))
+    assert sorted(len(ids) for ids in data.splits["test"].ids) == [6, 399]
+    assert data.splits["test"].lengths.tolist() != [] and build(ListSource(texts), Preprocessing(
+        min_length=6, max_length=399, boundary_tokens=True)).splits["test"].lengths.tolist() == [8, 401]  # + <sos> <eos>
+    longest = build(ListSource(texts), Preprocessing(min_length=6, drop_longest=True))
+    assert sorted(len(ids) for ids in longest.splits["test"].ids) == [6, 399]  # 400, each split's longest, dropped
+
+
+def test_twenty_news_recipe_split_is_stratified_seeded_and_80_20(tmp_path):
+    posts = [RawExample(uid=f"p{i}", text=f"post {i}", label=int(i % 5 == 0)) for i in range(500)]
+    split = news_split(posts, 13478)
+    assert {k: len(v) for k, v in split.items()} == {"train": 320, "dev": 80, "test": 100}
+    for name, part in split.items():
+        share = np.mean([p.label for p in part])
+        assert share == pytest.approx(0.2, abs=0.02), name  # stratified
+    assert news_split(posts, 13478) == split and news_split(posts, 1) != split
+    source = TwentyNewsSource(str(write_news_tree(tmp_path / "news")), split="jain_wallace", split_seed=13478)
+    loaded = source.load()
+    bydate = TwentyNewsSource(str(tmp_path / "news"), dev_size=4).load()
+    empty = sum(not e.text.strip() for v in bydate.values() for e in v)
+    assert empty == 1  # post 207 is all header
+    # the two bydate halves pooled; only the empty post dropped, as theirs drops empty texts
+    assert sum(len(v) for v in loaded.values()) == sum(len(v) for v in bydate.values()) - empty
+    with pytest.raises(UserError, match="dataset.source.split"):
+        TwentyNewsSource(str(tmp_path / "news"), split="random")
+
+
+def test_ag_news_recipe_dev_is_fifteen_percent_of_train_with_their_seed():
+    cfg = recipe_config("dataset=ag_news").dataset.source
+    assert (cfg.dev_size, cfg.split_seed) == (9000, 16377)  # 15 % of the 60,000 World + Business articles
+
+
+def test_imdb_recipe_split_proportions_and_filter():
+    from attn_study.data.imdb import jain_wallace_split
+
+    long = " ".join(["word"] * 400)
+    train = [RawExample(uid=f"tr{i}", text=long if i % 10 == 0 else f"review {i}", label=i % 2) for i in range(200)]
+    test = [RawExample(uid=f"te{i}", text=long if i % 10 == 0 else f"review {i}", label=i % 2) for i in range(200)]
+    split = jain_wallace_split(train, test, 1378)
+    assert {k: len(v) for k, v in split.items()} == {"train": 144, "dev": 36, "test": 36}  # 180 short: 80/20; 20 %
+    assert all("word word" not in e.text for part in split.values() for e in part)
+    assert jain_wallace_split(train, test, 1378) == split
+
+
+@pytest.mark.slow
+def test_sst_recipe_gives_the_papers_table_1_counts(tmp_path):
+    path = shared_data("sst", "trainDevTestTrees_PTB")
+    data = build_datamodule(recipe_config("dataset=sst", f"dataset.path={path}", f"paths.cache_dir={tmp_path}"))
+    data.setup()
+    assert (len(data.split("train")), len(data.split("test"))) == (6355, 1725)
+
+
+def test_boundary_tokens_never_reach_a_statistic_heatmap_or_parquet_column(tmp_path):
+    """A J&W run on the synthetic task under the recipe's settings: the model sees <sos>/<eos>; lengths,
+    correlations, heatmaps and the per-instance table count the text's tokens only."""
+    cfg = compose_config("trainer=debug", "logger=none", "dataset.source.n_train=96", "dataset.source.n_dev=32",
+                         "dataset.source.n_test=32", "model.network.embedding_dim=16", "encoder.hidden_size=8",
+                         "dataset.preprocessing.boundary_tokens=true", "analysis.jain_wallace.steps=5",
+                         "analysis.jain_wallace.permutations=4", "analysis.jain_wallace.heatmaps=4",
+                         "analysis.jain_wallace.selection=authors", "analysis.jain_wallace.select_epsilon=0.05",
+                         "model.class_weights=pos_weight", "callbacks.model_checkpoint.monitor=val/auroc")
+    run = tmp_path / "run"
+    train_and_test(cfg, run)
+    frame = pd.read_parquet(run / "analysis" / "jain_wallace" / "instances.parquet")
+    from attn_study.data.synthetic import SyntheticSource
+
+    plain = build(SyntheticSource(**{k: v for k, v in OmegaConf.to_container(cfg.dataset.source, resolve=True).items()
+                                     if k != "_target_"}), Preprocessing())
+    assert frame["length"].tolist() == [len(plain.splits["test"].ids[i]) for i in frame["index"]]
+    page = (run / "analysis" / "jain_wallace" / "heatmaps.html").read_text()
+    assert SOS not in page and EOS not in page and "&lt;sos&gt;" not in page
+    assert frame["tau_grad"].notna().any() and frame["adv_emax_jsd"].ge(0).all()
+
+
+def test_serrano_smith_recipe_has_the_appendix_row_of_every_model():
+    table = {("yelp", "han", "noenc"): (0.7, 0.1, 0.7, 0.0001, 10, 58.6),
+             ("imdb_rating", "flat", "conv"): (0.4445, None, 0.3457, 0.0004, 5, 48.2),
+             ("yahoo", "han", "gru"): (0.4445, 0.2202, 0.3749, 0.0004, 5, 74.6),
+             ("amazon", "flat", "noenc"): (0.6, None, 0.4, 0.0002, 10, 50.2)}
+    for (dataset, model, encoder), (word, sentence, dropout, lr, patience, accuracy) in table.items():
+        cfg = compose_config("recipe=serrano_smith", f"dataset={dataset}", f"model={model}", f"encoder={encoder}")
+        net = cfg.model.network
+        assert (net.word_dropout, net.get("sentence_dropout"), net.dropout, cfg.model.optimizer.lr,
+                cfg.callbacks.early_stopping.patience, cfg.recipe.row.paper_accuracy) == \
+            (word, sentence, dropout, lr, patience, accuracy), (dataset, model, encoder)
+        assert cfg.trainer.max_epochs == -1 and list(cfg.analysis) == ["serrano_smith"]
+    rows = sum(len(e) for m in compose_config("recipe=serrano_smith").recipe.table.values() for e in m.values())
+    assert rows == 24  # 4 datasets × {HAN, FLAN} × {rnn, conv, noenc}
+
+
+def test_a_model_outside_the_serrano_smith_table_is_refused_in_one_line(tmp_path):
+    with pytest.raises(UserError, match="recipe=serrano_smith has no settings for dataset=synthetic"):
+        train_and_test(compose_config("recipe=serrano_smith", "trainer=debug", "logger=none"), tmp_path / "run")
