@@ -26,5 +26,3 @@ test: setup
 test-slow: setup
 	$(BIN)/python -m pytest -m slow $(ARGS)
 
-bench: setup
-	$(BIN)/pip install --disable-pip-version-check -q -c constraints.txt captum

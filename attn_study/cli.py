@@ -81,8 +81,27 @@ def train_main(cfg: DictConfig) -> float | None:
     return summary.get("test/acc") if summary else None
 
 
+def unquoted_path_error(argv: list[str], options: tuple[str, ...]) -> str | None:
+    """The one-line error for a path option whose value Hydra would misparse: a sweep's job directory
+    (``dataset=sst,seed=13``) holds ``=`` and ``,`` and must be quoted."""
+    for arg in argv:
+        name, sep, value = arg.partition("=")
+        if sep and name.lstrip("+~") in options and value[:1] not in "'\"" and ("=" in value or "," in value):
+            return (f"{name}={value}: quote a path holding '=' or ',' for Hydra: \"{name}='{value}'\"")
+    return None
+
+
+def analyze_main() -> None:
+    """``attn-study-analyze``: refuse an unquoted sweep-job path in one line, then run Hydra."""
+    error = unquoted_path_error(sys.argv[1:], ("ckpt_path",))
+    if error:
+        print(f"attn-study-analyze: error: {error}", file=sys.stderr)
+        sys.exit(2)
+    _analyze()
+
+
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="analyze")
-def analyze_main(cfg: DictConfig) -> None:
+def _analyze(cfg: DictConfig) -> None:
     """Run an analysis on a saved checkpoint (``attn-study-analyze ckpt_path=... analysis=...``)."""
     from attn_study.analyze import analyze
 

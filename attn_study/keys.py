@@ -4,7 +4,9 @@ A key is a ``/``-joined path ``<namespace>/<statistic>/…/<stat>``:
 
 - ``train/``, ``val/``, ``test/``, ``data/``, ``run/``: training, model selection and the run itself;
 - one namespace per test family (:data:`FAMILIES`): ``jw/`` Jain & Wallace, ``ss/`` Serrano & Smith,
-  ``sp/`` sparsity (Meister et al.), ``sc/`` combinatorial shortcuts (Bai et al.);
+  ``sp/`` sparsity (Meister et al.), ``sc/`` combinatorial shortcuts (Bai et al.), ``ff/`` faithfulness
+  (ERASER metrics);
+- a mean comes with its 95 % bootstrap interval: ``…/mean``, ``…/ci_low``, ``…/ci_high``;
 - per predicted class, ``class_<k>`` comes before the last part: ``jw/tau_grad/class_1/mean``;
 - a family's statistics tracked during training are its keys under ``val/``: ``val/jw/tau_grad/mean``.
 
@@ -18,7 +20,7 @@ import re
 from collections.abc import Iterable
 
 #: test family (config name, folder ``analysis/<family>/``) → key namespace
-FAMILIES = {"jain_wallace": "jw", "serrano_smith": "ss", "sparsity": "sp", "shortcuts": "sc"}
+FAMILIES = {"jain_wallace": "jw", "serrano_smith": "ss", "sparsity": "sp", "shortcuts": "sc", "faithfulness": "ff"}
 #: files of ``analysis/<family>/``: per-instance rows, the summary, and what was tracked while training
 INSTANCES, SUMMARY = "instances.parquet", "summary.json"
 EPOCHS_CSV, EPOCHS_PARQUET, EPOCHS_FIGURE = "epochs.csv", "epochs.parquet", "epochs.png"
@@ -169,6 +171,37 @@ def sc(*parts) -> str:
 
 
 # ------------------------------------------------------------------------------------------------
+# Faithfulness, ERASER metrics (ff/)
+# ------------------------------------------------------------------------------------------------
+
+FF = FAMILIES["faithfulness"]
+#: importance methods: name → how it scores token t for the predicted class ŷ (p: its probability)
+FF_METHODS = {
+    "attention": "α_t, the model's attention",
+    "gradient": "|∂p/∂e_t · e_t|, attention detached (Jain & Wallace)",
+    "grad_norm": "‖∂p/∂e_t‖₂, through the attention (Meister et al. Eq. 4)",
+    "input_x_gradient": "Σ_d e_td ∂p/∂e_td, signed, through the attention (Captum InputXGradient)",
+    "integrated_gradients": "IG of p w.r.t. e_t summed over d, zero-embedding baseline, signed, through the "
+                            "attention (Captum IntegratedGradients)",
+    "loo": "p(ŷ|x) − p(ŷ|x₋ₜ), token deleted, signed",
+    "random": "a uniformly random ranking (the floor)",
+}
+#: the per-method measures of the report: key path → header
+FF_MEASURES = {"comprehensiveness/aopc": "comprehensiveness AOPC ↑", "sufficiency/aopc": "sufficiency AOPC ↓",
+               "auprc": "AUPRC vs truth ↑", "precision_at_truth": "precision@|truth| ↑"}
+
+
+def ff(*parts) -> str:
+    """``ff('loo', 'comprehensiveness', 'aopc', 'mean')`` → ``ff/loo/comprehensiveness/aopc/mean``."""
+    return key(FF, *parts)
+
+
+def ff_fraction(fraction: float) -> str:
+    """The key part of a rationale size: 0.05 → ``k5`` (percent of the length), 0.025 → ``k2.5``."""
+    return f"k{round(float(fraction) * 100, 6):g}"
+
+
+# ------------------------------------------------------------------------------------------------
 # statistics drawn against the epoch when tracked during training (analysis/<family>/epochs.png, report)
 # ------------------------------------------------------------------------------------------------
 
@@ -182,4 +215,7 @@ TRACKED = {
                  sp("tau", "attn_g_intermediate", "mean"), sp("support", "frac", "mean")),
     "shortcuts": (sc("accuracy"), sc("mask_only", "accuracy"), sc("markers", "mass", "mean"),
                   sc("markers", "selected_frac")),
+    "faithfulness": (ff("attention", "comprehensiveness", "aopc", "mean"), ff("loo", "comprehensiveness", "aopc", "mean"),
+                     ff("attention", "sufficiency", "aopc", "mean"), ff("attention", "auprc", "mean"),
+                     ff("gradient", "auprc", "mean")),
 }

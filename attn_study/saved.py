@@ -39,6 +39,8 @@ def load_state(module, ckpt: Path) -> None:
         state = torch.load(ckpt, map_location="cpu", weights_only=False)["state_dict"]
     except Exception as err:  # truncated or not a checkpoint
         raise UserError(f"{ckpt}: not a readable checkpoint ({type(err).__name__}); train the run again") from None
+    for name in getattr(module, "non_persistent_keys", set)():
+        state.pop(name, None)
     module.load_state_dict(state)
 
 

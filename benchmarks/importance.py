@@ -9,7 +9,7 @@ On one trained run (a directory made by ``attn-study``) and the same instances, 
 check the values agree (max absolute difference ≤ --tolerance), and print the speed ratios.
 
     python benchmarks/importance.py --run outputs/runs/<run> --max-instances 500 --min-length 2
-Needs ``pip install captum`` (``make bench`` installs it).
+Captum is one of the dependencies (the faithfulness analysis uses it).
 """
 
 from __future__ import annotations

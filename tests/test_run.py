@@ -121,6 +121,10 @@ def test_user_mistakes_of_the_command_line_get_one_line(tmp_path):
         ([sys.executable, "-c", "from attn_study.cli import analyze_main; analyze_main()"], "ckpt_path is required"),
         ([sys.executable, "-c", "from attn_study.cli import analyze_main; analyze_main()", f"ckpt_path={tmp_path}"],
          "no checkpoint"),
+        ([sys.executable, "-c", "from attn_study.cli import analyze_main; analyze_main()",
+          f"ckpt_path={tmp_path}/encoder=lstm,seed=13"], "quote a path"),
+        ([sys.executable, "-c", "from attn_study.cli import analyze_main; analyze_main()",
+          f"ckpt_path='{tmp_path}/encoder=lstm,seed=13'"], "no checkpoint"),  # quoted: Hydra reads it whole
     ]
     for args, says in cases:
         proc = subprocess.run(args, capture_output=True, text=True, cwd=REPO, env=env)

@@ -160,15 +160,62 @@ def _deletion_index(batch: dict):
     return inst, pos, src
 
 
-def _sub_batch(batch: dict, inst: torch.Tensor, pos: torch.Tensor, src: torch.Tensor) -> dict:
-    """The deleted sequences (inst[n] without token pos[n]) as a batch, other fields per instance."""
-    lengths = batch["lengths"][inst] - 1
-    width = int(lengths.max())
+#: batch fields aligned with the text's tokens (B, T): they move with the tokens when some are removed
+TEXT_FIELDS = ("ids", "mask", "token_mask", "rationale", "markers")
+
+
+def kept_sub_batch(batch: dict, inst: torch.Tensor, keep: torch.Tensor) -> dict:
+    """Row n: instance ``inst[n]`` with only its tokens where ``keep[n]`` (N, T) is True, in their order
+    (the sequence gets shorter; the other fields, e.g. a question, are the instance's own)."""
+    lengths = keep.sum(1)
+    width = max(int(lengths.max()), 1)
+    # kept positions first, in order (a stable sort of "not kept")
+    src = torch.sort((~keep).to(torch.int8), dim=1, stable=True).indices[:, :width]
     mask = torch.arange(width, device=inst.device)[None, :] < lengths[:, None]
-    ids = batch["ids"][inst[:, None], src[pos, :width]] * mask
-    sub = {k: v[inst] for k, v in batch.items() if torch.is_tensor(v) and v.shape[:1] == batch["ids"].shape[:1]}
-    sub.update(ids=ids, lengths=lengths, mask=mask)
+    n_batch = batch["ids"].shape[0]
+    sub = {k: v[inst] for k, v in batch.items() if torch.is_tensor(v) and v.shape[:1] == (n_batch,)}
+    for name in TEXT_FIELDS:
+        if name in batch:
+            sub[name] = batch[name][inst[:, None], src] * mask
+    sub.update(lengths=lengths, mask=mask)
     return sub
+
+
+def _sub_batch(batch: dict, inst: torch.Tensor, pos: torch.Tensor) -> dict:
+    """The deleted sequences (inst[n] without token pos[n]) as a batch, other fields per instance."""
+    keep = batch["mask"][inst].clone()
+    keep[torch.arange(len(inst), device=inst.device), pos] = False
+    return kept_sub_batch(batch, inst, keep)
+
+
+@torch.no_grad()
+def kept_probabilities(model, batch: dict, inst: torch.Tensor, keep: torch.Tensor, chunk_size: int = 512):
+    """ŷ (N, C) of instance ``inst[n]`` with only its tokens where ``keep[n]`` is True (the rest
+    deleted, the whole model re-run), as batched calls of at most ``chunk_size`` sequences of similar
+    length. Context-free encoders (``average``, ``noenc``) re-use the states: deleting tokens only
+    removes their scores from the attention. Rows keeping no token are NaN."""
+    out = None
+    lengths = keep.sum(1)
+    rows = (lengths > 0).nonzero(as_tuple=True)[0]
+    rows = rows[torch.argsort(lengths[rows], stable=True)]  # similar lengths share a call: less padding
+    context_free = (hasattr(model, "scorer") and hasattr(model, "projection")
+                    and getattr(getattr(model, "encoder", None), "context_free", False))
+    if context_free:
+        enc = model.encode(batch)
+        scores = model.scorer(enc.hidden, enc.query)
+    for s in range(0, len(rows), chunk_size):
+        r = rows[s:s + chunk_size]
+        if context_free:
+            i = inst[r]
+            probs = _output_from_states(model, enc, i, enc.hidden[i], scores[i], keep[r] & enc.mask[i])
+        else:
+            probs = model.probabilities(model(kept_sub_batch(batch, inst[r], keep[r]))[0])
+        if out is None:
+            out = torch.full((len(inst), probs.shape[1]), float("nan"), device=probs.device, dtype=probs.dtype)
+        out[r] = probs
+    if out is None:  # no row keeps a token
+        out = torch.full((len(inst), int(model.num_classes)), float("nan"), device=keep.device)
+    return out
 
 
 @torch.no_grad()
@@ -193,7 +240,7 @@ def deletion_probabilities(model, batch: dict, chunk_size: int = 512):
         deleted = _loo_convolution(model, batch, inst, pos, src, chunk_size)
     else:
         deleted = torch.cat([
-            model.probabilities(model(_sub_batch(batch, inst[s:s + chunk_size], pos[s:s + chunk_size], src))[0])
+            model.probabilities(model(_sub_batch(batch, inst[s:s + chunk_size], pos[s:s + chunk_size]))[0])
             for s in range(0, len(inst), chunk_size)
         ])
     return inst, pos, deleted

@@ -24,7 +24,7 @@ from attn_study.analysis.callback import AnalysisCallback, Measured
 from attn_study.analysis.figures.heatmaps import attention_heatmaps_html
 from attn_study.analysis.figures.jain_wallace import jain_wallace_figures
 from attn_study.analysis.importance import gradient_importance, leave_one_out, predict, token_mask
-from attn_study.analysis.measures import entropy, kendall_tau_b, summarise
+from attn_study.analysis.measures import MEAN_STATS, entropy, kendall_tau_b, summarise
 from attn_study.analysis.permutation import permutation_tvd
 from attn_study.errors import UserError
 from attn_study.keys import CORRELATIONS
@@ -174,13 +174,14 @@ class JainWallace(AnalysisCallback):
                 diffs = {"diff/grad_loo_minus_attn_loo": g.tau_grad_loo - g.tau_loo,  # Fig. 3
                          "diff/grad_loo_minus_attn_grad": g.tau_grad_loo - g.tau_grad}  # Fig. 4
                 for name, values in diffs.items():
-                    out[keys.jw(name, "mean", cls)] = summarise(values.to_numpy())["mean"]
+                    stats = summarise(values.to_numpy())
+                    out.update({keys.jw(name, k, cls): stats[k] for k in MEAN_STATS})
             if "permutation" in tests:
                 stats = summarise(g.perm_median_tvd.to_numpy())
-                out.update({keys.jw("perm/median_tvd", k, cls): stats[k] for k in ("mean", "median", "std")})
+                out.update({keys.jw("perm/median_tvd", k, cls): stats[k] for k in ("mean", "ci_low", "ci_high", "median", "std")})
             if "adversarial" in tests:
                 stats = summarise(g.adv_emax_jsd.to_numpy())
-                out.update({keys.jw("adv/emax_jsd", k, cls): stats[k] for k in ("mean", "median", "std")})
+                out.update({keys.jw("adv/emax_jsd", k, cls): stats[k] for k in ("mean", "ci_low", "ci_high", "median", "std")})
                 out[keys.jw("adv/emax_jsd", "frac_above_0.5", cls)] = float((g.adv_emax_jsd > 0.5).mean())
                 out[keys.jw("adv", "none_feasible_frac", cls)] = float((g.adv_feasible == 0).mean())
         out.update({keys.jw("seconds", k): v for k, v in measured.seconds.items()})

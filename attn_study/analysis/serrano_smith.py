@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from scipy import stats
 from tqdm.auto import tqdm
 
 from attn_study import keys
@@ -175,7 +176,7 @@ class SerranoSmith(AnalysisCallback):
             delta = kept["delta_js"].to_numpy(float)
             out[keys.key(keys.SS, "single", "neg_delta_js_frac")] = float(np.mean(delta < 0)) if len(kept) else nan
             stats = summarise(delta)
-            out.update({keys.key(keys.SS, "single", "delta_js", k): stats[k] for k in ("mean", "median")})
+            out.update({keys.key(keys.SS, "single", "delta_js", k): stats[k] for k in ("mean", "ci_low", "ci_high", "median")})
         if "multi" in tests:
             out[keys.key(keys.SS, "multi", "excluded")] = int((~included).sum())
             out[keys.key(keys.SS, "multi", "n")] = len(kept)
@@ -186,7 +187,7 @@ class SerranoSmith(AnalysisCallback):
                 out[keys.ss_multi(name, "never_flip_frac")] = float(never.mean()) if len(kept) else nan
                 for what, column in (("removed", "removed"), ("frac_removed", "frac"), ("mass_removed", "mass")):
                     stats = summarise(kept[f"{name}_{column}"].to_numpy(float))
-                    out.update({keys.ss_multi(name, what, k): stats[k] for k in ("median", "mean")})
+                    out.update({keys.ss_multi(name, what, k): stats[k] for k in ("median", "mean", "ci_low", "ci_high")})
             if "attention" in self.rankings:
                 for stem, name in PAIRED.items():
                     if name in self.rankings:
@@ -200,8 +201,9 @@ class SerranoSmith(AnalysisCallback):
 
 def paired_comparison(challenger, attention, stem: str) -> dict:
     """Among the instances that flip under both rankings: the fraction where ``challenger`` flips
-    strictly sooner than attention, vice versa, ties, and the ratio of the first two counts (inf
-    when attention is never faster but the challenger sometimes is; NaN when neither ever is)."""
+    strictly sooner than attention, vice versa, ties, the ratio of the first two counts (inf when
+    attention is never faster but the challenger sometimes is; NaN when neither ever is), and the
+    two-sided sign test's p-value of the first two counts (ties left out)."""
     a = np.asarray(challenger, dtype=float)
     b = np.asarray(attention, dtype=float)
     both = ~np.isnan(a) & ~np.isnan(b)
@@ -211,8 +213,11 @@ def paired_comparison(challenger, attention, stem: str) -> dict:
     nan = float("nan")
     ratio = faster / slower if slower else (math.inf if faster else nan)
     multi = keys.key(keys.SS, "multi")
+    # the paired sign test: among the instances where one ranking flips sooner, is either sooner more often?
+    sign_p = stats.binomtest(faster, faster + slower, 0.5).pvalue if faster + slower else nan
     return {f"{multi}/{stem}_faster_than_attn": faster / n if n else nan,
             f"{multi}/attn_faster_than_{stem}": slower / n if n else nan,
             f"{multi}/{stem}_attn_ties": ties / n if n else nan,
             f"{multi}/{stem}_vs_attn_ratio": ratio,
+            f"{multi}/{stem}_vs_attn_sign_p": float(sign_p),
             f"{multi}/{stem}_vs_attn_n": n}

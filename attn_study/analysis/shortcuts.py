@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 
 from attn_study import keys, saved
 from attn_study.analysis.callback import AnalysisCallback, Measured
-from attn_study.analysis.importance import predict
+from attn_study.analysis.importance import kept_sub_batch, predict
 from attn_study.analysis.measures import summarise
 from attn_study.data.text import UNK_ID
 from attn_study.models.selector import hard_top_k
@@ -47,18 +47,6 @@ def neutral_predictions(model, batch: dict, alpha: torch.Tensor) -> torch.Tensor
         neutral = {**batch, "ids": torch.where(batch["mask"], torch.full_like(batch["ids"], UNK_ID), batch["ids"])}
         enc = model.encode(neutral)
     return model.probabilities(model.decode(enc, alpha))
-
-
-def kept_tokens(batch: dict, keep: torch.Tensor) -> dict:
-    """The batch with only the tokens where ``keep`` (B, T) is True, in their order (the rest deleted)."""
-    mask = batch["mask"] & keep
-    lengths = mask.sum(-1).clamp_min(1)
-    order = torch.sort((~mask).to(torch.uint8), dim=1, stable=True).indices
-    width = int(lengths.max())
-    new_mask = torch.arange(width, device=mask.device)[None, :] < lengths[:, None]
-    ids = batch["ids"].gather(1, order)[:, :width] * new_mask
-    return {**{k: v for k, v in batch.items() if k not in ("rationale", "markers")}, "ids": ids, "mask": new_mask,
-            "lengths": lengths}
 
 
 def choice_accuracy(choice: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
@@ -136,7 +124,9 @@ class Shortcuts(AnalysisCallback):
             if black_box is not None:
                 started = time.time()
                 full = black_box.probabilities(black_box(batch)[0]).argmax(-1)
-                alone = black_box.probabilities(black_box(kept_tokens(batch, chosen))[0]).argmax(-1)
+                every = torch.arange(len(chosen), device=chosen.device)
+                alone = black_box.probabilities(black_box(kept_sub_batch(batch, every, chosen & batch["mask"]))[0])
+                alone = alone.argmax(-1)
                 cols["posthoc_agree"] = (full == alone).double()
                 seconds["posthoc"] += time.time() - started
             values = {k: v.tolist() for k, v in cols.items()}
@@ -159,14 +149,14 @@ class Shortcuts(AnalysisCallback):
             out[keys.sc("mask_only", "above_chance")] = out[keys.sc("mask_only", "accuracy")] - chance
         if "marker_mass" in frame:
             stats = summarise(frame["marker_mass"].to_numpy(float))
-            out.update({keys.sc("markers", "mass", k): stats[k] for k in ("mean", "median", "std")})
+            out.update({keys.sc("markers", "mass", k): stats[k] for k in ("mean", "ci_low", "ci_high", "median", "std")})
             out[keys.sc("markers", "selected_frac")] = float(frame["marker_selected"].mean())
             accuracy, baseline = choice_accuracy(frame["top_marker"].to_numpy(), labels)
             out[keys.sc("markers", "choice_label_accuracy")] = accuracy
             out[keys.sc("markers", "choice_majority_baseline")] = baseline
         if "rationale_precision" in frame:
             stats = summarise(frame["rationale_precision"].to_numpy(float))
-            out.update({keys.sc("rationale", "precision", k): stats[k] for k in ("mean", "median")})
+            out.update({keys.sc("rationale", "precision", k): stats[k] for k in ("mean", "ci_low", "ci_high", "median")})
         if "posthoc_agree" in frame:
             out[keys.sc("posthoc", "accuracy")] = float(frame["posthoc_agree"].mean())
         out.update({keys.sc("seconds", k): v for k, v in measured.seconds.items()})

@@ -149,16 +149,16 @@ class Sparsity(AnalysisCallback):
         frame = measured.frame
         out = {keys.sp("n_instances"): len(frame)}
         stats = summarise(frame["support"].to_numpy(float))
-        out.update({keys.sp("support", "count", k): stats[k] for k in ("mean", "median")})
+        out.update({keys.sp("support", "count", k): stats[k] for k in ("mean", "ci_low", "ci_high", "median")})
         stats = summarise(frame["support_frac"].to_numpy(float))
-        out.update({keys.sp("support", "frac", k): stats[k] for k in ("mean", "std", "median")})
+        out.update({keys.sp("support", "frac", k): stats[k] for k in ("mean", "ci_low", "ci_high", "std", "median")})
         for name in SP_DISTRIBUTIONS:
             if f"entropy_{name}" in frame:
                 stats = summarise(frame[f"entropy_{name}"].to_numpy(float))
                 out.update({keys.sp("entropy", name, k): v for k, v in stats.items()})
         if "diag_share" in frame:
             stats = summarise(frame["diag_share"].to_numpy(float))
-            out.update({keys.sp("diag_share", k): stats[k] for k in ("mean", "std", "median")})
+            out.update({keys.sp("diag_share", k): stats[k] for k in ("mean", "ci_low", "ci_high", "std", "median")})
         for name in SP_CORRELATIONS:
             if f"tau_{name}" in frame:
                 stats = summarise(frame[f"tau_{name}"].to_numpy(float), frame[f"p_{name}"].to_numpy(float),

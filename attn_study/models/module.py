@@ -73,7 +73,9 @@ class AttentionModule(L.LightningModule):
         if instance_weighting and class_prior is None:
             raise ValueError("instance weighting needs the class prior of the training split")
         self.register_buffer("class_weights", torch.tensor(class_weights, dtype=torch.float) if class_weights else None)
-        self.register_buffer("class_prior", torch.tensor(class_prior, dtype=torch.float) if class_prior else None)
+        # recomputed from the training split on every build: not part of the checkpoint (older ones lack it)
+        self.register_buffer("class_prior", torch.tensor(class_prior, dtype=torch.float) if class_prior else None,
+                             persistent=False)
         self.mask_classifier = MaskClassifier(k) if instance_weighting else None
         self._seconds_before = 0.0
         self.train_metrics = _metrics(k).clone(prefix="train/")
@@ -210,7 +212,14 @@ class AttentionModule(L.LightningModule):
         checkpoint["train_seconds"] = self.train_seconds
         checkpoint["rng_states"] = _rng_states()  # a resumed run draws the numbers the uninterrupted one would
 
+    def non_persistent_keys(self) -> set[str]:
+        """Buffers rebuilt from the data on every build (the class prior): a checkpoint that holds them
+        (written before they stopped being saved) loads all the same."""
+        return {name for name, _ in self.named_buffers()} - set(self.state_dict())
+
     def on_load_checkpoint(self, checkpoint: dict) -> None:
+        for name in self.non_persistent_keys():
+            checkpoint.get("state_dict", {}).pop(name, None)
         if "val_acc_best" in checkpoint:
             self.val_acc_best.reset()
             self.val_acc_best.update(torch.tensor(checkpoint["val_acc_best"]))

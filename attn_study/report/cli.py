@@ -13,6 +13,7 @@ from pathlib import Path
 
 from attn_study.errors import UserError
 from attn_study.io import make_temporary_dir
+from attn_study.report import faithfulness as ff
 from attn_study.report import jain_wallace as jw
 from attn_study.report import serrano_smith as ss
 from attn_study.report import shortcuts as sc
@@ -138,6 +139,20 @@ def _write_all(root, work, out_dir, runs, missing, used, older) -> list[tuple[st
             table = write_table(frame, work, f"sc_{dataset}", caption, display=sc.display(frame))
             body += f"<p>{html.escape(caption)}.</p>" + html_table(table["frame"])
         sections.append(("Bai et al.: combinatorial shortcuts", body))
+
+    ff_table = ff.table(used)
+    if not ff_table.empty:
+        caption = ("Faithfulness (ERASER): per dataset, model and importance method, comprehensiveness AOPC "
+                   "(p(ŷ|x) − p(ŷ|x without the top k%), higher is more faithful), sufficiency AOPC (p(ŷ|x) − "
+                   "p(ŷ|the top k% alone), lower is more faithful), and agreement with known rationales; "
+                   "mean [95% bootstrap interval over instances] for one seed, mean ± std over seeds for several; "
+                   "rank 1 = most faithful by that measure")
+        table = write_table(ff_table, work, "ff_methods", caption, display=ff.display(ff_table))
+        body = f"<p>{html.escape(caption)}.</p>" + html_table(table["frame"])
+        path = ff.curves_figure(used, work / "ff_curves.png")
+        if path is not None:
+            body += embedded_png(path)
+        sections.append(("Faithfulness (ERASER metrics)", body))
 
     curves = training_figures(used, work)
     if curves:

@@ -19,6 +19,7 @@ import pandas as pd
 
 from attn_study import keys
 from attn_study.analysis.figures.common import new_figure, save_png
+from attn_study.report.render import mean_ci, seed_spread
 from attn_study.report.runs import Run, without_empty_variant
 
 BILSTM, AVERAGE = "lstm", "average"
@@ -28,6 +29,7 @@ TABLE2_COLUMNS = {  # column stem → (encoder, summary key)
     "tau_loo_bilstm": (BILSTM, "tau_loo"),
 }
 TABLE2_HEADERS = {"tau_g_bilstm": "τ_g BiLSTM", "tau_g_average": "τ_g Average", "tau_loo_bilstm": "τ_loo BiLSTM"}
+STATS = ("mean", "ci_low", "ci_high", "std", "sig_frac", "n")
 
 
 def jw_runs(runs: list[Run]) -> list[Run]:
@@ -56,13 +58,13 @@ def table2(runs: list[Run], attention: str, projection: str) -> pd.DataFrame:
                 row = rows.setdefault(row_key, {"dataset": run.config["dataset"], "variant": variant,
                                                 "seed": run.config["seed"],
                                                 "class": run.label(k)})
-                for stat in ("mean", "std", "sig_frac", "n"):
+                for stat in STATS:
                     row[f"{stem}_{stat}"] = run.summary.get(keys.jw(key, stat, k), np.nan)
     frame = pd.DataFrame([rows[k] for k in sorted(rows, key=lambda k: (k[0], k[1], str(k[2]), k[3]))])
     if frame.empty:
         return frame
     for stem in TABLE2_COLUMNS:
-        for stat in ("mean", "std", "sig_frac", "n"):
+        for stat in STATS:
             if f"{stem}_{stat}" not in frame:
                 frame[f"{stem}_{stat}"] = np.nan
     if len(seeds) == 1:
@@ -73,7 +75,8 @@ def table2(runs: list[Run], attention: str, projection: str) -> pd.DataFrame:
 def table2_across_seeds(frame: pd.DataFrame) -> pd.DataFrame:
     """With several seeds: per dataset × class and column, the mean over seeds of the per-seed mean
     τ, its standard deviation over seeds (ddof 0) — how much a single-seed Table 2 can move — the
-    mean significant fraction and the number of seeds."""
+    mean significant fraction and the number of seeds; and whether τ_g of the BiLSTM and of the
+    Average encoder differ beyond the seed spread (``render.seed_spread``)."""
     if "seed" not in frame:
         return pd.DataFrame()
     rows = []
@@ -86,17 +89,20 @@ def table2_across_seeds(frame: pd.DataFrame) -> pd.DataFrame:
             row[f"{header} std over seeds"] = means.std(ddof=0) if len(means) else np.nan
             row[f"{header} sig. frac."] = g[f"{stem}_sig_frac"].dropna().mean() if len(means) else np.nan
             row[f"{header} seeds"] = len(means)
+        row["τ_g BiLSTM − Average"] = seed_spread(g["tau_g_bilstm_mean"], g["tau_g_average_mean"])
         rows.append(row)
     return pd.DataFrame(rows)
 
 
 def table2_display(frame: pd.DataFrame) -> pd.DataFrame:
-    """Table 2 as the paper prints it: "mean ± std" and "sig. frac." per column."""
+    """Table 2 as the paper prints it — "mean ± std" over instances and "sig. frac." per column — with
+    the mean's 95 % bootstrap interval: "mean [low, high] ± std"."""
     out = frame[[c for c in ("dataset", "variant", "seed", "class") if c in frame]].copy()
     for stem, header in TABLE2_HEADERS.items():
-        mean, std, sig = frame[f"{stem}_mean"], frame[f"{stem}_std"], frame[f"{stem}_sig_frac"]
-        out[f"{header} mean ± std"] = [("—" if np.isnan(m) else f"{m:.2f} ± {s:.2f}") for m, s in zip(mean, std)]
-        out[f"{header} sig. frac."] = ["—" if np.isnan(v) else f"{v:.2f}" for v in sig]
+        cells = zip(*(frame[f"{stem}_{s}"] for s in ("mean", "ci_low", "ci_high", "std")))
+        out[f"{header} mean [95% CI] ± std"] = [("—" if np.isnan(m) else f"{mean_ci(m, lo, hi, 2)} ± {s:.2f}")
+                                                for m, lo, hi, s in cells]
+        out[f"{header} sig. frac."] = ["—" if np.isnan(v) else f"{v:.2f}" for v in frame[f"{stem}_sig_frac"]]
     return out
 
 

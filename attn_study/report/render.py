@@ -7,6 +7,7 @@ import html
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 
@@ -76,3 +77,27 @@ def html_page(title: str, sections: list[tuple[str, str]]) -> str:
     body = "".join(f"<h2>{html.escape(h)}</h2>\n{content}\n" for h, content in sections)
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
             f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>\n{body}</body></html>\n")
+
+
+def mean_ci(mean, low, high, digits: int = 3) -> str:
+    """``0.412 [0.398, 0.427]``: a mean with its 95 % interval ("—" when the mean is missing)."""
+    if mean is None or not np.isfinite(mean):
+        return "—"
+    if low is None or high is None or not (np.isfinite(low) and np.isfinite(high)):
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def seed_spread(a, b) -> str:
+    """Whether two models' per-seed values differ beyond the spread over seeds: "beyond" when every
+    seed of one lies above every seed of the other — an exact permutation test whose p-value
+    2 / C(n_a + n_b, n_a) is printed (3 vs 3 seeds: 0.10) — else "within"; "—" with under 2 seeds each."""
+    a = np.asarray([v for v in a if v is not None and np.isfinite(v)], dtype=float)
+    b = np.asarray([v for v in b if v is not None and np.isfinite(v)], dtype=float)
+    if len(a) < 2 or len(b) < 2:
+        return "—"
+    delta = a.mean() - b.mean()
+    if a.min() > b.max() or b.min() > a.max():
+        p = 2 / math.comb(len(a) + len(b), len(a))
+        return f"Δ {delta:+.3f}, beyond seed spread (p = {p:.2f})"
+    return f"Δ {delta:+.3f}, within seed spread"

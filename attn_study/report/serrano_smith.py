@@ -18,6 +18,7 @@ from matplotlib import colormaps
 from attn_study import keys
 from attn_study.analysis.figures.common import new_figure, save_png
 from attn_study.keys import CELL_HEADERS, CELLS, RANKING_LABELS, SINGLE_TABLES
+from attn_study.report.render import mean_ci
 from attn_study.report.runs import Run, without_empty_variant
 
 
@@ -54,11 +55,14 @@ def multi_table(runs: list[Run]) -> pd.DataFrame:
             rows.append({**_model(run), "ranking": RANKING_LABELS.get(ranking, ranking),
                          "n": s.get(keys.key(keys.SS, "multi", "n")),
                          "median frac removed": s.get(keys.ss_multi(ranking, "frac_removed", "median"), np.nan),
-                         "mean frac removed": s.get(keys.ss_multi(ranking, "frac_removed", "mean"), np.nan),
+                         "mean frac removed [95% CI]": mean_ci(*(s.get(keys.ss_multi(ranking, "frac_removed", k), np.nan)
+                                                                 for k in ("mean", "ci_low", "ci_high"))),
                          "never flips": s.get(keys.ss_multi(ranking, "never_flip_frac"), np.nan),
                          "gradient sooner / attention sooner": (
                              s.get(keys.key(keys.SS, "multi", "grad_vs_attn_ratio"), np.nan)
-                             if ranking == "attention" else np.nan)})
+                             if ranking == "attention" else np.nan),
+                         "sign test p": (s.get(keys.key(keys.SS, "multi", "grad_vs_attn_sign_p"), np.nan)
+                                         if ranking == "attention" else np.nan)})
     return without_empty_variant(pd.DataFrame(rows))
 
 

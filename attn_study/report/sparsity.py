@@ -21,6 +21,7 @@ from scipy import stats
 
 from attn_study import keys
 from attn_study.analysis.figures.common import new_figure, save_png
+from attn_study.report.render import mean_ci
 from attn_study.report.runs import Run
 
 PROJECTION_ORDER = ("softmax", "entmax15", "entmax_bisect", "sparsemax", "sparsegen")
@@ -66,18 +67,22 @@ def table1(runs: list[Run]) -> pd.DataFrame:
         if keys.sp("entropy", "g_hidden", "mean") not in s:
             continue
         rows.append({**_base(run), **{stat: s.get(keys.sp("entropy", "g_hidden", stat), np.nan)
-                                      for stat in ("mean", "std", "n")}})
+                                      for stat in ("mean", "ci_low", "ci_high", "std", "n")}})
     return pd.DataFrame(rows)
 
 
 def table1_display(frame: pd.DataFrame) -> pd.DataFrame:
-    """Table 1 as the paper prints it: model (projection) × dataset, "mean ± std"; with several seeds
-    the means and stds are averaged over seeds and the spread of the means over seeds is added."""
+    """Table 1 as the paper prints it: model (projection) × dataset, "mean ± std" with the mean's 95 %
+    bootstrap interval, "mean [low, high] ± std"; with several seeds the means and stds are averaged over
+    seeds (no interval) and the spread of the means over seeds is added."""
     if frame.empty:
         return frame
     cells = {}
     for (model, projection, dataset), g in frame.groupby(["model", "projection", "dataset"], sort=False):
-        text = f"{g['mean'].mean():.2f} ± {g['std'].mean():.2f}"
+        if len(g) == 1:
+            text = f"{mean_ci(g['mean'].iloc[0], g['ci_low'].iloc[0], g['ci_high'].iloc[0], 2)} ± {g['std'].iloc[0]:.2f}"
+        else:
+            text = f"{g['mean'].mean():.2f} ± {g['std'].mean():.2f}"
         if len(g) > 1:
             text += f" (seeds: {len(g)}, spread {g['mean'].std(ddof=0):.2f})"
         cells.setdefault((model, projection), {})[dataset] = text

@@ -104,6 +104,10 @@ def test_battery_after_training_and_again_from_the_checkpoint(make_cfg, tmp_path
         assert key in summary and key in on_disk
     assert any(k.startswith("jw/tau_grad/class_") for k in on_disk)
     assert "jw/tau_grad/mean" in (run / "csv" / "metrics.csv").read_text().splitlines()[0]
+    # every mean has its bootstrap interval around it
+    for mean in [k for k in on_disk if k.endswith("/mean")]:
+        low, high = on_disk[mean.removesuffix("mean") + "ci_low"], on_disk[mean.removesuffix("mean") + "ci_high"]
+        assert low <= on_disk[mean] <= high, mean
     assert not list((run / "analysis").glob(".*partial"))
 
     # re-analyse from the checkpoint with other settings: same model → same predictions

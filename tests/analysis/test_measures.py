@@ -11,7 +11,7 @@ import torch
 from scipy.spatial.distance import jensenshannon
 from scipy.stats import kendalltau
 
-from attn_study.analysis.measures import entropy, jsd, kendall_tau_b, summarise, tvd
+from attn_study.analysis.measures import bootstrap_ci, entropy, jsd, kendall_tau_b, summarise, tvd
 
 LN2 = math.log(2.0)
 
@@ -255,7 +255,10 @@ def test_kendall_no_mask_and_tiny_rows():
 
 def test_summarise_known_values():
     s = summarise(np.array([1.0, 2.0, np.nan, 4.0]))
-    assert s == pytest.approx({"mean": 7 / 3, "std": math.sqrt(14 / 9), "median": 2.0, "n": 3})
+    low, high = bootstrap_ci([1.0, 2.0, 4.0])
+    assert s == pytest.approx({"mean": 7 / 3, "ci_low": low, "ci_high": high, "std": math.sqrt(14 / 9),
+                               "median": 2.0, "n": 3})
+    assert 1.0 <= low < 7 / 3 < high <= 4.0
     assert all(type(v) is float for k, v in s.items() if k != "n") and type(s["n"]) is int
     assert "sig_frac" not in s
 
@@ -270,3 +273,28 @@ def test_summarise_known_values():
 
     empty = summarise([float("nan")], [0.01])
     assert empty["n"] == 0 and math.isnan(empty["mean"]) and math.isnan(empty["sig_frac"])
+
+
+def test_bootstrap_interval_covers_a_known_mean_at_the_nominal_rate():
+    """Percentile bootstrap of the mean of n = 60 skew-free draws: over 400 simulated samples the 95 %
+    interval holds the true mean 0.93–0.97 of the time (a little under 0.95 is the method's known
+    small-sample behaviour); a std-sized interval would cover ~100 %, a half-width one ~70 %."""
+    rng = np.random.default_rng(123)
+    trials, n, mu = 400, 60, 0.3
+    covered = 0
+    for t in range(trials):
+        low, high = bootstrap_ci(rng.normal(mu, 1.0, size=n), seed=t)
+        covered += low <= mu <= high
+    assert 0.91 <= covered / trials <= 0.975
+
+
+def test_bootstrap_interval_shrinks_as_n_grows_and_is_reproducible():
+    rng = np.random.default_rng(0)
+    data = rng.exponential(size=6400)
+    widths = [np.subtract(*bootstrap_ci(data[:n])[::-1]) for n in (100, 400, 1600, 6400)]
+    assert all(a > b for a, b in zip(widths, widths[1:]))
+    assert widths[0] / widths[-1] == pytest.approx(8.0, rel=0.25)  # ∝ 1/√n
+    assert bootstrap_ci(data[:100]) == bootstrap_ci(data[:100])  # seeded
+    assert bootstrap_ci([np.nan, 2.0]) == (2.0, 2.0) and all(map(math.isnan, bootstrap_ci([np.nan])))
+    low, high = bootstrap_ci(data[:1000], resamples=1000)
+    assert low < data[:1000].mean() < high

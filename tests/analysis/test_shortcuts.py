@@ -16,7 +16,7 @@ import torch
 from scipy import stats
 
 from attn_study.analysis.callback import analysis_mode
-from attn_study.analysis.shortcuts import Shortcuts, choice_accuracy, kept_tokens
+from attn_study.analysis.shortcuts import Shortcuts, choice_accuracy
 from attn_study.data.datamodule import TextDataModule
 from attn_study.data.example import RawExample
 from attn_study.data.markers import Injection
@@ -212,14 +212,10 @@ def test_instance_weights_make_the_label_independent_of_the_pattern():
     assert clipped[0] / clipped[1] == pytest.approx(10.0 / (0.5 / 0.9))
 
 
-def test_choice_accuracy_and_kept_tokens_by_hand():
+def test_choice_accuracy_by_hand():
     labels = np.array([0, 0, 1, 1, 0, 1])
     assert choice_accuracy(np.array([5, 5, 7, 7, 5, 7.0]), labels) == (1.0, 0.5)  # the choice is the label
     assert choice_accuracy(np.array([5, 7, 5, 7, 5, 7.0]), labels)[0] < 0.5  # no information: below the baseline
-    batch = token_batch([[3, 4, 5, 6], [7, 8]])
-    keep = torch.tensor([[False, True, False, True], [True, False, False, False]])
-    kept = kept_tokens(batch, keep)
-    assert kept["ids"].tolist() == [[4, 6], [7, 0]] and kept["lengths"].tolist() == [2, 1]
 
 
 # ------------------------------------------------------------------------------------------------

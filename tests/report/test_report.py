@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 
 from attn_study.io import write_json_atomic
 from attn_study.report.cli import build_report
-from attn_study.report.render import latex_escape, markdown
+from attn_study.report.render import latex_escape, markdown, mean_ci, seed_spread
 from tests.helpers import REPO, cli_env
 
 
@@ -219,6 +219,15 @@ def test_render_helpers():
     assert latex_escape("a_b & 50% τ ± #1") == r"a\_b \& 50\% $\tau$ $\pm$ \#1"
     assert markdown(pd.DataFrame({"a": [1.0, float("nan")], "b": ["x|y", "z"]})) == \
         "| a | b |\n|---|---|\n| 1.000 | x\\|y |\n| — | z |\n"
+    assert mean_ci(0.4123, 0.39, 0.43) == "0.412 [0.390, 0.430]" and mean_ci(0.5, np.nan, 1.0) == "0.500"
+    assert mean_ci(float("nan"), 0, 1) == "—"
+
+
+def test_seed_spread_is_an_exact_permutation_criterion():
+    assert seed_spread([0.5, 0.6, 0.55], [0.2, 0.3, 0.25]) == "Δ +0.300, beyond seed spread (p = 0.10)"
+    assert seed_spread([0.5, 0.2], [0.3, 0.4]).endswith("within seed spread")
+    assert seed_spread([1.0, 2.0], [3.0, 4.0]) == "Δ -2.000, beyond seed spread (p = 0.33)"  # 2 / C(4, 2)
+    assert seed_spread([0.5], [0.2, 0.3]) == "—" and seed_spread([0.5, np.nan], [0.2, 0.3]) == "—"
 
 
 def test_report_cli_errors_in_one_line(tmp_path):
@@ -265,3 +274,37 @@ def test_several_seeds_give_rows_per_seed_and_a_spread_over_seeds(tmp_path):
     assert seeds.loc["neg", "τ_g BiLSTM std over seeds"] == pytest.approx(0.1)
     assert seeds.loc["pos", "τ_g Average mean over seeds"] == pytest.approx(0.7)
     assert seeds.loc["pos", "τ_g Average seeds"] == 2
+
+
+def ff_summary(seed_shift: float) -> dict:
+    """``ff/...`` keys: method i has comprehensiveness 0.1·(i+1) (+ shift), sufficiency 0.5 − 0.05·i."""
+    out = {"ff/n_instances": 50, "test/acc": 0.9}
+    for i, method in enumerate(("attention", "gradient", "loo", "random")):
+        for path, value in (("comprehensiveness/aopc", 0.1 * (i + 1) + seed_shift), ("sufficiency/aopc", 0.5 - 0.05 * i),
+                            ("auprc", 0.9 - 0.2 * i), ("precision_at_truth", 0.8 - 0.2 * i)):
+            out.update({f"ff/{method}/{path}/mean": value, f"ff/{method}/{path}/ci_low": value - 0.01,
+                        f"ff/{method}/{path}/ci_high": value + 0.01})
+        for k in (1, 5, 10, 20, 50):
+            for name in ("comprehensiveness", "sufficiency"):
+                out.update({f"ff/{method}/{name}/k{k}/{s}": 0.01 * k * (i + 1) for s in ("mean", "ci_low", "ci_high")})
+    return out
+
+
+def test_faithfulness_table_ranks_methods_and_compares_seeds(tmp_path):
+    root = tmp_path / "ff"
+    make_run(root, "one", dataset="synthetic", encoder="lstm", summary=ff_summary(0.0), family="faithfulness")
+    for seed, shift in ((1, 0.0), (2, 0.01), (3, -0.01)):
+        make_run(root, f"avg-{seed}", dataset="synthetic", encoder="average", seed=seed, summary=ff_summary(shift),
+                 family="faithfulness")
+    out = build_report(root)
+    numbers = pd.read_csv(out / "ff_methods.csv")
+    assert len(numbers) == 4 * 4  # (1 + 3 runs) × 4 methods
+    shown = (out / "ff_methods.md").read_text()
+    assert "| synthetic | lstm + additive (softmax) | loo | 1 | 0.300 [0.290, 0.310] | 2 |" in shown
+    rows = [r for r in shown.splitlines() if "average" in r]
+    gradient = next(r for r in rows if "| gradient |" in r)
+    assert "0.200 ± 0.008" in gradient and "beyond seed spread (p = 0.10)" in gradient
+    lstm_rows = [r for r in shown.splitlines() if "lstm" in r]
+    # ranks: comprehensiveness descending (loo 3rd of 4 by value 0.3 → rank 2), sufficiency ascending
+    assert next(r for r in lstm_rows if "| random |" in r).split("|")[6].strip() == "1"
+    assert (out / "ff_curves.png").is_file()

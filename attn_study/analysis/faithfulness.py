@@ -1,0 +1,368 @@
+"""Faithfulness of importance rankings (DeYoung et al. 2020, ERASER), and their agreement with known
+rationales: attention against the attribution methods it is usually compared with, on one model.
+
+Per test instance, ŷ the predicted class and p(ŷ|·) its probability, each method scores the text's
+tokens (``keys.FF_METHODS`` says how, and whether the gradient flows through the attention); ties are
+broken by a random key drawn from (``seed``, instance index). For each fraction k (``fractions``,
+ERASER's 1, 5, 10, 20, 50 %) the rationale r_k is the top ⌈k·L⌉ tokens (L: the text's length;
+``<sos>``/``<eos>`` are never ranked nor removed) and
+
+    comprehensiveness_k = p(ŷ|x) − p(ŷ|x∖r_k)      (r_k deleted: the sequence gets shorter)
+    sufficiency_k       = p(ŷ|x) − p(ŷ|r_k)        (r_k alone, in its order)
+
+AOPC = their mean over the k (as ERASER's released scorer averages its thresholds). High
+comprehensiveness and low sufficiency are faithful. Where the data has ground-truth rationales, the
+ranking is also scored against them: average precision over the ranked tokens (AUPRC; the same
+tie-broken ranking) and precision@|truth| (the fraction of the top |truth| tokens that are true).
+
+All deletions of a batch — every method × k × {comprehensiveness, sufficiency}, identical token sets
+computed once — run as chunked model calls (``internal_batch_size`` sequences, similar lengths
+together). Instances of one token have nothing to remove: NaN, counted in ``n``. Every mean has a
+95 % bootstrap interval; each method is compared with attention per instance (Wilcoxon signed-rank
+p-value, mean paired difference). Metric keys ``ff/...``; outputs in ``analysis/faithfulness/``.
+"""
+
+from __future__ import annotations
+
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from scipy import stats
+from tqdm.auto import tqdm
+
+from attn_study import keys
+from attn_study.analysis.callback import AnalysisCallback, Measured
+from attn_study.analysis.figures.faithfulness import faithfulness_figure
+from attn_study.analysis.importance import (
+    deletion_probabilities,
+    grad_context,
+    gradient_importance,
+    gradient_norm_importance,
+    kept_probabilities,
+    predict,
+    token_mask,
+)
+from attn_study.analysis.measures import MEAN_STATS, summarise
+from attn_study.errors import UserError
+from attn_study.keys import FF_METHODS, ff, ff_fraction
+
+#: an integrated-gradients completeness gap above this (in probability) flags a path the quadrature missed
+GAP_TOLERANCE = 0.05
+
+
+# ------------------------------------------------------------------------------------------------
+# importance scores (B, T) of each method; higher = more important for the predicted class
+# ------------------------------------------------------------------------------------------------
+
+def _embedding_forward(model, batch: dict):
+    """(forward, embedded, fields) for Captum: forward(E, *fields) = ŷ (N, C) of the full model (the
+    attention recomputed from E), ``fields`` the batch's per-instance tensors that Captum repeats with E."""
+    names = [k for k, v in batch.items() if torch.is_tensor(v) and v.shape[:1] == batch["ids"].shape[:1]]
+
+    def forward(embedded, *fields):
+        sub = dict(zip(names, fields))
+        enc = model.encode(sub, embedded=embedded)
+        return model.probabilities(model.decode(enc, model.attend(enc)))
+
+    with torch.no_grad():
+        embedded = model.embed(batch)
+    return forward, embedded.detach().requires_grad_(True), tuple(batch[k] for k in names)
+
+
+def input_x_gradient(model, batch: dict, target: torch.Tensor) -> torch.Tensor:
+    """Σ_d e_td ∂p(ŷ)/∂e_td, signed, gradients through the attention (Captum ``InputXGradient``)."""
+    from captum.attr import InputXGradient
+
+    forward, embedded, fields = _embedding_forward(model, batch)
+    with torch.enable_grad(), grad_context(embedded.device):
+        attributions = InputXGradient(forward).attribute(embedded, target=target, additional_forward_args=fields)
+    return attributions.sum(-1).detach() * batch["mask"]
+
+
+def integrated_gradients(model, batch: dict, target: torch.Tensor, steps: int = 50,
+                         internal_batch_size: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(IG_t, gap): Σ_d of Captum's ``IntegratedGradients`` of p(ŷ) w.r.t. the embeddings, the
+    baseline being the text's tokens' embeddings set to 0 (boundary tokens kept), gradients through the
+    attention; ``steps`` Gauss–Legendre points. ``gap`` = Σ_t IG_t − (p(ŷ|x) − p(ŷ|baseline)) per
+    instance: completeness says it is 0 up to the quadrature error."""
+    from captum.attr import IntegratedGradients
+
+    forward, embedded, fields = _embedding_forward(model, batch)
+    baseline = embedded * (~token_mask(batch)).unsqueeze(-1)
+    chunk = None if internal_batch_size is None else max(int(internal_batch_size), len(embedded))
+    with torch.enable_grad(), grad_context(embedded.device):
+        attributions, gap = IntegratedGradients(forward).attribute(
+            embedded, baselines=baseline, target=target, additional_forward_args=fields, n_steps=steps,
+            internal_batch_size=chunk, return_convergence_delta=True)
+    return attributions.sum(-1).detach() * batch["mask"], gap.detach()
+
+
+def signed_leave_one_out(model, batch: dict, probs: torch.Tensor, chunk_size: int) -> torch.Tensor:
+    """p(ŷ|x) − p(ŷ|x₋ₜ): how much deleting token t lowers the predicted class's probability (signed)."""
+    scores = torch.zeros(batch["mask"].shape, device=probs.device, dtype=probs.dtype)
+    inst, pos, deleted = deletion_probabilities(model, batch, chunk_size)
+    if deleted is not None:
+        top = probs.argmax(-1)
+        scores[inst, pos] = probs[inst, top[inst]] - deleted[torch.arange(len(inst), device=inst.device), top[inst]]
+    return scores
+
+
+def instance_keys(batch: dict, seed: int, what: int) -> torch.Tensor:
+    """(B, T) uniform draws of each instance from (``seed``, instance index, ``what``) alone — the same
+    whatever the batch: ``what`` 0 breaks ties, 1 is the random method's scores."""
+    mask = batch["mask"]
+    out = torch.zeros(mask.shape, dtype=torch.float64)
+    for row, (index, length) in enumerate(zip(batch["index"].tolist(), batch["lengths"].tolist())):
+        out[row, :length] = torch.from_numpy(np.random.default_rng([seed, index, what]).random(length))
+    return out.to(mask.device)
+
+
+# ------------------------------------------------------------------------------------------------
+# rankings and what they are scored by
+# ------------------------------------------------------------------------------------------------
+
+def ranking(scores: torch.Tensor, text: torch.Tensor, tiebreak: torch.Tensor) -> torch.Tensor:
+    """Positions (B, T) in order of importance: the text's tokens by descending score (ties by
+    descending ``tiebreak``), then the other positions."""
+    keyed = torch.where(text, scores.double(), torch.full_like(tiebreak, -torch.inf))
+    by_key = torch.argsort(torch.where(text, tiebreak, torch.full_like(tiebreak, -1.0)), dim=1, descending=True)
+    then = torch.argsort(keyed.gather(1, by_key), dim=1, descending=True, stable=True)
+    return by_key.gather(1, then)
+
+
+def rank_of(order: torch.Tensor) -> torch.Tensor:
+    """rank_of[b, t] = where token t comes in ``order[b]`` (0 = the most important)."""
+    ranks = torch.empty_like(order)
+    return ranks.scatter_(1, order, torch.arange(order.shape[1], device=order.device).expand_as(order))
+
+
+def top_counts(lengths: torch.Tensor, fraction) -> torch.Tensor:
+    """⌈k·L⌉ in exact arithmetic (0.1 · 30 is 3, not 3.0000000000000004 → 4)."""
+    k = Fraction(str(fraction))
+    return (lengths * k.numerator + k.denominator - 1) // k.denominator
+
+
+def average_precision(order: torch.Tensor, truth: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(AP, precision@|truth|) of the ranking ``order`` against ``truth`` (B, T) bool; NaN without truth.
+
+    AP = (1/P) Σ_i y_(i) · precision@i over the ranked positions i (y_(i): whether the i-th token is
+    true, P = |truth|); it equals the area under the step precision–recall curve of the ranking."""
+    ranked = truth.gather(1, order).double()
+    hits = ranked.cumsum(1)
+    at = torch.arange(1, order.shape[1] + 1, device=order.device, dtype=torch.float64)
+    positives = truth.sum(1)
+    nan = torch.full(positives.shape, float("nan"), dtype=torch.float64, device=order.device)
+    ap = torch.where(positives > 0, (ranked * hits / at).sum(1) / positives.clamp_min(1), nan)
+    precision = hits.gather(1, (positives - 1).clamp_min(0)[:, None]).squeeze(1) / positives.clamp_min(1)
+    return ap, torch.where(positives > 0, precision, nan)
+
+
+def random_average_precision(lengths: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
+    """E[AP] of a uniformly random ranking of L tokens of which P are true — chance level, which for
+    short texts lies well above the base rate P/L:
+
+        E[AP] = (1/L) · (H_L + (P − 1)/(L − 1) · (L − H_L)),   H_L = Σ_{r ≤ L} 1/r
+
+    (the true token at rank r has expected precision (1 + (P − 1)(r − 1)/(L − 1))/r, r uniform).
+    NaN without truth; 1 when L = P."""
+    length, positives = lengths.double(), positives.double()
+    harmonic = torch.special.digamma(length + 1) + np.euler_gamma
+    others = torch.where(length > 1, (positives - 1) / (length - 1).clamp_min(1), torch.zeros_like(length))
+    expected = (harmonic + others * (length - harmonic)) / length.clamp_min(1)
+    return torch.where(positives > 0, expected, torch.full_like(expected, float("nan")))
+
+
+@torch.no_grad()
+def removal_curves(model, batch: dict, probs: torch.Tensor, orders: dict[str, torch.Tensor], fractions,
+                   chunk_size: int = 512) -> dict[str, torch.Tensor]:
+    """{method: (comprehensiveness (B, K), sufficiency (B, K))} for the rankings ``orders`` at each
+    fraction; every distinct kept-token set of the batch is run once."""
+    mask, text = batch["mask"], token_mask(batch)
+    lengths = text.sum(1)
+    b = mask.shape[0]
+    top = probs.argmax(-1)
+    full = probs.gather(1, top[:, None]).squeeze(1)
+    keeps = []
+    for order in orders.values():
+        ranks = rank_of(order)
+        for fraction in fractions:
+            rationale = (ranks < top_counts(lengths, fraction)[:, None]) & text
+            keeps += [mask & ~rationale, rationale | (mask & ~text)]
+    keep = torch.stack(keeps)  # (M·K·2, B, T)
+    inst = torch.arange(b, device=mask.device).repeat(len(keeps))
+    keep = keep.reshape(-1, mask.shape[1])
+    unique, inverse = torch.unique(torch.cat([inst[:, None], keep.long()], 1), dim=0, return_inverse=True)
+    kept = kept_probabilities(model, batch, unique[:, 0], unique[:, 1:].bool(), chunk_size)
+    p_kept = kept.gather(1, top[unique[:, 0]][:, None]).squeeze(1)[inverse]
+    change = (full.repeat(len(keeps)) - p_kept).reshape(len(orders), len(fractions), 2, b)
+    change = change.masked_fill((lengths < 2)[None, None, None, :], float("nan"))
+    return {name: (change[m, :, 0].T, change[m, :, 1].T) for m, name in enumerate(orders)}
+
+
+# ------------------------------------------------------------------------------------------------
+# the callback
+# ------------------------------------------------------------------------------------------------
+
+class Faithfulness(AnalysisCallback):
+    """The faithfulness benchmark as a callback; options in conf/analysis/faithfulness.yaml.
+
+    Tests: ``removal`` (comprehensiveness / sufficiency / AOPC) and ``rationale`` (AUPRC and
+    precision@|truth| where the data has ground-truth rationales)."""
+
+    name = "faithfulness"
+    TESTS = ("removal", "rationale")
+    VAL_TESTS = ("removal", "rationale")
+    TRACKED = keys.TRACKED["faithfulness"]
+
+    def __init__(self, *, methods=None, fractions=(0.01, 0.05, 0.1, 0.2, 0.5), ig_steps: int = 50,
+                 internal_batch_size: int = 512, **common):
+        super().__init__(**common)
+        self.methods = self._choose("methods", FF_METHODS if methods is None else methods, FF_METHODS)
+        self.fractions = tuple(float(f) for f in fractions)
+        if not self.fractions or any(not 0 < f < 1 for f in self.fractions):
+            raise UserError(f"{self._option('fractions')}={list(fractions)}: give fractions of the length in (0, 1)")
+        if len({ff_fraction(f) for f in self.fractions}) != len(self.fractions):
+            raise UserError(f"{self._option('fractions')}={list(fractions)}: two fractions round to the same percent")
+        self.ig_steps = max(1, int(ig_steps))
+        self.internal_batch_size = max(1, int(internal_batch_size))
+
+    def check_model(self, model) -> None:
+        if not getattr(model, "token_attention", True):
+            raise UserError(f"analysis=faithfulness ranks tokens, and {type(model).__name__}'s final attention is "
+                            "over sentences; use model=flat")
+
+    # -- measuring -------------------------------------------------------------------------------
+
+    def scores(self, model, batch: dict, alpha, probs, seconds: dict) -> tuple[dict, dict]:
+        """({method: (B, T) scores}, {extra column: (B,)})."""
+        target = probs.argmax(-1)
+        out, extra = {}, {}
+        for method in self.methods:
+            started = time.time()
+            if method == "attention":
+                out[method] = alpha
+            elif method == "gradient":
+                out[method] = gradient_importance(model, batch, detach_attention=True, normalise=False)
+            elif method == "grad_norm":
+                out[method] = gradient_norm_importance(model, batch, detach_attention=False, normalise=False)
+            elif method == "input_x_gradient":
+                out[method] = input_x_gradient(model, batch, target)
+            elif method == "integrated_gradients":
+                out[method], extra["ig_completeness_gap"] = integrated_gradients(
+                    model, batch, target, self.ig_steps, self.internal_batch_size)
+            elif method == "loo":
+                out[method] = signed_leave_one_out(model, batch, probs, self.internal_batch_size)
+            elif method == "random":
+                out[method] = instance_keys(batch, self.seed, 1)
+            seconds[method] += time.time() - started
+        return out, extra
+
+    def measure(self, model, data, split, indices, tests) -> Measured:
+        device = next(model.parameters()).device
+        split_data = data.split(split)
+        rows: dict[int, dict] = {}
+        seconds = dict.fromkeys(["predict", *self.methods, *tests], 0.0)
+        for batch in tqdm(data.loader(split, batch_size=self.batch_size, indices=indices),
+                          desc=f"faithfulness/{'+'.join(tests)}", leave=False, dynamic_ncols=True):
+            started = time.time()
+            batch = {k: v.to(device) for k, v in batch.items()}
+            _, alpha, probs = predict(model, batch)
+            seconds["predict"] += time.time() - started
+            scores, columns = self.scores(model, batch, alpha, probs, seconds)
+            text = token_mask(batch)
+            columns["length"] = text.sum(1)
+            tiebreak = instance_keys(batch, self.seed, 0)
+            orders = {m: ranking(torch.nan_to_num(s.double(), nan=0.0), text, tiebreak) for m, s in scores.items()}
+            if "removal" in tests:
+                started = time.time()
+                curves = removal_curves(model, batch, probs, orders, self.fractions, self.internal_batch_size)
+                for method, (comp, suff) in curves.items():
+                    for j, fraction in enumerate(self.fractions):
+                        columns[f"{method}_comp_{ff_fraction(fraction)}"] = comp[:, j]
+                        columns[f"{method}_suff_{ff_fraction(fraction)}"] = suff[:, j]
+                    columns[f"{method}_comp_aopc"], columns[f"{method}_suff_aopc"] = comp.mean(1), suff.mean(1)
+                seconds["removal"] += time.time() - started
+            if "rationale" in tests and "rationale" in batch:
+                started = time.time()
+                truth = batch["rationale"] & text
+                columns["rationale_size"] = truth.sum(1)
+                columns["chance_auprc"] = random_average_precision(text.sum(1), truth.sum(1))
+                for method, order in orders.items():
+                    columns[f"{method}_auprc"], columns[f"{method}_precision_at_truth"] = average_precision(order, truth)
+                seconds["rationale"] += time.time() - started
+            self._record(rows, batch, probs, columns, split_data)
+        frame = pd.DataFrame([rows[int(i)] for i in indices])
+        return Measured(frame, seconds)
+
+    @staticmethod
+    def _record(rows, batch, probs, columns, split_data):
+        values = {name: column.detach().double().cpu().tolist() for name, column in columns.items()}
+        pred, conf = probs.argmax(-1).tolist(), probs.max(-1).values.tolist()
+        for r, i in enumerate(batch["index"].tolist()):
+            rows[i] = {"index": i, "uid": split_data.uids[i], "label": int(split_data.labels[i]),
+                       "prediction": pred[r], "probability": conf[r], **{k: v[r] for k, v in values.items()}}
+            rows[i]["length"] = int(rows[i]["length"])
+            if "rationale_size" in rows[i]:
+                rows[i]["rationale_size"] = int(rows[i]["rationale_size"])
+
+    # -- summaries -------------------------------------------------------------------------------
+
+    def summarise(self, measured: Measured, tests) -> dict:
+        """Flat ``ff/...`` metrics: per method and measure mean [95 % CI], std, median, n; per k the
+        mean [CI]; the paired comparison with attention; seconds."""
+        frame = measured.frame
+        out = {ff("n_instances"): len(frame)}
+        measures = []
+        if "removal" in tests:
+            measures += [("comp_aopc", ("comprehensiveness", "aopc")), ("suff_aopc", ("sufficiency", "aopc"))]
+        if "rationale_size" in frame:
+            measures += [("auprc", ("auprc",)), ("precision_at_truth", ("precision_at_truth",))]
+            size = frame["rationale_size"].to_numpy(float)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                rate = np.where(size > 0, size / frame["length"].to_numpy(float), np.nan)
+            out.update({ff("rationale", "base_rate", k): v for k, v in summarise(rate).items() if k in MEAN_STATS})
+            chance = summarise(frame["chance_auprc"].to_numpy(float))
+            out.update({ff("rationale", "chance_auprc", k): chance[k] for k in MEAN_STATS})
+        for method in self.methods:
+            for column, path in measures:
+                values = frame[f"{method}_{column}"].to_numpy(float)
+                out.update({ff(method, *path, k): v for k, v in summarise(values).items()})
+                if method != "attention" and "attention" in self.methods:
+                    out.update(paired_with_attention(values, frame[f"attention_{column}"].to_numpy(float),
+                                                     ff(method, *path)))
+            if "removal" in tests:
+                for fraction in self.fractions:
+                    for short, name in (("comp", "comprehensiveness"), ("suff", "sufficiency")):
+                        stats_ = summarise(frame[f"{method}_{short}_{ff_fraction(fraction)}"].to_numpy(float))
+                        out.update({ff(method, name, ff_fraction(fraction), k): stats_[k] for k in MEAN_STATS})
+        if "ig_completeness_gap" in frame:
+            gap = np.abs(frame["ig_completeness_gap"].to_numpy(float))
+            out.update({ff("integrated_gradients", "completeness_gap", k): v for k, v in summarise(gap).items()
+                        if k in ("mean", "median")})
+            out[ff("integrated_gradients", "completeness_gap", "max")] = float(np.nanmax(gap)) if len(gap) else np.nan
+            with np.errstate(invalid="ignore"):
+                out[ff("integrated_gradients", "completeness_gap", f"frac_above_{GAP_TOLERANCE}")] = \
+                    float(np.mean(gap[~np.isnan(gap)] > GAP_TOLERANCE)) if np.isfinite(gap).any() else np.nan
+        out.update({ff("seconds", k): v for k, v in measured.seconds.items()})
+        return out
+
+    def artefacts(self, measured: Measured, out_dir: Path, data) -> dict:
+        path = faithfulness_figure(measured.frame, self.methods, self.fractions, out_dir / "curves.png",
+                                   title=f"{data.name} ({self.split})")
+        return {} if path is None else {"curves": path}
+
+
+def paired_with_attention(values: np.ndarray, attention: np.ndarray, stem: str) -> dict:
+    """Per instance ``values − attention``: its mean and the two-sided Wilcoxon signed-rank p-value
+    (zero differences dropped; NaN when no difference is left)."""
+    both = ~np.isnan(values) & ~np.isnan(attention)
+    diff = values[both] - attention[both]
+    p = float("nan")
+    if np.any(diff != 0):
+        p = float(stats.wilcoxon(diff[diff != 0]).pvalue)
+    return {f"{stem}/vs_attention_diff": float(diff.mean()) if len(diff) else float("nan"),
+            f"{stem}/vs_attention_p": p}

@@ -1,0 +1,233 @@
+"""ERASER faithfulness metrics against closed forms and brute force; integrated gradients' completeness;
+the family end to end on the synthetic task with its known rationales."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from functools import partial
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from scipy import stats
+
+from attn_study.analysis.faithfulness import (
+    average_precision,
+    integrated_gradients,
+    paired_with_attention,
+    random_average_precision,
+    rank_of,
+    ranking,
+    removal_curves,
+    top_counts,
+)
+from attn_study.analysis.importance import kept_probabilities, kept_sub_batch, predict
+from attn_study.models import attention, encoders
+from attn_study.run import train_and_test
+from tests.helpers import TINY, compose_config, tiny_model, token_batch
+
+FRACTIONS = (0.01, 0.05, 0.1, 0.2, 0.5)
+SIGNAL = 7  # the one token the closed-form model's output depends on
+
+
+def one_token_model(s: float = 4.0, b: float = -1.0):
+    """noenc, uniform attention (a zero dot-scorer query), e_7 = (1, 0, …), every other embedding 0,
+    one logit z = b + s · (#7 among the kept tokens) / (number of kept tokens): only token 7 matters."""
+    model = tiny_model(encoders.NoEncoder, scorer=attention.DotScorer, double=True)
+    model.scorer.query.zero_()
+    model.embedding.weight.zero_()
+    model.embedding.weight[SIGNAL, 0] = 1.0
+    model.output.weight.zero_()
+    model.output.weight[0, 0] = s
+    model.output.bias.fill_(b)
+    return model
+
+
+def sigmoid(z: float) -> float:
+    return 1 / (1 + math.exp(-z))
+
+
+def test_comprehensiveness_and_sufficiency_closed_form():
+    s, b = 4.0, -0.2
+    model = one_token_model(s, b)
+    seqs = [[3, 4, SIGNAL, 5, 6, 8, 9, 10, 11, 12], [SIGNAL, 3, 4]]
+    batch = token_batch(seqs)
+    _, _, probs = predict(model, batch)
+    first = torch.tensor([[2, 0, 1, 3, 4, 5, 6, 7, 8, 9], [0, 1, 2, 0, 0, 0, 0, 0, 0, 0]])  # token 7 ranked first
+    last = torch.tensor([[0, 1, 3, 4, 5, 6, 7, 8, 9, 2], [1, 2, 0, 0, 0, 0, 0, 0, 0, 0]])   # token 7 ranked last
+    last[1, 3:] = torch.arange(3, 10)
+    first[1, 3:] = torch.arange(3, 10)
+    curves = removal_curves(model, batch, probs, {"first": first, "last": last}, FRACTIONS, chunk_size=3)
+    for r, seq in enumerate(seqs):
+        n = len(seq)
+        full = sigmoid(b + s / n)
+        assert probs[r, 1].item() == pytest.approx(full) and full > 0.5  # ŷ = 1
+        for j, k in enumerate(FRACTIONS):
+            size = math.ceil(k * n)
+            # signal removed first: nothing of it is left / the rationale holds it alone with size-1 others
+            assert curves["first"][0][r, j].item() == pytest.approx(full - sigmoid(b))
+            assert curves["first"][1][r, j].item() == pytest.approx(full - sigmoid(b + s / size))
+            # signal ranked last: never in r_k (size < n), it stays among the n - size kept tokens
+            assert curves["last"][0][r, j].item() == pytest.approx(full - sigmoid(b + s / (n - size)))
+            assert curves["last"][1][r, j].item() == pytest.approx(full - sigmoid(b))
+
+
+def test_one_token_instances_have_nothing_to_remove():
+    model = one_token_model()
+    batch = token_batch([[SIGNAL], [SIGNAL, 3]])
+    probs = predict(model, batch)[2]
+    order = torch.tensor([[0, 1], [0, 1]])
+    comp, suff = removal_curves(model, batch, probs, {"m": order}, FRACTIONS)["m"]
+    assert torch.isnan(comp[0]).all() and torch.isnan(suff[0]).all()
+    assert not torch.isnan(comp[1]).any()
+
+
+def test_top_counts_are_exact_ceilings():
+    lengths = torch.arange(1, 301)
+    for k in FRACTIONS:
+        expected = torch.tensor([math.ceil(round(k * 100) * n / 100) for n in lengths.tolist()])
+        assert torch.equal(top_counts(lengths, k), expected), k
+    assert top_counts(torch.tensor([30]), 0.1).item() == 3  # 0.1 * 30 = 3.0000000000000004 in floats
+
+
+@pytest.mark.parametrize("encoder", [encoders.NoEncoder, partial(encoders.RNNEncoder, hidden_size=4),
+                                     partial(encoders.CNNEncoder, kernel_sizes=(3,), filters=4)])
+def test_kept_probabilities_equal_running_each_shortened_text(encoder):
+    model = tiny_model(encoder, double=True)
+    seqs = [[5, 6, 7, 8, 9, 10], [11, 12, 13], [14, 15, 16, 17]]
+    batch = token_batch(seqs)
+    gen = torch.Generator().manual_seed(0)
+    inst = torch.tensor([0, 0, 1, 2, 2, 1, 0])
+    keep = (torch.rand(len(inst), 6, generator=gen) < 0.6) & batch["mask"][inst]
+    keep[:, 0] |= batch["mask"][inst, 0]  # every row keeps at least one token
+    got = kept_probabilities(model, batch, inst, keep, chunk_size=2)
+    for n, i in enumerate(inst.tolist()):
+        kept_ids = [t for t, k in zip(seqs[i], keep[n].tolist()) if k]
+        expected = model.probabilities(model(token_batch([kept_ids]))[0])[0]
+        torch.testing.assert_close(got[n], expected)
+    sub = kept_sub_batch(batch, inst, keep)
+    assert sub["ids"][0].tolist()[: int(sub["lengths"][0])] == [t for t, k in zip(seqs[0], keep[0].tolist()) if k]
+
+
+def test_ranking_orders_by_score_then_tiebreak_and_puts_non_text_last():
+    scores = torch.tensor([[0.1, 0.5, 0.5, 0.2, 9.0]])
+    text = torch.tensor([[True, True, True, True, False]])
+    tiebreak = torch.tensor([[0.3, 0.1, 0.9, 0.5, 0.7]], dtype=torch.float64)
+    order = ranking(scores, text, tiebreak)
+    assert order.tolist() == [[2, 1, 3, 0, 4]]
+    assert rank_of(order).tolist() == [[3, 1, 0, 2, 4]]
+
+
+def brute_average_precision(ranked_truth: list[bool]) -> float:
+    hits, total = 0, 0.0
+    for i, y in enumerate(ranked_truth, 1):
+        if y:
+            hits += 1
+            total += hits / i
+    return total / sum(ranked_truth)
+
+
+def test_average_precision_and_precision_at_truth_by_hand():
+    gen = torch.Generator().manual_seed(1)
+    truth = torch.rand(50, 12, generator=gen) < 0.3
+    truth[1:, 0] = True  # every row but the first has a true token
+    truth[0] = False
+    order = torch.stack([torch.randperm(12, generator=gen) for _ in range(50)])
+    ap, precision = average_precision(order, truth)
+    assert math.isnan(ap[0]) and math.isnan(precision[0])
+    for r in range(1, 50):
+        ranked = truth[r, order[r]].tolist()
+        assert ap[r].item() == pytest.approx(brute_average_precision(ranked))
+        p = sum(ranked)
+        assert precision[r].item() == pytest.approx(sum(ranked[:p]) / p)
+
+
+@pytest.mark.parametrize(("length", "positives"), [(1, 1), (2, 1), (5, 2), (6, 3), (7, 1), (6, 6)])
+def test_chance_average_precision_is_the_mean_over_every_permutation(length, positives):
+    truth = [True] * positives + [False] * (length - positives)
+    exact = np.mean([brute_average_precision(list(p)) for p in itertools.permutations(truth)])
+    got = random_average_precision(torch.tensor([length]), torch.tensor([positives]))
+    assert got.item() == pytest.approx(exact)
+    assert math.isnan(random_average_precision(torch.tensor([4]), torch.tensor([0])).item())
+
+
+def test_integrated_gradients_completeness():
+    model = tiny_model(partial(encoders.RNNEncoder, hidden_size=4), double=True)
+    batch = token_batch([[5, 6, 7, 8, 9], [10, 11, 12]])
+    probs = predict(model, batch)[2]
+    target = probs.argmax(-1)
+    scores, gap = integrated_gradients(model, batch, target, steps=300)
+    baseline = {**batch}
+    enc = model.encode(baseline, embedded=torch.zeros_like(model.embed(batch)))
+    at_baseline = model.probabilities(model.decode(enc, model.attend(enc))).gather(1, target[:, None]).squeeze(1)
+    at_input = probs.gather(1, target[:, None]).squeeze(1)
+    torch.testing.assert_close(scores.sum(1), at_input - at_baseline, atol=1e-6, rtol=0)
+    assert gap.abs().max().item() < 1e-6
+    assert (scores[1, 3:] == 0).all()  # padding gets nothing
+
+
+def test_paired_comparison_is_scipys_wilcoxon():
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=200)
+    b = a + rng.normal(0.1, 0.5, size=200)
+    b[:5] = np.nan
+    out = paired_with_attention(b, a, "ff/m/auprc")
+    keep = ~np.isnan(b)
+    assert out["ff/m/auprc/vs_attention_p"] == pytest.approx(stats.wilcoxon(b[keep] - a[keep]).pvalue)
+    assert out["ff/m/auprc/vs_attention_diff"] == pytest.approx(np.mean(b[keep] - a[keep]))
+    assert math.isnan(paired_with_attention(a, a, "x")["x/vs_attention_p"])
+
+
+# ------------------------------------------------------------------------------------------------
+# end to end: a BiLSTM trained on the synthetic task, scored against its known rationales
+# ------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    run = tmp_path_factory.mktemp("ff") / "run"
+    cfg = compose_config(*TINY, "encoder=lstm", "encoder.hidden_size=16", "dataset.source.n_train=3000",
+                         "dataset.source.n_test=120", "trainer.max_epochs=6", "trainer.limit_train_batches=1.0", "model.optimizer.lr=0.01",
+                         "analysis=[faithfulness]", "analysis.faithfulness.ig_steps=8", "logger=csv")
+    return run, train_and_test(cfg, run)
+
+
+def test_known_rationales_rank_above_chance(trained):
+    run, summary = trained
+    assert summary["test/acc"] > 0.8
+    chance = summary["ff/rationale/chance_auprc/mean"]
+    assert chance > summary["ff/rationale/base_rate/mean"]
+    # the random ranking sits at chance (its interval holds the exact expectation) ...
+    assert summary["ff/random/auprc/ci_low"] <= chance <= summary["ff/random/auprc/ci_high"]
+    # ... and gradient and leave-one-out clearly above it
+    for method in ("gradient", "loo"):
+        assert summary[f"ff/{method}/auprc/ci_low"] > summary["ff/random/auprc/ci_high"] + 0.05, method
+        assert summary[f"ff/{method}/precision_at_truth/mean"] > summary["ff/random/precision_at_truth/mean"] + 0.1
+    assert summary["ff/loo/comprehensiveness/aopc/mean"] >= summary["ff/random/comprehensiveness/aopc/mean"]
+    assert summary["ff/loo/sufficiency/aopc/mean"] <= summary["ff/random/sufficiency/aopc/mean"]
+
+
+def test_faithfulness_outputs(trained):
+    run, summary = trained
+    folder = run / "analysis" / "faithfulness"
+    frame = pd.read_parquet(folder / "instances.parquet")
+    assert len(frame) == 120 and frame["uid"].is_unique and (folder / "curves.png").is_file()
+    for method in ("attention", "gradient", "grad_norm", "input_x_gradient", "integrated_gradients", "loo", "random"):
+        for path in ("comprehensiveness/aopc", "sufficiency/aopc", "auprc", "precision_at_truth"):
+            for stat in ("mean", "ci_low", "ci_high"):
+                assert math.isfinite(summary[f"ff/{method}/{path}/{stat}"]), (method, path, stat)
+            low, mean, high = (summary[f"ff/{method}/{path}/{s}"] for s in ("ci_low", "mean", "ci_high"))
+            assert low <= mean <= high
+        assert frame[f"{method}_comp_aopc"].mean() == pytest.approx(summary[f"ff/{method}/comprehensiveness/aopc/mean"])
+        assert summary[f"ff/{method}/comprehensiveness/k50/mean"] == pytest.approx(frame[f"{method}_comp_k50"].mean())
+        if method != "attention":
+            assert 0 <= summary[f"ff/{method}/auprc/vs_attention_p"] <= 1
+    # AOPC is the mean of the five sizes, per instance
+    k_columns = [f"loo_comp_k{k}" for k in (1, 5, 10, 20, 50)]
+    np.testing.assert_allclose(frame[k_columns].mean(1), frame["loo_comp_aopc"], atol=1e-6)
+    assert summary["ff/seconds/integrated_gradients"] > 0
+    on_disk = json.loads((run / "summary.json").read_text())
+    assert on_disk["ff/loo/auprc/mean"] == summary["ff/loo/auprc/mean"]
+    assert "ff/loo/auprc/mean" in (run / "csv" / "metrics.csv").read_text().splitlines()[0]
