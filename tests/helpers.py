@@ -10,7 +10,9 @@ import subprocess
 import sys
 from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
@@ -92,6 +94,40 @@ def token_batch(seqs: list[list[int]], labels: list[int] | None = None) -> dict:
     """A padded batch of token id sequences (label 0 unless given)."""
     labels = labels or [0] * len(seqs)
     return collate([{"index": i, "ids": s, "label": labels[i]} for i, s in enumerate(seqs)])
+
+
+class StubData:
+    """A stand-in for a datamodule serving one batch (``batch``, e.g. from :func:`token_batch`): what
+    the families read from their data (protocol.AnalysisData)."""
+
+    name = "toy"
+
+    def __init__(self, batch: dict, num_classes: int = 2):
+        self.batch, self.num_classes = batch, num_classes
+        lengths = batch["lengths"].tolist()
+        ids = [batch["ids"][r, :n].numpy() for r, n in enumerate(lengths)]
+        self._split = SimpleNamespace(ids=ids, uids=[f"t{i}" for i in range(len(ids))], lengths=np.array(lengths),
+                                      labels=batch["labels"].numpy())
+        self.data = SimpleNamespace(label_names=[f"class {k}" for k in range(num_classes)])
+        self.vocab = SimpleNamespace(decode=lambda ids: [str(i) for i in ids])
+
+    def split(self, _name):
+        return self._split
+
+    def loader(self, _split, batch_size=None, indices=None, shuffle=False):
+        """The batch whole, or (``batch_size`` < its rows) cut into consecutive batches of that many rows,
+        each trimmed to its longest text as a real loader's would be (flat token batches)."""
+        rows = len(self.batch["lengths"])
+        if not batch_size or batch_size >= rows:
+            return [self.batch]
+        t_max = self.batch["mask"].shape[1]
+        out = []
+        for start in range(0, rows, batch_size):
+            part = slice(start, start + batch_size)
+            width = int(self.batch["lengths"][part].max())
+            out.append({k: v[part][:, :width] if v.dim() >= 2 and v.shape[1] == t_max else v[part]
+                        for k, v in self.batch.items()})
+        return out
 
 
 def tiny_model(encoder=None, scorer=attention.AdditiveScorer, proj=projection.Softmax, num_classes: int = 2,

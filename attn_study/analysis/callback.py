@@ -89,15 +89,23 @@ class AnalysisCallback(Callback):
     TESTS: ClassVar[tuple[str, ...]] = ()  # its sub-tests
     VAL_TESTS: ClassVar[tuple[str, ...]] = ()  # the default subset tracked during training
     TRACKED: ClassVar[tuple[str, ...]] = ()    # keys drawn against the epoch (keys.TRACKED)
+    # batch_size=null: as many instances as fit a token budget, the longest analysed text deciding (its
+    # square where the work per instance is T×T); the budget is fixed on a CPU, from free memory on a GPU
+    CPU_TOKENS: ClassVar[int] = 32_768
+    CPU_MAX_BATCH: ClassVar[int] = 512
+    GPU_BYTES_PER_TOKEN: ClassVar[int] = 256 * 1024
+    GPU_MAX_BATCH: ClassVar[int] = 8192
+    QUADRATIC: ClassVar[bool] = False
 
     def __init__(self, *, split: str = "test", max_instances: int | None = None, subsample_seed: int = 0,
-                 seed: int = 0, batch_size: int = 256, tests=None, every_n_epochs: int | None = None,
+                 seed: int = 0, batch_size: int | None = None, tests=None, every_n_epochs: int | None = None,
                  val_tests=None, val_split: str = "dev", val_max_instances: int | None = 200,
                  out_dir: str | Path | None = None):
         self.split, self.val_split = str(split), str(val_split)
         self.max_instances = _positive_or_none(self._option("max_instances"), max_instances)
         self.val_max_instances = _positive_or_none(self._option("val_max_instances"), val_max_instances)
-        self.batch_size = _positive_or_none(self._option("batch_size"), batch_size) or 1
+        self.batch_size = _positive_or_none(self._option("batch_size"), batch_size)
+        self._announced: set = set()
         self.every_n_epochs = _positive_or_none(self._option("every_n_epochs"), every_n_epochs)
         self.subsample_seed, self.seed = int(subsample_seed), int(seed)
         self.tests = self._choose("tests", self.TESTS if tests is None else tests, self.TESTS)
@@ -159,6 +167,27 @@ class AnalysisCallback(Callback):
         if max_instances is None or max_instances >= n:
             return np.arange(n)
         return np.sort(np.random.default_rng(seed).choice(n, size=max_instances, replace=False))
+
+    def batch_size_for(self, data, split: str, indices: np.ndarray, device: torch.device) -> int:
+        """``batch_size``, or when it is null the device's choice (see the class attributes), said once."""
+        if self.batch_size is not None:
+            return self.batch_size
+        lengths = np.asarray(data.split(split).lengths)[np.asarray(indices, dtype=np.int64)]
+        longest = max(int(lengths.max()) if len(lengths) else 1, 1)
+        if device.type == "cuda":
+            free = torch.cuda.mem_get_info(device)[0]
+            tokens, cap = free // 2 // self.GPU_BYTES_PER_TOKEN, self.GPU_MAX_BATCH
+            where = f"half of {free / 2**30:.0f} GiB free"
+        else:
+            tokens, cap, where = self.CPU_TOKENS, self.CPU_MAX_BATCH, "CPU"
+        size = max(1, min(cap, int(tokens // (longest * longest if self.QUADRATIC else longest))))
+        said = (split, device.type, size)
+        if said not in self._announced:
+            self._announced.add(said)
+            print(f"analysis:  {self.name} on {split}: batch_size={size} (auto: {where}, {tokens} tokens, longest "
+                  f"text {longest}{'²' if self.QUADRATIC else ''}; set {self._option('batch_size')} to choose)",
+                  flush=True)
+        return size
 
     def analyse(self, model, data, out_dir: Path, loggers=()) -> dict:
         """The full analysis of ``model`` on ``split``: results into ``<out_dir>/analysis/<family>/``

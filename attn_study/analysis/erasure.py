@@ -88,12 +88,15 @@ def rank_items(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def ranking_scores(name: str, alpha: torch.Tensor, grad: torch.Tensor | None = None,
-                   generator: torch.Generator | None = None) -> torch.Tensor:
-    """Scores (B, T) whose descending order is the ranking ``name``."""
+                   uniform: torch.Tensor | None = None) -> torch.Tensor:
+    """Scores (B, T) whose descending order is the ranking ``name``; ``random`` is the given ``uniform``
+    draws (B, T)."""
     if name == "attention":
         return alpha
     if name == "random":
-        return torch.rand(alpha.shape, generator=generator, device=alpha.device)
+        if uniform is None:
+            raise ValueError("the random ranking needs uniform draws")
+        return uniform
     if grad is None:
         raise ValueError(f"ranking {name!r} needs the decision gradient")
     if name == "gradient":
@@ -103,11 +106,11 @@ def ranking_scores(name: str, alpha: torch.Tensor, grad: torch.Tensor | None = N
     raise ValueError(f"unknown ranking {name!r}; choose from {list(RANKINGS)}")
 
 
-def random_other(tops: torch.Tensor, mask: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+def random_other(tops: torch.Tensor, mask: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
     """For each instance and each column of ``tops`` (B, R), an item drawn uniformly among the real
-    items other than that top item (one uniform draw per item serves every column). Instances
-    with one real item get the top item back."""
-    u = torch.rand(mask.shape, generator=generator, device=mask.device).masked_fill(~mask, -1.0)
+    items other than that top item: the other real item of largest ``uniform`` draw (B, T) (one draw per
+    item serves every column). Instances with one real item get the top item back."""
+    u = uniform.masked_fill(~mask, -1.0)
     u = u[:, None, :].expand(-1, tops.shape[1], -1).clone()
     u.scatter_(2, tops[..., None], -2.0)
     return u.argmax(-1)

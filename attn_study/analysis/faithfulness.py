@@ -47,6 +47,7 @@ from attn_study.analysis.importance import (
     token_mask,
 )
 from attn_study.analysis.measures import MEAN_STATS, summarise
+from attn_study.analysis.seeding import instance_draws
 from attn_study.errors import UserError
 from attn_study.keys import FF_METHODS, ff, ff_fraction
 
@@ -109,16 +110,6 @@ def signed_leave_one_out(model, batch: dict, probs: torch.Tensor, chunk_size: in
         top = probs.argmax(-1)
         scores[inst, pos] = probs[inst, top[inst]] - deleted[torch.arange(len(inst), device=inst.device), top[inst]]
     return scores
-
-
-def instance_keys(batch: dict, seed: int, what: int) -> torch.Tensor:
-    """(B, T) uniform draws of each instance from (``seed``, instance index, ``what``) alone — the same
-    whatever the batch: ``what`` 0 breaks ties, 1 is the random method's scores."""
-    mask = batch["mask"]
-    out = torch.zeros(mask.shape, dtype=torch.float64)
-    for row, (index, length) in enumerate(zip(batch["index"].tolist(), batch["lengths"].tolist())):
-        out[row, :length] = torch.from_numpy(np.random.default_rng([seed, index, what]).random(length))
-    return out.to(mask.device)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -213,6 +204,8 @@ class Faithfulness(AnalysisCallback):
     Tests: ``removal`` (comprehensiveness / sufficiency / AOPC) and ``rationale`` (AUPRC and
     precision@|truth| where the data has ground-truth rationales)."""
 
+    CPU_MAX_BATCH = 64  # each instance carries its deletions and integrated-gradient steps
+
     name = "faithfulness"
     TESTS = ("removal", "rationale")
     VAL_TESTS = ("removal", "rationale")
@@ -257,7 +250,7 @@ class Faithfulness(AnalysisCallback):
             elif method == "loo":
                 out[method] = signed_leave_one_out(model, batch, probs, self.internal_batch_size)
             elif method == "random":
-                out[method] = instance_keys(batch, self.seed, 1)
+                out[method] = instance_draws(batch["index"], batch["mask"], self.seed, "faithfulness_random")
             seconds[method] += time.time() - started
         return out, extra
 
@@ -266,7 +259,7 @@ class Faithfulness(AnalysisCallback):
         split_data = data.split(split)
         rows: dict[int, dict] = {}
         seconds = dict.fromkeys(["predict", *self.methods, *tests], 0.0)
-        for batch in tqdm(data.loader(split, batch_size=self.batch_size, indices=indices),
+        for batch in tqdm(data.loader(split, batch_size=self.batch_size_for(data, split, indices, device), indices=indices),
                           desc=f"faithfulness/{'+'.join(tests)}", leave=False, dynamic_ncols=True):
             started = time.time()
             batch = {k: v.to(device) for k, v in batch.items()}
@@ -275,7 +268,7 @@ class Faithfulness(AnalysisCallback):
             scores, columns = self.scores(model, batch, alpha, probs, seconds)
             text = token_mask(batch)
             columns["length"] = text.sum(1)
-            tiebreak = instance_keys(batch, self.seed, 0)
+            tiebreak = instance_draws(batch["index"], batch["mask"], self.seed, "faithfulness_ties")
             orders = {m: ranking(torch.nan_to_num(s.double(), nan=0.0), text, tiebreak) for m, s in scores.items()}
             if "removal" in tests:
                 started = time.time()

@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import torch
 from tqdm.auto import tqdm
 
 from attn_study import keys
@@ -26,6 +25,7 @@ from attn_study.analysis.figures.jain_wallace import jain_wallace_figures
 from attn_study.analysis.importance import gradient_importance, leave_one_out, predict, token_mask
 from attn_study.analysis.measures import MEAN_STATS, entropy, kendall_tau_b, summarise
 from attn_study.analysis.permutation import permutation_tvd
+from attn_study.analysis.seeding import instance_draws
 from attn_study.errors import UserError
 from attn_study.keys import CORRELATIONS
 
@@ -84,10 +84,9 @@ class JainWallace(AnalysisCallback):
                                           "label": int(rows_of.labels[i])} for i in indices}
         keep_adv: dict[int, dict] = {}
         seconds = {}
-        generator = torch.Generator(device=device).manual_seed(self.seed)
         for test in ["predict", *tests]:
             started = time.time()
-            batches = data.loader(split, batch_size=self.batch_size, indices=indices)
+            batches = data.loader(split, batch_size=self.batch_size_for(data, split, indices, device), indices=indices)
             for batch in tqdm(batches, desc=f"jain_wallace/{test}", leave=False, dynamic_ncols=True):
                 batch = {k: v.to(device) for k, v in batch.items()}
                 enc, alpha, probs = predict(model, batch)
@@ -97,13 +96,13 @@ class JainWallace(AnalysisCallback):
                 elif test == "correlation":
                     self._record_correlations(rows, ids, model, batch, alpha, probs)
                 elif test == "permutation":
-                    change = permutation_tvd(model, enc, alpha, probs, self.permutations, generator,
-                                             self.perturbations_per_eval)
+                    keys = instance_draws(batch["index"], enc.mask, self.seed, "permutation", (self.permutations,),
+                                          dtype=alpha.dtype)
+                    change = permutation_tvd(model, enc, alpha, probs, keys, self.perturbations_per_eval)
                     for row, value in zip(ids, change.quantile(0.5, dim=1).tolist()):
                         rows[row]["perm_median_tvd"] = value
                 else:
-                    self._record_adversaries(rows, ids, keep_adv, model, enc, batch, alpha, probs, epsilon, select,
-                                             generator)
+                    self._record_adversaries(rows, ids, keep_adv, model, enc, batch, alpha, probs, epsilon, select)
             seconds[test] = time.time() - started
         frame = pd.DataFrame([rows[int(i)] for i in indices])
         return Measured(frame, seconds, {"epsilon": epsilon, "select_epsilon": select, "adversaries": keep_adv})
@@ -134,11 +133,13 @@ class JainWallace(AnalysisCallback):
             for r, row in enumerate(ids):
                 rows[row][name], rows[row][name.replace("tau", "p")] = float(tau[r]), float(p[r])
 
-    def _record_adversaries(self, rows, ids, keep_adv, model, enc, batch, alpha, probs, epsilon, select, generator):
+    def _record_adversaries(self, rows, ids, keep_adv, model, enc, batch, alpha, probs, epsilon, select):
         num_classes = probs.shape[1]
         adv, change, divergence = adversarial_attention(
             model, enc, alpha, probs, k=self.adversaries, steps=self.steps, lr=self.lr, lam=self.lam,
-            epsilon=epsilon, init_scale=self.init_scale, generator=generator, lam_per_adversary=self.lam_per_adversary,
+            epsilon=epsilon, init_scale=self.init_scale, lam_per_adversary=self.lam_per_adversary,
+            noise=instance_draws(batch["index"], enc.mask, self.seed, "adversary_init", (self.adversaries,),
+                                 normal=True, dtype=alpha.dtype),
             diversity=self.diversity, output_distance=self.multiclass_output_distance if num_classes > 2 else "tvd")
         if self.selection == "authors":
             best, which, n_ok = authors_emax_jsd(adv, alpha, change, num_classes, token_mask(batch), select)

@@ -8,25 +8,26 @@ import torch
 from attn_study.analysis.measures import tvd
 
 
-def permute_among_real(alpha: torch.Tensor, mask: torch.Tensor, n: int, generator: torch.Generator) -> torch.Tensor:
-    """``n`` random permutations of each row's weights among its real positions: (B, n, T).
+def permute_among_real(alpha: torch.Tensor, mask: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """n random permutations of each row's weights among its real positions: (B, n, T), from uniform
+    ``keys`` (B, n, T) (see :func:`~attn_study.analysis.seeding.instance_draws`).
 
-    Random keys sorted per row, padding keyed +inf, give permutations of the real positions that
+    The keys sorted per row, padding keyed +inf, give permutations of the real positions that
     leave padding in place, so no weight ever moves onto padding.
     """
-    b, t = alpha.shape
-    keys = torch.rand((b, n, t), generator=generator, device=alpha.device)
+    b, n, t = keys.shape
     keys = keys.masked_fill(~mask[:, None, :], float("inf"))
     order = keys.argsort(dim=-1)
     return alpha.gather(1, order.reshape(b, n * t)).reshape(b, n, t)
 
 
 @torch.no_grad()
-def permutation_tvd(model, enc, alpha: torch.Tensor, probs: torch.Tensor, n: int, generator: torch.Generator,
+def permutation_tvd(model, enc, alpha: torch.Tensor, probs: torch.Tensor, keys: torch.Tensor,
                     chunk: int = 25) -> torch.Tensor:
-    """TVD(ŷ(α_perm), ŷ) for ``n`` permutations per instance: (B, n). ``chunk`` permutations per
-    decode call bound the memory (B·chunk pooled vectors)."""
-    permuted = permute_among_real(alpha, enc.mask, n, generator)
+    """TVD(ŷ(α_perm), ŷ) for the n permutations given by ``keys`` (B, n, T): (B, n). ``chunk`` permutations
+    per decode call bound the memory (B·chunk pooled vectors)."""
+    permuted = permute_among_real(alpha, enc.mask, keys)
+    n = keys.shape[1]
     out = [
         tvd(model.probabilities(model.decode_many(enc, permuted[:, s:s + chunk]).flatten(0, 1)).view(
             alpha.shape[0], -1, probs.shape[1]), probs[:, None, :])

@@ -39,6 +39,7 @@ from attn_study.analysis.erasure import (
 from attn_study.analysis.figures.serrano_smith import serrano_smith_figures
 from attn_study.analysis.importance import predict
 from attn_study.analysis.measures import summarise
+from attn_study.analysis.seeding import instance_draws
 from attn_study.keys import CELLS, PAIRED, RANKINGS, SINGLE_TABLES, single_flip_columns
 
 
@@ -65,14 +66,12 @@ class SerranoSmith(AnalysisCallback):
         device = next(model.parameters()).device
         rows: dict[int, dict] = {int(i): {"index": int(i), "uid": data.split(split).uids[i],
                                           "label": int(data.split(split).labels[i])} for i in indices}
-        # separate streams: the random item of the single test and the random ranking do not depend
-        # on which tests run (they do depend on the seed and the batches, i.e. batch_size)
-        generators = {"single": torch.Generator(device=device).manual_seed(self.seed),
-                      "multi": torch.Generator(device=device).manual_seed(self.seed + 1)}
+        # the random item of the single test and the random ranking: each instance's own draws (seeding.py),
+        # whatever the batch size and the tests that run
         # one pass: each batch is encoded once and every test runs on it (the encoder pass dominates
         # on a CPU); seconds/encode is the encoding, seconds/<test> the test's own work
         seconds = dict.fromkeys(["encode", *tests], 0.0)
-        batches = data.loader(split, batch_size=self.batch_size, indices=indices)
+        batches = data.loader(split, batch_size=self.batch_size_for(data, split, indices, device), indices=indices)
         for batch in tqdm(batches, desc=f"serrano_smith/{'+'.join(tests) or 'predict'}", leave=False,
                           dynamic_ncols=True):
             started = time.time()
@@ -83,10 +82,12 @@ class SerranoSmith(AnalysisCallback):
             seconds["encode"] += time.time() - started
             for test in tests:
                 started = time.time()
+                stream = "erasure_random_item" if test == "single" else "erasure_random_ranking"
+                uniform = instance_draws(batch["index"], enc.mask, self.seed, stream, dtype=alpha.dtype)
                 if test == "single":
-                    self._single(rows, ids, model, enc, alpha, probs, generators["single"])
+                    self._single(rows, ids, model, enc, alpha, probs, uniform)
                 else:
-                    self._multi(rows, ids, model, enc, alpha, probs, generators["multi"])
+                    self._multi(rows, ids, model, enc, alpha, probs, uniform)
                 seconds[test] += time.time() - started
         frame = pd.DataFrame([rows[int(i)] for i in indices]).reindex(columns=self.columns(tests))
         return Measured(frame, seconds)
@@ -112,12 +113,12 @@ class SerranoSmith(AnalysisCallback):
                              max_attention=max_alpha[r])
 
     @staticmethod
-    def _single(rows, ids, model, enc, alpha, probs, generator):
+    def _single(rows, ids, model, enc, alpha, probs, uniform):
         mask = enc.mask
         grad = decision_gradient(model, enc, alpha)
         tops = torch.stack([rank_items(ranking_scores(SINGLE_TABLES[table], alpha, grad), mask)[:, 0]
                             for table in SINGLE_TABLES], dim=1)  # (B, 3)
-        others = random_other(tops, mask, generator)  # (B, 3)
+        others = random_other(tops, mask, uniform)  # (B, 3)
         js, flip = single_weight(model, enc, alpha, probs, torch.cat([tops, others], dim=1))
         n_tables = tops.shape[1]
         js_top, js_rand = js[:, 0].tolist(), js[:, n_tables].tolist()
@@ -135,7 +136,7 @@ class SerranoSmith(AnalysisCallback):
                 values[top], values[random] = float(flip[r][j]), float(flip[r][n_tables + j])
             rows[row].update({k: (v if lengths[r] >= 2 else nan) for k, v in values.items()})
 
-    def _multi(self, rows, ids, model, enc, alpha, probs, generator):
+    def _multi(self, rows, ids, model, enc, alpha, probs, uniform):
         mask = enc.mask
         grad = decision_gradient(model, enc, alpha) if {"gradient", "grad_attention"} & set(self.rankings) else None
         prediction = probs.argmax(-1)
@@ -144,7 +145,7 @@ class SerranoSmith(AnalysisCallback):
         n = lengths.tolist()
         nan = float("nan")
         for name in self.rankings:
-            order = rank_items(ranking_scores(name, alpha, grad, generator), mask)
+            order = rank_items(ranking_scores(name, alpha, grad, uniform), mask)
             removed, flipped, mass = first_flips(model, enc, alpha, order, prediction, self.perturbations_per_eval,
                                                  zero_logits)
             keep = (flipped & (lengths >= 2)).tolist()

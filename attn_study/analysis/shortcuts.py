@@ -95,7 +95,7 @@ class Shortcuts(AnalysisCallback):
         black_box = self.black_box(data).to(device) if "posthoc" in tests and self.target else None
         seconds = dict.fromkeys(["predict", *tests], 0.0)
         rows = {}
-        for batch in tqdm(data.loader(split, batch_size=self.batch_size, indices=indices), desc="shortcuts",
+        for batch in tqdm(data.loader(split, batch_size=self.batch_size_for(data, split, indices, device), indices=indices), desc="shortcuts",
                           leave=False, dynamic_ncols=True):
             started = time.time()
             batch = {k: v.to(device) for k, v in batch.items()}

@@ -51,6 +51,10 @@ class Sparsity(AnalysisCallback):
     erased attentions of each instance per decode call (D_ŷ(h)).
     """
 
+    QUADRATIC = True         # T×T input→state gradients per instance
+    CPU_TOKENS = 262_144     # T² units: 64 texts of 64 tokens
+    CPU_MAX_BATCH = 64
+
     name = "sparsity"
     TESTS = ("input", "intermediate", "input_hidden")
     VAL_TESTS = ("input", "intermediate")
@@ -77,7 +81,7 @@ class Sparsity(AnalysisCallback):
         rows: dict[int, dict] = {}
         seconds = dict.fromkeys(["predict", *tests], 0.0)
         kept: list[dict] = []
-        for batch in tqdm(data.loader(split, batch_size=self.batch_size, indices=indices),
+        for batch in tqdm(data.loader(split, batch_size=self.batch_size_for(data, split, indices, device), indices=indices),
                           desc=f"sparsity/{'+'.join(tests) or 'predict'}", leave=False, dynamic_ncols=True):
             started = time.time()
             batch = {k: v.to(device) for k, v in batch.items()}

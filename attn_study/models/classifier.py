@@ -8,11 +8,19 @@ Tests intervene between the stages: a permuted or adversarial α goes to ``decod
 re-encoding; gradients w.r.t. the embeddings come from ``encode(batch, embedded=E)`` with a leaf E.
 Binary tasks have one output logit (sigmoid, as Jain & Wallace); ``probabilities`` always returns the
 full distribution (B, C).
+
+Decoding many attentions at once (``decode_many``: permutations, adversaries, erasures) exploits the
+decoder's algebra. Its first layer is affine in the pooled vector c = Σ_t α_t h_t, so
+W c = Σ_t α_t (W h_t): each state is projected once per instance (U_t = W h_t, cached on the
+``Encoded``), and every candidate α then costs O(T·n) instead of O(T·m) — n = C for the flat models
+(logits = W c + b), the decoder width for pair models (tanh(W_p c + W_q q)). Exact in eval mode
+(dropout is the identity); in training mode, or within :func:`general_decoding`, every α is pooled.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import contextlib
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -37,6 +45,21 @@ class Encoded:
     query: torch.Tensor | None = None  # (B, m) for pair tasks
     candidates: torch.Tensor | None = None  # (B, C) bool: allowed answers (QA), None = all
     selection: torch.Tensor | None = None  # (B, T): the selected tokens of a selector–predictor model
+    projected: dict = field(default_factory=dict, repr=False)  # decode_many's cache of W h_t
+
+
+_AFFINE_SHORTCUT = [True]
+
+
+@contextlib.contextmanager
+def general_decoding():
+    """Within this block ``decode_many`` pools every attention (the affine shortcut off): the
+    reference the shortcut is tested and benchmarked against."""
+    _AFFINE_SHORTCUT.append(False)
+    try:
+        yield
+    finally:
+        _AFFINE_SHORTCUT.pop()
 
 
 class AttentionClassifier(nn.Module):
@@ -102,14 +125,51 @@ class AttentionClassifier(nn.Module):
         return context
 
     def decode_many(self, enc: Encoded, alphas: torch.Tensor) -> torch.Tensor:
-        """Logits (B, K, C) for K attentions per instance, ``alphas`` (B, K, T), without re-encoding."""
+        """Logits (B, K, C) for K attentions per instance, ``alphas`` (B, K, T), without re-encoding;
+        through the projected states U_t = W h_t when the affine shortcut applies (module docstring)."""
         b, k, _ = alphas.shape
-        context = torch.einsum("bkt,btm->bkm", alphas, enc.hidden).reshape(b * k, -1)
 
         def repeat(x):
             return None if x is None else x.repeat_interleave(k, dim=0)
 
-        return self.decode_pooled(context, repeat(enc.query), repeat(enc.candidates)).reshape(b, k, -1)
+        projected = self.projected_states(enc)
+        if projected is None:
+            context = torch.einsum("bkt,btm->bkm", alphas, enc.hidden).reshape(b * k, -1)
+            return self.decode_pooled(context, repeat(enc.query), repeat(enc.candidates)).reshape(b, k, -1)
+        first = torch.einsum("bkt,btn->bkn", alphas, projected).reshape(b * k, -1)
+        if self.first_layer().bias is not None:
+            first = first + self.first_layer().bias
+        return self.decode_first_layer(first, repeat(enc.query), repeat(enc.candidates)).reshape(b, k, -1)
+
+    def _decoder_is_known(self) -> bool:
+        """Whether ``first_layer``/``decode_first_layer`` describe this class's decoder: a subclass that
+        changes ``decode_pooled``, or ``combine`` without saying how its first layer splits off, is
+        decoded the general way."""
+        def owner(name):
+            return next(c for c in type(self).__mro__ if name in vars(c))
+        return (owner("decode_pooled") is AttentionClassifier
+                and owner("combine") is owner("decode_first_layer") is owner("first_layer"))
+
+    def first_layer(self) -> nn.Linear:
+        """The decoder's first layer, affine in the pooled vector c (flat: the output layer)."""
+        return self.output
+
+    def decode_first_layer(self, first: torch.Tensor, query: torch.Tensor | None,
+                           candidates: torch.Tensor | None) -> torch.Tensor:
+        """Logits from the first layer's output W c + b (flat: they are the logits)."""
+        return restrict(first, candidates)
+
+    def projected_states(self, enc: Encoded) -> torch.Tensor | None:
+        """U = H Wᵀ (B, T, n), W the first layer's weight, computed once per ``enc`` (and again if its
+        states change); None where the shortcut does not apply: training mode (dropout), inside
+        :func:`general_decoding`, or states that require gradients (nothing is cached across graphs)."""
+        if self.training or not _AFFINE_SHORTCUT[-1] or enc.hidden.requires_grad or not self._decoder_is_known():
+            return None
+        weight = self.first_layer().weight
+        key = (id(enc.hidden), enc.hidden._version, id(weight), weight._version)
+        if enc.projected.get("key") != key:
+            enc.projected.update(key=key, value=enc.hidden @ weight.T)
+        return enc.projected["value"]
 
     def forward(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
         enc = self.encode(batch)
@@ -169,3 +229,11 @@ class PairAttentionClassifier(AttentionClassifier):
     def combine(self, context: torch.Tensor, query: torch.Tensor | None) -> torch.Tensor:
         """tanh(W_p c + W_q q)."""
         return torch.tanh(self.w_context(context) + self.w_query(query))
+
+    def first_layer(self) -> nn.Linear:
+        return self.w_context
+
+    def decode_first_layer(self, first: torch.Tensor, query: torch.Tensor | None,
+                           candidates: torch.Tensor | None) -> torch.Tensor:
+        """Linear(tanh(W_p c + b_p + W_q q)) from W_p c + b_p."""
+        return restrict(self.output(self.dropout(torch.tanh(first + self.w_query(query)))), candidates)

@@ -25,7 +25,8 @@ SEQS = [[5, 6, 7, 8, 9, 10, 11, 12, 13], [12, 13, 14], [16, 17, 18, 19, 20, 2, 3
 def test_permutations_stay_on_real_tokens_and_keep_the_weights():
     batch = token_batch(SEQS)
     alpha = torch.rand(batch["mask"].shape) * batch["mask"]
-    permuted = permute_among_real(alpha, batch["mask"], 50, torch.Generator().manual_seed(0))
+    keys = torch.rand((len(SEQS), 50, batch["mask"].shape[1]), generator=torch.Generator().manual_seed(0))
+    permuted = permute_among_real(alpha, batch["mask"], keys)
     assert torch.all(permuted[~batch["mask"][:, None, :].expand_as(permuted)] == 0)
     torch.testing.assert_close(permuted.sort(-1).values, alpha[:, None, :].expand_as(permuted).sort(-1).values)
     assert not torch.equal(permuted[0, 0], permuted[0, 1])  # permutations differ
@@ -37,11 +38,12 @@ def test_permuting_uniform_attention_changes_nothing():
     enc, _, _ = predict(model, batch)
     uniform = batch["mask"] / batch["lengths"][:, None]
     probs = model.probabilities(model.decode(enc, uniform))
-    change = permutation_tvd(model, enc, uniform, probs, 30, torch.Generator().manual_seed(0), chunk=7)
+    keys = torch.rand((4, 30, batch["mask"].shape[1]), generator=torch.Generator().manual_seed(0))
+    change = permutation_tvd(model, enc, uniform, probs, keys, chunk=7)
     assert change.shape == (4, 30)
     torch.testing.assert_close(change, torch.zeros_like(change), atol=1e-6, rtol=0)
     _, alpha, probs = predict(model, batch)
-    assert permutation_tvd(model, enc, alpha, probs, 30, torch.Generator().manual_seed(0)).max() > 0
+    assert permutation_tvd(model, enc, alpha, probs, keys).max() > 0
 
 
 def test_selected_adversaries_stay_within_epsilon():

@@ -34,6 +34,11 @@ from tests.helpers import TINY, tiny_model, token_batch
 # erasure
 # ------------------------------------------------------------------------------------------------
 
+
+def uniform(mask: torch.Tensor, seed: int) -> torch.Tensor:
+    """Uniform draws (B, T) as the random ranking and the random item use them."""
+    return torch.rand(mask.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.double)
+
 def test_erasure_renormalises_by_hand_and_erasing_everything_pools_zero():
     model = tiny_model(double=True, num_classes=3)
     with torch.no_grad():
@@ -134,7 +139,7 @@ def test_decision_flips_match_brute_force_on_a_linear_noenc_model():
     pred = probs.argmax(-1)
     grad = decision_gradient(model, enc, alpha)
     for name in RANKINGS:
-        order = rank_items(ranking_scores(name, alpha, grad, torch.Generator().manual_seed(1)), batch["mask"])
+        order = rank_items(ranking_scores(name, alpha, grad, uniform(batch["mask"], 1)), batch["mask"])
         removed, flipped, mass = first_flips(model, enc, alpha, order, pred, steps_per_call=2)
         for b, ids in enumerate(seqs):
             sent = [TOKENS[i][0] for i in ids]
@@ -189,7 +194,7 @@ def test_rankings_never_select_padding_and_random_is_reproducible():
     alpha = torch.where(mask, alpha, torch.full_like(alpha, 5.0))  # padding "wins" if not masked
     grad = torch.where(mask, torch.randn(mask.shape, dtype=torch.double), torch.full_like(alpha, 9.0))
     for name in RANKINGS:
-        order = rank_items(ranking_scores(name, alpha, grad, torch.Generator().manual_seed(0)), mask)
+        order = rank_items(ranking_scores(name, alpha, grad, uniform(mask, 0)), mask)
         for b in range(4):
             n = int(lengths[b])
             assert sorted(order[b, :n].tolist()) == list(range(n)), name
@@ -198,18 +203,17 @@ def test_rankings_never_select_padding_and_random_is_reproducible():
     scores = torch.tensor([[1.0, 2.0, 2.0, float("nan"), 2.0, 0.0]])
     assert rank_items(scores, torch.ones(1, 6, dtype=torch.bool)).tolist() == [[1, 2, 4, 0, 5, 3]]
     # random: same seed, same ranking; another seed, another
-    orders = [rank_items(ranking_scores("random", alpha, None, torch.Generator().manual_seed(s)), mask) for s in (4, 4, 5)]
+    orders = [rank_items(ranking_scores("random", alpha, None, uniform(mask, s)), mask) for s in (4, 4, 5)]
     assert torch.equal(orders[0], orders[1]) and not torch.equal(orders[0], orders[2])
     # the random other item: real, never the top item, uniform-ish, reproducible
     tops = torch.stack([rank_items(alpha, mask)[:, 0], rank_items(grad, mask)[:, 0]], 1)
-    gen = torch.Generator().manual_seed(0)
-    draws = torch.stack([random_other(tops, mask, gen) for _ in range(400)])  # (400, B, 2)
+    draws = torch.stack([random_other(tops, mask, uniform(mask, s)) for s in range(400)])  # (400, B, 2)
     for b in (0, 1, 3):
         for j in range(2):
             picked = draws[:, b, j]
             assert torch.all(mask[b, picked]) and torch.all(picked != tops[b, j])
             assert len(set(picked.tolist())) == int(lengths[b]) - 1  # every other item turns up
-    again = torch.stack([random_other(tops, mask, g) for g in [torch.Generator().manual_seed(0)] for _ in range(3)])
+    again = torch.stack([random_other(tops, mask, uniform(mask, s)) for s in range(3)])
     assert torch.equal(again, draws[:3])
 
 
@@ -250,7 +254,7 @@ def test_batched_first_flips_equal_a_per_instance_reference(steps_per_call):
     grad = decision_gradient(model, enc, alpha)
     early = 0
     for name in RANKINGS:
-        order = rank_items(ranking_scores(name, alpha, grad, torch.Generator().manual_seed(7)), enc.mask)
+        order = rank_items(ranking_scores(name, alpha, grad, uniform(enc.mask, 7)), enc.mask)
         removed, flipped, mass = first_flips(model, enc, alpha, order, pred, steps_per_call=steps_per_call)
         for b in range(len(seqs)):
             k, m = reference_first_flip(model, enc, alpha, order, b, pred)

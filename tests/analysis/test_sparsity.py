@@ -24,7 +24,7 @@ from attn_study.analysis.measures import entropy
 from attn_study.analysis.sparsity import Sparsity
 from attn_study.models import encoders, projection
 from attn_study.run import train_and_test
-from tests.helpers import TINY, compose_config, tiny_model, token_batch
+from tests.helpers import TINY, StubData, compose_config, tiny_model, token_batch
 
 SEQS = [[5, 6, 7, 8, 9, 10, 11, 12, 13], [12, 13, 14], [15], [16, 17, 18, 19, 20, 2, 3], [4, 9]]
 ENCODERS = {
@@ -163,32 +163,14 @@ def test_sparsegen_support_never_grows_with_lambda_and_lambda_zero_is_sparsemax(
 
 
 def measure(model, seqs, tests=Sparsity.TESTS):
-    """The family's per-instance frame for ``seqs`` (a stand-in for a datamodule)."""
-
-    class Data:
-        name, num_classes = "toy", model.num_classes
-
-        class vocab:  # noqa: N801 - the attribute the protocol names
-            @staticmethod
-            def decode(ids):
-                return [str(i) for i in ids]
-
-        def split(self, _):
-            class Split:
-                ids = [np.asarray(s) for s in seqs]
-                uids = [f"t{i}" for i in range(len(seqs))]
-                labels = np.zeros(len(seqs), dtype=int)
-            return Split
-
-        def loader(self, _split, batch_size=None, indices=None, shuffle=False):
-            batch = token_batch(seqs)
-            extra = 3  # trailing padding beyond the longest instance
-            for k in ("ids", "mask"):
-                batch[k] = torch.cat([batch[k], torch.zeros(len(seqs), extra, dtype=batch[k].dtype)], 1)
-            return [batch]
-
+    """The family's per-instance frame for ``seqs`` (trailing padding beyond the longest instance)."""
+    batch = token_batch(seqs)
+    extra = 3
+    for k in ("ids", "mask"):
+        batch[k] = torch.cat([batch[k], torch.zeros(len(seqs), extra, dtype=batch[k].dtype)], 1)
     with analysis_mode(model):
-        return Sparsity(batch_size=len(seqs)).measure(model, Data(), "test", np.arange(len(seqs)), list(tests))
+        return Sparsity(batch_size=len(seqs)).measure(model, StubData(batch, model.num_classes), "test",
+                                                      np.arange(len(seqs)), list(tests))
 
 
 def test_padding_never_enters_any_statistic():
