@@ -7,7 +7,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from attn_study import saved
+from attn_study import keys, saved
 from attn_study.errors import UserError
 
 
@@ -39,17 +39,21 @@ def analyze(cfg: DictConfig) -> dict:
     run_cfg = analysis_config(cfg, run_dir)
     datamodule = build_datamodule(run_cfg)
     datamodule.setup()
+    saved.attach_reference(run_cfg, datamodule, run_dir)  # a frozen-attention run: its source's attention
     module = build_model(run_cfg, datamodule)
     analyses = build_analyses(run_cfg)
     if not analyses:
         raise UserError("attn-study-analyze: no analysis chosen; e.g. analysis=[jain_wallace,serrano_smith]")
     for analysis in analyses:
+        analysis.out_dir = analysis.out_dir or run_dir
         analysis.check(module.model, datamodule)
     saved.load_state(module, ckpt)
     loggers = build_loggers(run_cfg, run_dir) if cfg.use_loggers else []
     trainer = component(run_cfg.trainer, logger=loggers or False, callbacks=analyses, default_root_dir=str(run_dir),
                         enable_checkpointing=False, enable_progress_bar=False)
     trainer.test(module, datamodule=datamodule, verbose=False)
+    if saved.soft_token_attention(module.model) and not (run_dir / keys.ATTENTION).is_file():
+        saved.write_attention(module, datamodule, run_dir / keys.ATTENTION)  # a run from before the file existed
     for lg in loggers:
         lg.finalize("success")
     _finish_wandb()

@@ -112,6 +112,7 @@ def _module(cfg: DictConfig, classifier, datamodule) -> AttentionModule:
         weight_clip=tuple(training.get("weight_clip", (0.1, 10.0))),
         class_prior=(np.bincount(labels, minlength=datamodule.num_classes) / len(labels)).tolist(),
         select_from_epoch=int(training.get("select_from_epoch", 0)),
+        adversary_lam=float(training.get("lam", 0.0) or 0.0),
     )
 
 

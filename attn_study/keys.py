@@ -20,9 +20,12 @@ import re
 from collections.abc import Iterable
 
 #: test family (config name, folder ``analysis/<family>/``) → key namespace
-FAMILIES = {"jain_wallace": "jw", "serrano_smith": "ss", "sparsity": "sp", "shortcuts": "sc", "faithfulness": "ff"}
+FAMILIES = {"jain_wallace": "jw", "serrano_smith": "ss", "sparsity": "sp", "shortcuts": "sc", "faithfulness": "ff",
+            "wiegreffe_pinter": "wp"}
 #: files of ``analysis/<family>/``: per-instance rows, the summary, and what was tracked while training
 INSTANCES, SUMMARY = "instances.parquet", "summary.json"
+#: in a run directory: every test instance's attention and output distribution (saved.write_attention)
+ATTENTION = "attention.parquet"
 EPOCHS_CSV, EPOCHS_PARQUET, EPOCHS_FIGURE = "epochs.csv", "epochs.parquet", "epochs.png"
 TRAINING_NAMESPACES = ("train", "val", "test", "data", "run")
 DURING_TRAINING = "val"

@@ -30,6 +30,7 @@ from attn_study.build import build_analyses, build_callbacks, build_datamodule, 
 from attn_study.data.checks import check_data, check_embeddings
 from attn_study.errors import UserError
 from attn_study.io import atomic_open, read_json, write_json_atomic
+from attn_study.saved import soft_token_attention
 from attn_study.sweep import state
 
 log = logging.getLogger(__name__)
@@ -164,7 +165,10 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path, resume_from: Path | Non
     datamodule = build_datamodule(cfg)
     datamodule.setup()
     data_metrics, warnings = check_data(datamodule, cfg.dataset.preprocessing.get("max_length"))
+    base = saved.attach_reference(cfg, datamodule, run_dir)  # attention=frozen, the W&P adversary
     module = build_model(cfg, datamodule)
+    if base is not None and cfg.training.get("schedule") == "model_consistent_adversary":
+        module.use_soft_targets(saved.predictions(base))
     embedding_metrics, embedding_warnings = check_embeddings(module.embedding_coverage)
     warnings += embedding_warnings
     target = (cfg.get("explainer") or {}).get("target")
@@ -174,6 +178,7 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path, resume_from: Path | Non
         module.use_soft_targets(saved.predictions(black_box))
     analyses = build_analyses(cfg)
     for analysis in analyses:  # before training (Lightning's setup checks again)
+        analysis.out_dir = analysis.out_dir or run_dir
         analysis.check(module.model, datamodule)
 
     loggers = build_loggers(cfg, run_dir)
@@ -192,15 +197,21 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path, resume_from: Path | Non
     trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None)
     fit_seconds = module.train_seconds  # every attempt's, when resumed
     best = checkpoint.best_model_path if checkpoint is not None else ""
+    recording = soft_token_attention(module.model)
+    module.test_recorder = saved.AttentionRecorder(len(datamodule.split("test"))) if recording else None
     tested = trainer.test(module, datamodule=datamodule, ckpt_path=best or None, verbose=False)[0]
+    if recording:  # each test instance's α and ŷ: what other runs compare with
+        module.test_recorder.write(datamodule.split("test").uids, run_dir / keys.ATTENTION)
 
     stats = datamodule.data.stats
     summary = {k: float(v) for k, v in tested.items()}
     if len(np.unique(datamodule.split("test").labels)) < 2:  # torchmetrics reports 0; it is undefined
         summary["test/auroc"] = float("nan")
     summary.update({
-        "val/acc_best": (float(checkpoint.best_model_score) if checkpoint is not None
-                         and checkpoint.best_model_score is not None else float("nan")),
+        # the score the checkpoint was chosen by: val/acc_best (a W&P adversary: val/adversary_loss_best)
+        f"{checkpoint.monitor if checkpoint is not None and checkpoint.monitor else 'val/acc'}_best": (
+            float(checkpoint.best_model_score) if checkpoint is not None
+            and checkpoint.best_model_score is not None else float("nan")),
         "train/epochs": trainer.current_epoch,
         "train/seconds": fit_seconds,
         "train/seconds_per_epoch": fit_seconds / max(trainer.current_epoch, 1),
@@ -299,7 +310,8 @@ def describe_locations(run_dir: Path, loggers: list, summary: dict) -> str:
         value = summary.get(key)
         return "undefined" if value is None else f"{value:.4f}"
 
-    lines = [f"test/acc {number('test/acc')}  (val/acc_best {number('val/acc_best')})",
+    chosen_by = next((k for k in summary if k.startswith("val/") and k.endswith("_best")), "val/acc_best")
+    lines = [f"test/acc {number('test/acc')}  ({chosen_by} {number(chosen_by)})",
              f"results:  {run_dir / 'summary.json'}"]
     for lg in loggers:
         if isinstance(lg, WandbLogger):

@@ -64,22 +64,65 @@ def load(run: str | Path, option: str = "ckpt_path") -> SavedRun:
     cfg = run_config(run_dir)
     datamodule = build_datamodule(cfg)
     datamodule.setup()
+    attach_reference(cfg, datamodule, run_dir)
     module = build_model(cfg, datamodule)
     load_state(module, ckpt)
     module.eval().requires_grad_(False)
     return SavedRun(run_dir, cfg, datamodule, module)
 
 
-def check_same_data(saved: SavedRun, datamodule, option: str) -> None:
+def check_same_data(saved: SavedRun, datamodule, option: str, this_run: str | Path | None = None) -> None:
     """Fail unless ``datamodule`` holds the same instances, in the same order, with the same vocabulary
     as the saved run's data (their outputs are then aligned by position)."""
     ours, theirs = datamodule.data, saved.datamodule.data
+    this = f"this run ({this_run})" if this_run else "this run"
     if ours.vocab.itos != theirs.vocab.itos:
-        raise UserError(f"{option}={saved.path}: its vocabulary differs from this run's; use the same dataset options")
+        raise UserError(f"{option}={saved.path}: its vocabulary differs from {this}'s; use the same dataset options")
     for split in ("train", "dev", "test"):
-        if list(ours.splits[split].uids) != list(theirs.splits[split].uids):
-            raise UserError(f"{option}={saved.path}: its {split} instances differ from this run's "
-                            "(another dataset, filter or seed); use the same dataset options")
+        mine, others = list(ours.splits[split].uids), list(theirs.splits[split].uids)
+        if mine != others:
+            first = next((i for i, (a, b) in enumerate(zip(mine, others)) if a != b), min(len(mine), len(others)))
+            raise UserError(f"{option}={saved.path}: its {split} instances differ from {this}'s ({len(others)} vs "
+                            f"{len(mine)}, first difference at position {first}: another dataset, filter or "
+                            "seed); use the same dataset options")
+
+
+SIBLING = "sibling:"
+
+
+def resolve_run(value: str, option: str, run_dir: str | Path) -> Path:
+    """A run directory from an option's value: a path, or ``sibling:<experiment>`` — the job of the same
+    sweep whose overrides are this run's with ``experiment=<experiment>`` (how the dependent jobs of
+    ``sweep=wiegreffe_pinter`` find their base run)."""
+    value = str(value)
+    if not value.startswith(SIBLING):
+        return Path(value).expanduser()
+    import yaml
+
+    from attn_study.sweep.naming import job_dir_name
+
+    overrides_file = Path(run_dir) / ".hydra" / "overrides.yaml"
+    if not overrides_file.is_file():
+        raise UserError(f"{option}={value}: only a sweep job has siblings, and {run_dir} has no .hydra/overrides.yaml;"
+                        " give the run directory instead")
+    overrides = [o for o in yaml.safe_load(overrides_file.read_text()) or [] if not o.startswith("experiment=")]
+    return Path(run_dir).parent / job_dir_name([*overrides, f"experiment={value[len(SIBLING):]}"])
+
+
+@torch.no_grad()
+def attentions(saved: SavedRun, batch_size: int = 256) -> dict[str, list]:
+    """The saved model's attention on every instance of every split, over its tokens: ``{split: [α]}``
+    (float32 arrays of each instance's length)."""
+    model = saved.model
+    out = {}
+    for split in ("train", "dev", "test"):
+        rows = [None] * len(saved.datamodule.split(split))
+        for batch in saved.datamodule.loader(split, batch_size=batch_size):
+            alpha = model.attend(model.encode(batch)).float()
+            for r, (index, length) in enumerate(zip(batch["index"].tolist(), batch["lengths"].tolist())):
+                rows[index] = alpha[r, :length].numpy().copy()
+        out[split] = rows
+    return out
 
 
 @torch.no_grad()
@@ -93,3 +136,78 @@ def predictions(saved: SavedRun, batch_size: int = 256) -> dict[str, torch.Tenso
             probs[batch["index"]] = model.probabilities(model(batch)[0]).float()
         out[split] = probs
     return out
+
+
+def soft_token_attention(model) -> bool:
+    """Whether ``model``'s attention is a distribution over its input tokens (flat and pair models; not a
+    HAN's sentence attention, not a selector's hard k-subset)."""
+    from attn_study.models.selector import SelectorPredictor
+
+    return bool(getattr(model, "token_attention", False)) and not isinstance(model, SelectorPredictor)
+
+
+def reference_option(cfg: DictConfig) -> tuple[str, str] | None:
+    """(option, value) of the run this one is built on: ``attention.source`` (attention=frozen) or
+    ``training.base`` (the model-consistent adversary); None for any other run."""
+    if (cfg.get("attention") or {}).get("name") == "frozen":
+        return "attention.source", cfg.attention.get("source")
+    if (cfg.get("training") or {}).get("schedule") == "model_consistent_adversary":
+        return "training.base", cfg.training.get("base")
+    return None
+
+
+def attach_reference(cfg: DictConfig, datamodule, run_dir: str | Path) -> SavedRun | None:
+    """For a run built on another (:func:`reference_option`): that run, loaded, checked to hold the same
+    instances (an error naming both runs otherwise), its attention attached to ``datamodule``'s batches."""
+    reference = reference_option(cfg)
+    if reference is None:
+        return None
+    option, value = reference
+    if not value:
+        raise UserError(f"{option} is not set: give the run directory of the trained model to build on")
+    base = load(resolve_run(value, option, run_dir), option=option)
+    if not soft_token_attention(base.model):
+        raise UserError(f"{option}={value}: {type(base.model).__name__} has no soft attention over tokens to reuse")
+    check_same_data(base, datamodule, option, this_run=run_dir)
+    datamodule.fix_attention(attentions(base))
+    return base
+
+
+class AttentionRecorder:
+    """Each instance's attention over its tokens and output distribution, by position in the split:
+    filled batch by batch (``add``: during ``trainer.test``, or by :func:`write_attention`'s own pass) and
+    written by uid (``write``) as the file other runs compare with (seed variance, W&P adversaries)."""
+
+    def __init__(self, size: int):
+        self.attention: list = [None] * size
+        self.outputs: list = [None] * size
+
+    def add(self, batch: dict, alpha: torch.Tensor, probs: torch.Tensor) -> None:
+        alpha, probs = alpha.detach().float().cpu(), probs.detach().float().cpu()
+        for r, (index, length) in enumerate(zip(batch["index"].tolist(), batch["lengths"].tolist())):
+            self.attention[index], self.outputs[index] = alpha[r, :length].tolist(), probs[r].tolist()
+
+    def write(self, uids, path: Path) -> None:
+        import pandas as pd
+
+        from attn_study.io import write_parquet_atomic
+
+        if any(a is None for a in self.attention):
+            raise RuntimeError("attention recorder: some instances were never seen")
+        write_parquet_atomic(pd.DataFrame({"uid": list(uids), "attention": self.attention,
+                                           "probabilities": self.outputs}), path)
+
+
+@torch.no_grad()
+def write_attention(module, datamodule, path: Path, split: str = "test", batch_size: int = 256) -> None:
+    """:class:`AttentionRecorder`'s file for ``split`` from a pass of its own (a run that did not record it)."""
+    model = module.model
+    was_training = model.training
+    model.eval()
+    recorder = AttentionRecorder(len(datamodule.split(split)))
+    for batch in datamodule.loader(split, batch_size=batch_size):
+        batch = {k: v.to(module.device) for k, v in batch.items()}
+        logits, alpha = model(batch)
+        recorder.add(batch, alpha, model.probabilities(logits))
+    model.train(was_training)
+    recorder.write(datamodule.split(split).uids, path)

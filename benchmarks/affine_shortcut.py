@@ -7,6 +7,7 @@ run on the same instances with the same seeds; the script prints their seconds, 
 largest difference between the two per-instance frames (the shortcut is exact up to rounding).
 
     python benchmarks/affine_shortcut.py --run outputs/runs/<run> [--max-instances 1000] [--device cuda]
+        [--subtests "ss single,ss multi"]
 Time it alone: other torch processes on the same cores distort it.
 """
 
@@ -40,6 +41,8 @@ def main(argv=None) -> None:
     parser.add_argument("--run", required=True, help="a run directory made by attn-study")
     parser.add_argument("--max-instances", type=int, default=None, help="test instances (default: all)")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--subtests", default=None,
+                        help="comma-separated labels to run, e.g. 'ss single,ss multi' (default: all)")
     args = parser.parse_args(argv)
     run = saved.load(args.run, option="--run")
     model = staged_model(run.module).to(args.device)
@@ -51,6 +54,9 @@ def main(argv=None) -> None:
                 ("ss multi", SerranoSmith(seed=0), ["multi"])]
     if getattr(model, "token_attention", True):
         subtests.append(("sp intermediate", Sparsity(seed=0), ["intermediate"]))
+    if args.subtests:
+        wanted = {label.strip() for label in args.subtests.split(",")}
+        subtests = [s for s in subtests if s[0] in wanted]
     print(f"{args.run}: {len(indices)} test instances, {type(model).__name__} on {args.device}")
     print(f"{'sub-test':18s} {'general s':>10s} {'shortcut s':>11s} {'ratio':>7s} {'max |diff|':>11s}")
     totals = [0.0, 0.0]

@@ -161,7 +161,7 @@ def _deletion_index(batch: dict):
 
 
 #: batch fields aligned with the text's tokens (B, T): they move with the tokens when some are removed
-TEXT_FIELDS = ("ids", "mask", "token_mask", "rationale", "markers")
+TEXT_FIELDS = ("ids", "mask", "token_mask", "rationale", "markers", "fixed_attention")
 
 
 def kept_sub_batch(batch: dict, inst: torch.Tensor, keep: torch.Tensor) -> dict:

@@ -47,6 +47,8 @@ class SplitDataset(Dataset):
             item["markers"] = s.markers[i]
         if s.boundary:
             item["boundary"] = True
+        if s.fixed_attention is not None:
+            item["fixed_attention"] = s.fixed_attention[i]
         return item
 
 
@@ -67,7 +69,9 @@ def collate(items: list[dict], num_classes: int | None = None) -> dict[str, torc
     ``query_lengths``, ``query_mask``; for QA with restricted answers ``candidates`` (B, num_classes)
     bool, True on the allowed answers; with sentence boundaries ``sentence_ids`` (B, T): the sentence
     index of each token, -1 on padding; where the dataset knows them, ``rationale`` (B, T) bool (the
-    ground-truth rationale's tokens) and ``markers`` (B, T) bool (injected marker tokens); with boundary
+    ground-truth rationale's tokens) and ``markers`` (B, T) bool (injected marker tokens); with another
+    run's attention attached (:meth:`TextDataModule.fix_attention`) ``fixed_attention`` (B, T) float and
+    ``fixed_lengths`` (B,); with boundary
     tokens, ``token_mask`` (B, T): the text's own tokens (``mask`` without ``<sos>`` and ``<eos>``).
     """
     ids, lengths, mask = _pad([it["ids"] for it in items])
@@ -91,6 +95,12 @@ def collate(items: list[dict], num_classes: int | None = None) -> dict[str, torc
             for row, it in enumerate(items):
                 positions[row, list(it[name] or ())] = True
             batch[name] = positions
+    if "fixed_attention" in items[0]:  # another run's α: float (B, T), 0 on padding, and its lengths
+        fixed = torch.zeros(ids.shape, dtype=torch.float32)
+        for row, it in enumerate(items):
+            fixed[row, : len(it["fixed_attention"])] = torch.from_numpy(it["fixed_attention"])
+        batch["fixed_attention"] = fixed
+        batch["fixed_lengths"] = torch.tensor([len(it["fixed_attention"]) for it in items], dtype=torch.long)
     if items[0].get("boundary"):  # <sos> … <eos>: the positions in between are the text's tokens
         batch["token_mask"] = mask & (torch.arange(ids.shape[1])[None, :] > 0) & \
             (torch.arange(ids.shape[1])[None, :] < (lengths - 1)[:, None])
@@ -168,6 +178,16 @@ class TextDataModule(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.data is None:
             self.data = load_or_build(self.source, self.preprocessing, self.cache_dir)
+
+    def fix_attention(self, attentions: dict[str, list[np.ndarray]]) -> None:
+        """Attach another run's attention (``{split: [α per instance]}``, aligned with the splits) to every
+        batch as ``fixed_attention``: what attention=frozen uses, and the W&P adversary's reference."""
+        self.setup()
+        for split, values in attentions.items():
+            rows = self.data.splits[split]
+            if len(values) != len(rows) or any(len(a) != len(x) for a, x in zip(values, rows.ids)):
+                raise ValueError(f"{split}: the fixed attentions do not match the instances' lengths")
+            rows.fixed_attention = [np.asarray(a, dtype=np.float32) for a in values]
 
     @property
     def vocab(self):

@@ -40,6 +40,7 @@ class ProcessedSplit:
     candidates: list[tuple[int, ...]] | None = None  # allowed answers per instance (QA)
     markers: list[tuple[int, ...]] | None = None  # positions of injected marker tokens (dataset.inject)
     boundary: bool = False  # every sequence is <sos> … <eos> (the model sees them, the statistics do not)
+    fixed_attention: list[np.ndarray] | None = None  # another run's α per instance (attention=frozen, W&P)
 
     def __len__(self) -> int:
         return len(self.ids)

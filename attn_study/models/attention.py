@@ -50,3 +50,40 @@ class DotScorer(nn.Module):
         if query is None:
             raise ValueError("this attention was built for a pair task and needs a query")
         return (h * query.unsqueeze(1)).sum(-1) * self.scale
+
+
+class UniformScorer(nn.Module):
+    """Wiegreffe & Pinter's uniform baseline: every score 0, so the projection gives α_t = 1/T on the real
+    tokens (softmax, sparsemax and entmax alike) and the model has no attention parameters."""
+
+    def __init__(self, hidden_dim: int, query_dim: int | None = None):
+        super().__init__()
+
+    def forward(self, h: torch.Tensor, query: torch.Tensor | None = None) -> torch.Tensor:
+        return h.new_zeros(h.shape[:2])
+
+
+class FrozenScorer(nn.Module):
+    """Wiegreffe & Pinter's frozen baseline: α is another trained run's attention on the same instance
+    (``attention.source``; the batches carry it as ``fixed_attention``), not computed from the states.
+    The classifier's ``attend`` returns :meth:`attention`; no parameters, no scores."""
+
+    fixed = True
+
+    def __init__(self, hidden_dim: int, query_dim: int | None = None, source: str | None = None):
+        super().__init__()
+        self.source = source
+
+    def forward(self, h: torch.Tensor, query: torch.Tensor | None = None) -> torch.Tensor:
+        raise RuntimeError("a frozen attention has no scores; the classifier's attend() returns it")
+
+    @staticmethod
+    def attention(fixed: torch.Tensor | None, mask: torch.Tensor, lengths: torch.Tensor,
+                  fixed_lengths: torch.Tensor | None) -> torch.Tensor:
+        """The source's α (B, T) as it is, bit for bit, on an instance whose tokens are all there; where
+        tokens were deleted (leave-one-out, erasure by deletion) the weights of those that remain, renormalised."""
+        if fixed is None or fixed_lengths is None:
+            raise ValueError("attention=frozen: the batch carries no fixed_attention (set attention.source)")
+        alpha = fixed * mask
+        whole = (lengths == fixed_lengths)[:, None]
+        return torch.where(whole, alpha, alpha / alpha.sum(-1, keepdim=True).clamp_min(1e-30))

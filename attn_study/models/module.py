@@ -16,8 +16,11 @@ from torchmetrics import AUROC, Accuracy, F1Score, MaxMetric, MetricCollection
 
 from attn_study.errors import TrainingDiverged, UserError
 from attn_study.models.mitigation import MaskClassifier, shortcut_weights
+from attn_study.saved import soft_token_attention
 
-SCHEDULES = ("standard", "random_attention_pretraining")
+SCHEDULES = ("standard", "random_attention_pretraining", "model_consistent_adversary")
+#: the model-consistent adversary's KL(α_adv ‖ α_base) floors α_base here (a sparse base has zeros)
+BASE_FLOOR = 1e-10
 #: an epoch's mean training loss above this many times ln(C) (the loss of a uniform guess) has exploded
 EXPLODED = 100.0
 
@@ -50,13 +53,19 @@ class AttentionModule(L.LightningModule):
       as NaN (the real values under ``val/early/``); so are the epochs before ``select_from_epoch``.
     - ``instance_weighting``: each training instance's loss is weighted by p(y)/p̂(y | attention
       pattern) from a mask-only classifier trained alongside (``mitigation.py``).
+
+    Wiegreffe & Pinter's model-consistent adversary (``schedule='model_consistent_adversary'``, a base run's
+    outputs as soft targets and its attention in the batches' ``fixed_attention``): the training loss is
+    mean_i [TVD(ŷ_i, ŷ_i^base) − λ KL(α_i ‖ α_i^base)] with λ = ``adversary_lam`` (α^base floored at
+    ``BASE_FLOOR`` inside the logarithm): match the base model's predictions with attention as far from
+    its as possible. Dev/test loss and accuracy are as for any run with soft targets.
     """
 
     def __init__(self, model: nn.Module, lr: float = 1e-3, weight_decay: float = 1e-5,
                  attention_weight_decay: float = 0.0, amsgrad: bool = True,
                  class_weights: list[float] | None = None, schedule: str = "standard", pretrain_epochs: int = 0,
                  instance_weighting: bool = False, weight_clip: tuple[float, float] = (0.1, 10.0),
-                 class_prior: list[float] | None = None, select_from_epoch: int = 0):
+                 class_prior: list[float] | None = None, select_from_epoch: int = 0, adversary_lam: float = 0.0):
         super().__init__()
         self.save_hyperparameters(ignore=["model"])
         self.model = model
@@ -66,9 +75,11 @@ class AttentionModule(L.LightningModule):
         if schedule not in SCHEDULES:
             raise UserError(f"training.schedule={schedule}: choose from {list(SCHEDULES)}")
         needs = ("random_attention", "forward_with_attention", "attention_parameters")
-        if schedule != "standard" and not all(hasattr(model, n) for n in needs):
+        if schedule == "random_attention_pretraining" and not all(hasattr(model, n) for n in needs):
             raise UserError(f"training.schedule={schedule} needs a flat or selector model, not {type(model).__name__}")
-        if schedule != "standard" and int(pretrain_epochs) < 1:
+        if schedule == "model_consistent_adversary" and not soft_token_attention(model):
+            raise UserError(f"training.schedule={schedule} needs soft attention over tokens, not {type(model).__name__}")
+        if schedule == "random_attention_pretraining" and int(pretrain_epochs) < 1:
             raise UserError(f"training.pretrain_epochs={pretrain_epochs}: random-attention pretraining needs >= 1 epoch")
         if instance_weighting and class_prior is None:
             raise ValueError("instance weighting needs the class prior of the training split")
@@ -77,6 +88,7 @@ class AttentionModule(L.LightningModule):
         self.register_buffer("class_prior", torch.tensor(class_prior, dtype=torch.float) if class_prior else None,
                              persistent=False)
         self.mask_classifier = MaskClassifier(k) if instance_weighting else None
+        self.test_recorder = None  # saved.AttentionRecorder: each test instance's α and ŷ, kept while testing
         self._seconds_before = 0.0
         self.train_metrics = _metrics(k).clone(prefix="train/")
         self.val_metrics = _metrics(k).clone(prefix="val/")
@@ -142,7 +154,9 @@ class AttentionModule(L.LightningModule):
         else:
             logits, attention = self.model(batch)
         soft = self.soft_targets(batch, "train")
-        if self.mask_classifier is None or self.pretraining:
+        if self.hparams.schedule == "model_consistent_adversary":
+            loss = self._adversary_loss(logits, attention, batch, soft, "train")
+        elif self.mask_classifier is None or self.pretraining:
             loss = self.loss(logits, batch["labels"], soft)
         else:
             loss = self._weighted_loss(logits, attention, batch, soft)
@@ -151,6 +165,21 @@ class AttentionModule(L.LightningModule):
             raise TrainingDiverged(f"training diverged at epoch {self.current_epoch}, step {self.global_step}: "
                                    f"train/loss = {float(loss)}; lower model.optimizer.lr (now {self.hparams.lr:g})")
         self.log("train/loss", loss, prog_bar=True, batch_size=batch["labels"].shape[0], on_step=False, on_epoch=True)
+        return loss
+
+    def _adversary_loss(self, logits, attention, batch, soft, stage: str) -> torch.Tensor:
+        """mean_i TVD(ŷ_i, ŷ_i^base) − λ KL(α_i ‖ α_i^base) (the class docstring), logged with its two terms
+        as ``<stage>/adversary_{loss,tvd,kl}``."""
+        if soft is None or "fixed_attention" not in batch:
+            raise RuntimeError("the model-consistent adversary needs the base run's outputs and attention")
+        change = 0.5 * (self.model.probabilities(logits) - soft).abs().sum(-1)
+        base = batch["fixed_attention"].clamp_min(BASE_FLOOR)
+        kl = torch.where(attention > 0, attention * (torch.log(attention.clamp_min(BASE_FLOOR)) - torch.log(base)),
+                         torch.zeros_like(attention)).sum(-1)
+        size = batch["labels"].shape[0]
+        loss = (change - self.hparams.adversary_lam * kl).mean()
+        for name, value in (("tvd", change.mean()), ("kl", kl.mean()), ("loss", loss)):
+            self.log(f"{stage}/adversary_{name}", value, batch_size=size, on_step=False, on_epoch=True)
         return loss
 
     def _record(self, logits, batch, soft, stage: str) -> None:
@@ -177,10 +206,14 @@ class AttentionModule(L.LightningModule):
         return (weights * per_instance).sum() / weights.sum() + aux_loss
 
     def _step(self, batch: dict, stage: str) -> torch.Tensor:
-        logits, _ = self.model(batch)
+        logits, attention = self.model(batch)
         soft = self.soft_targets(batch, stage)
+        if self.hparams.schedule == "model_consistent_adversary":  # what its checkpoint is chosen by
+            self._adversary_loss(logits, attention, batch, soft, stage)
         loss = self.loss(logits, batch["labels"], soft)
         self._record(logits, batch, soft, stage)
+        if stage == "test" and self.test_recorder is not None:
+            self.test_recorder.add(batch, attention, self.model.probabilities(logits))
         size = batch["labels"].shape[0]
         self.log(f"{stage}/loss", loss, prog_bar=stage != "test", batch_size=size, on_step=False, on_epoch=True)
         return loss

@@ -18,6 +18,7 @@ from attn_study.report import jain_wallace as jw
 from attn_study.report import serrano_smith as ss
 from attn_study.report import shortcuts as sc
 from attn_study.report import sparsity as sp
+from attn_study.report import wiegreffe_pinter as wp
 from attn_study.report.render import embedded_png, html_page, html_table, write_table
 from attn_study.report.runs import collect, latest_per_model, status_table
 from attn_study.report.training import training_figures
@@ -68,13 +69,12 @@ def _write_all(root, work, out_dir, runs, missing, used, older) -> list[tuple[st
         caption = (f"Jain & Wallace Table 2 ({attention} attention, {projection}): Kendall τ of attention vs "
                    "gradient (τ_g) and leave-one-out (τ_loo) importance per predicted class; mean ± std over "
                    "instances and the fraction with p ≤ 0.05")
-        table = write_table(frame, work, stem, caption, display=jw.table2_display(frame))
-        body = f"<p>{html.escape(caption)}.</p>" + html_table(table["frame"])
+        body = captioned_table(frame, work, stem, caption, display=jw.table2_display(frame))
         seeds = jw.table2_across_seeds(frame)
         if not seeds.empty:
             caption = (f"Table 2 ({attention}, {projection}) across seeds: mean and standard deviation over seeds "
                        "of each seed's mean τ")
-            body += f"<p>{html.escape(caption)}.</p>" + html_table(write_table(seeds, work, f"{stem}_seeds", caption)["frame"])
+            body += captioned_table(seeds, work, f"{stem}_seeds", caption)
         for number, make in ((3, lambda p: jw.difference_figure(jw_used, attention, projection, "loo", p)),
                              (4, lambda p: jw.difference_figure(jw_used, attention, projection, "grad", p)),
                              (5, lambda p: jw.average_vs_bilstm_figure(jw_used, attention, projection, p))):
@@ -95,10 +95,10 @@ def _write_all(root, work, out_dir, runs, missing, used, older) -> list[tuple[st
         if not flips.empty:
             caption = ("Serrano & Smith Table 2: erasing the top item i* vs a random item r; percent of instances "
                        "by which erasures flip the decision")
-            body += f"<p>{html.escape(caption)}.</p>" + html_table(write_table(flips, work, "ss_flip_table", caption)["frame"])
+            body += captioned_table(flips, work, "ss_flip_table", caption)
         if not multi.empty:
             caption = "Serrano & Smith multi-weight erasure: fraction of items removed before the decision flips"
-            body += f"<p>{html.escape(caption)}.</p>" + html_table(write_table(multi, work, "ss_fraction_removed", caption)["frame"])
+            body += captioned_table(multi, work, "ss_fraction_removed", caption)
         for dataset in sorted({r.config["dataset"] for r in ss_used}):
             path = ss.fraction_removed_figure(ss_used, dataset, work / f"ss_fraction_removed_{dataset}.png")
             if path is not None:
@@ -113,14 +113,13 @@ def _write_all(root, work, out_dir, runs, missing, used, older) -> list[tuple[st
             caption = ("Meister et al. Table 1: mean ± std over instances of the normalised entropy of the gradient-based "
                        "importance of the inputs for each intermediate representation, H̃(g_{h_p}(x)) (1: every input "
                        "equally influential; 0: one input only)")
-            table = write_table(table1, work, "sp_table1", caption, display=sp.table1_display(table1))
-            body += f"<p>{html.escape(caption)}.</p>" + html_table(table["frame"])
+            body += captioned_table(table1, work, "sp_table1", caption, display=sp.table1_display(table1))
         table2 = sp.table2(sp_used)
         if not table2.empty:
             caption = ("Meister et al. Table 2: Pearson correlation across runs between sparsegen-lin's λ (sparsemax = 0) "
                        "and the mean normalised entropy of input feature importance H̃(g_ŷ(x)), per model and dataset "
                        "(NaN with fewer than 3 runs)")
-            body += f"<p>{html.escape(caption)}.</p>" + html_table(write_table(table2, work, "sp_table2", caption)["frame"])
+            body += captioned_table(table2, work, "sp_table2", caption)
         for name, make in (("sp_fig1_tau_input_vs_intermediate", sp.correlation_figure),
                            ("sp_fig2_entropy_per_projection", sp.entropy_figure),
                            ("sp_fig3_tau_vs_lambda", sp.lambda_figure)):
@@ -136,8 +135,7 @@ def _write_all(root, work, out_dir, runs, missing, used, older) -> list[tuple[st
             caption = (f"Bai et al., {dataset}: combinatorial shortcuts per method and training variant "
                        "(mask-only acc.: accuracy from the attention pattern alone, content replaced by <unk>; marker "
                        "columns: injected label-independent tokens; mean ± std over seeds)")
-            table = write_table(frame, work, f"sc_{dataset}", caption, display=sc.display(frame))
-            body += f"<p>{html.escape(caption)}.</p>" + html_table(table["frame"])
+            body += captioned_table(frame, work, f"sc_{dataset}", caption, display=sc.display(frame))
         sections.append(("Bai et al.: combinatorial shortcuts", body))
 
     ff_table = ff.table(used)
@@ -147,12 +145,28 @@ def _write_all(root, work, out_dir, runs, missing, used, older) -> list[tuple[st
                    "p(ŷ|the top k% alone), lower is more faithful), and agreement with known rationales; "
                    "mean [95% bootstrap interval over instances] for one seed, mean ± std over seeds for several; "
                    "rank 1 = most faithful by that measure")
-        table = write_table(ff_table, work, "ff_methods", caption, display=ff.display(ff_table))
-        body = f"<p>{html.escape(caption)}.</p>" + html_table(table["frame"])
+        body = captioned_table(ff_table, work, "ff_methods", caption, display=ff.display(ff_table))
         path = ff.curves_figure(used, work / "ff_curves.png")
         if path is not None:
             body += embedded_png(path)
         sections.append(("Faithfulness (ERASER metrics)", body))
+
+    wp_baselines, wp_frontier = wp.baselines(used), wp.frontier(used)
+    if not wp_baselines.empty or not wp_frontier.empty:
+        body = ""
+        if not wp_baselines.empty:
+            caption = ("Wiegreffe & Pinter: test accuracy and macro-F1 with learned, uniform and frozen (another run's) "
+                       "attention, mean ± std over seeds (n); the Average encoder with tanh is the diagnostic MLP")
+            body += captioned_table(wp_baselines, work, "wp_baselines", caption)
+        if not wp_frontier.empty:
+            caption = ("Wiegreffe & Pinter: each run compared with its base on the test instances — mean JSD of the "
+                       "attentions and TVD of the outputs [95% bootstrap interval]; other seeds give the natural spread, "
+                       "model-consistent adversaries the frontier per λ")
+            body += captioned_table(wp_frontier, work, "wp_frontier", caption, display=wp.frontier_display(wp_frontier))
+            path = wp.frontier_figure(used, work / "wp_jsd_vs_tvd.png")
+            if path is not None:
+                body += embedded_png(path)
+        sections.append(("Wiegreffe & Pinter: baselines", body))
 
     curves = training_figures(used, work)
     if curves:
@@ -162,6 +176,12 @@ def _write_all(root, work, out_dir, runs, missing, used, older) -> list[tuple[st
 
     sections.append(("Per-run figures", _run_links(used, root, out_dir)))
     return sections
+
+
+def captioned_table(frame, work: Path, stem: str, caption: str, display=None) -> str:
+    """The table written as files (``render.write_table``) and as HTML under its caption."""
+    table = write_table(frame, work, stem, caption, display=display)
+    return f"<p>{html.escape(caption)}.</p>" + html_table(table["frame"])
 
 
 def _run_links(runs, root: Path, out_dir: Path) -> str:

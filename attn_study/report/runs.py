@@ -89,6 +89,10 @@ def _config(cfg) -> dict:
     weighted = OmegaConf.select(cfg, "training.instance_weighting", default=False, throw_on_resolution_failure=False)
     options = ([] if schedule == "standard" else [str(schedule)]) + (["instance_weighting"] if weighted else [])
     out["training"] = "+".join(options) or "standard"  # the training variant (conf/training)
+    if schedule == "model_consistent_adversary":  # Wiegreffe & Pinter's adversary: its lambda
+        out["adversary_lam"] = OmegaConf.select(cfg, "training.lam", default=None, throw_on_resolution_failure=False)
+    out["wp_base"] = OmegaConf.select(cfg, "analysis.wiegreffe_pinter.base", default=None,
+                                      throw_on_resolution_failure=False)
     # a recipe's row of the paper's own accuracy for this model (recipe=serrano_smith), in percent
     out["paper_accuracy"] = OmegaConf.select(cfg, "recipe.row.paper_accuracy", default=None,
                                              throw_on_resolution_failure=False)
@@ -147,8 +151,9 @@ def _numbers(summary: dict) -> dict:
     return {k: (math.nan if v is None else v) for k, v in summary.items()}
 
 
-#: settings the tables show in columns of their own (sparsegen's λ, the training variant): not variants
-SHOWN = ("projection/lam", "training/")
+#: settings the tables show in columns of their own (sparsegen's λ, the training variant, what a run is
+#: compared with): not variants
+SHOWN = ("projection/lam", "training/", "analysis/wiegreffe_pinter/")
 
 
 def _not_a_variant(key: str) -> bool:

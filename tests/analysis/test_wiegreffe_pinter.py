@@ -1,0 +1,182 @@
+"""Wiegreffe & Pinter's baselines: uniform and frozen attention, the seed-variance comparison, the
+model-consistent adversary, the sweep's sibling runs and the report."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from attn_study import keys, saved
+from attn_study.analysis.callback import analysis_mode
+from attn_study.analysis.wiegreffe_pinter import WiegreffePinter, compare
+from attn_study.errors import UserError
+from attn_study.models import attention, projection
+from attn_study.run import train_and_test
+from tests.helpers import TINY, StubData, compose_config, tiny_model, token_batch
+
+SEQS = [[5, 6, 7, 8, 9], [12, 13, 14], [15], [16, 17, 18, 19, 20, 2, 3]]
+
+
+@pytest.mark.parametrize("proj", [projection.Softmax, projection.Sparsemax])
+def test_uniform_attention_is_one_over_t_with_no_parameters(proj):
+    model = tiny_model(scorer=attention.UniformScorer, proj=proj)
+    batch = token_batch(SEQS)
+    alpha = model.attend(model.encode(batch))
+    expected = batch["mask"] / batch["lengths"][:, None].float()
+    if proj is projection.Softmax:
+        assert torch.equal(alpha, expected)
+    torch.testing.assert_close(alpha, expected)
+    assert model.attention_parameters() == []
+
+
+def test_frozen_attention_is_the_given_one_and_renormalised_after_a_deletion():
+    model = tiny_model(scorer=attention.FrozenScorer)
+    batch = token_batch(SEQS)
+    fixed = torch.rand(batch["mask"].shape) * batch["mask"]
+    fixed = fixed / fixed.sum(-1, keepdim=True)
+    batch.update(fixed_attention=fixed, fixed_lengths=batch["lengths"].clone())
+    assert torch.equal(model.attend(model.encode(batch)), fixed)
+    from attn_study.analysis.importance import _sub_batch
+
+    sub = _sub_batch(batch, torch.tensor([0]), torch.tensor([1]))  # token 1 of instance 0 deleted
+    kept = torch.cat([fixed[0, :1], fixed[0, 2:5]])
+    torch.testing.assert_close(model.attend(model.encode(sub))[0, :4], kept / kept.sum())
+    with pytest.raises(ValueError, match="fixed_attention"):
+        model.attend(model.encode(token_batch(SEQS)))
+
+
+def test_comparison_equals_the_values_worked_out_by_hand():
+    alpha = torch.tensor([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5]], dtype=torch.double)
+    base = torch.tensor([[1.0, 0.0, 0.0], [0.2, 0.3, 0.5]], dtype=torch.double)
+    probs = torch.tensor([[0.8, 0.2], [0.6, 0.4]], dtype=torch.double)
+    base_probs = torch.tensor([[0.3, 0.7], [0.6, 0.4]], dtype=torch.double)
+    divergence, change = compare(alpha, probs, base, base_probs)
+    # JSD = H(m) − ½H(α) − ½H(base), m = (0.75, 0.25): H(m) = −0.75 ln 0.75 − 0.25 ln 0.25, H(α) = ln 2, H(base) = 0
+    h_m = -(0.75 * math.log(0.75) + 0.25 * math.log(0.25))
+    assert float(divergence[0]) == pytest.approx(h_m - 0.5 * math.log(2), abs=1e-12)
+    assert float(divergence[1]) == 0.0
+    assert change.tolist() == pytest.approx([0.5, 0.0], abs=1e-12)
+
+
+def test_the_family_compares_a_run_with_its_base_file_by_instance(tmp_path):
+    """Two "runs" with hand-set attentions: this one frozen to ``mine``, the base written as a file."""
+    model = tiny_model(scorer=attention.FrozenScorer, double=True)
+    batch = token_batch(SEQS, [0, 1, 0, 1])
+    mine = [[0.25, 0.25, 0.25, 0.25, 0.0], [1.0, 0.0, 0.0], [1.0], [0.5, 0.5, 0, 0, 0, 0, 0]]
+    theirs = [[0.25, 0.25, 0.25, 0.25, 0.0], [0.0, 1.0, 0.0], [1.0], [0, 0, 0, 0, 0, 0.5, 0.5]]
+    fixed = torch.zeros(batch["mask"].shape, dtype=torch.double)
+    for r, values in enumerate(mine):
+        fixed[r, : len(values)] = torch.tensor(values, dtype=torch.double)
+    batch.update(fixed_attention=fixed, fixed_lengths=batch["lengths"].clone())
+    probs = model.probabilities(model(batch)[0])
+    shifted = torch.stack([probs[:, 1], probs[:, 0]], dim=1)  # the base predicts the other way round
+    pd.DataFrame({"uid": [f"t{i}" for i in range(4)], "attention": theirs,
+                  "probabilities": shifted.tolist()}).to_parquet(tmp_path / keys.ATTENTION)
+    family = WiegreffePinter(base=str(tmp_path))
+    family.base_dir = tmp_path
+    with analysis_mode(model):
+        frame = family.measure(model, StubData(batch), "test", np.arange(4), ["comparison"]).frame
+    # identical, disjoint (ln 2), identical (a single token), disjoint
+    np.testing.assert_allclose(frame["jsd"], [0.0, math.log(2), 0.0, math.log(2)], atol=1e-12)
+    np.testing.assert_allclose(frame["tvd"], (probs[:, 0] - probs[:, 1]).abs().numpy(), atol=1e-12)
+    summary = family.summarise(family.measure(model, StubData(batch), "test", np.arange(4), ["comparison"]), [])
+    assert summary["wp/jsd/mean"] == pytest.approx(math.log(2) / 2)
+    bad = pd.read_parquet(tmp_path / keys.ATTENTION).iloc[:3]
+    bad.to_parquet(tmp_path / keys.ATTENTION)
+    with pytest.raises(UserError, match=str(tmp_path)):
+        family.measure(model, StubData(batch), "test", np.arange(4), ["comparison"])
+
+
+# -- end to end: runs that build on a base run ---------------------------------------------------
+
+# long enough for the base to learn the synthetic task and the adversary to move (seconds on a CPU)
+RUN = [*TINY, "logger=csv", "encoder.hidden_size=8", "trainer.max_epochs=6", "trainer.limit_train_batches=null",
+       "dataset.source.n_train=512", "model.optimizer.lr=0.01", "dataset.source.negation_prob=0",
+       "dataset.source.decoy_negators=0"]
+
+
+@pytest.fixture(scope="module")
+def base_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("wp") / "base"
+    train_and_test(compose_config(*RUN), run_dir)
+    return run_dir
+
+
+def test_a_frozen_run_reproduces_its_source_attention_bit_for_bit(base_run, tmp_path):
+    train_and_test(compose_config(*RUN, "attention=frozen", f"attention.source={base_run}",
+                                  "analysis=[wiegreffe_pinter]", f"analysis.wiegreffe_pinter.base={base_run}"),
+                   tmp_path / "frozen")
+    source, frozen = saved.load(base_run), saved.load(tmp_path / "frozen")
+    for batch in frozen.datamodule.loader("test", batch_size=64):
+        with torch.no_grad():
+            assert torch.equal(frozen.model.attend(frozen.model.encode(batch)),
+                               source.model.attend(source.model.encode(batch)))
+    summary = saved.run_config(tmp_path / "frozen")  # the saved config reads back
+    assert summary.attention.source == str(base_run)
+    assert pd.read_json(tmp_path / "frozen" / "summary.json", typ="series")["wp/jsd/mean"] == 0.0
+    # analysed again later: the frozen run reads its source's attention back
+    from attn_study.analyze import analyze
+
+    again = analyze(compose_config(f"ckpt_path={tmp_path / 'frozen'}", "analysis=[wiegreffe_pinter]",
+                                   f"analysis.wiegreffe_pinter.base={base_run}", "use_loggers=false", name="analyze"))
+    assert again["wp/jsd/mean"] == 0.0
+
+
+def test_a_frozen_run_on_other_instances_names_both_runs(base_run, tmp_path):
+    with pytest.raises(UserError) as err:
+        train_and_test(compose_config(*RUN, "dataset.source.n_test=40", "attention=frozen",
+                                      f"attention.source={base_run}"), tmp_path / "other")
+    assert str(base_run) in str(err.value) and str(tmp_path / "other") in str(err.value)
+
+
+def test_the_adversary_distils_at_lambda_zero_and_moves_its_attention_with_lambda(base_run, tmp_path):
+    results, last = {}, {}
+    for lam in (0.0, 1.0):
+        run_dir = tmp_path / f"lam{lam}"
+        results[lam] = train_and_test(compose_config(
+            *RUN, "trainer.max_epochs=20", "training=model_consistent_adversary", f"training.base={base_run}",
+            f"training.lam={lam}", "analysis=[wiegreffe_pinter]", f"analysis.wiegreffe_pinter.base={base_run}"), run_dir)
+        epochs = pd.read_csv(run_dir / "csv" / "metrics.csv").groupby("epoch").first()
+        last[lam] = epochs[["train/adversary_tvd", "train/adversary_kl"]].dropna().iloc[[0, -1]]
+    # λ = 0: distillation — the outputs on the training data converge to the base model's
+    first, final = last[0.0]["train/adversary_tvd"]
+    assert final < 0.1 and final < first / 3
+    # λ > 0: the attention moves away (training KL and test JSD to the base) at a similar output distance
+    assert last[1.0]["train/adversary_kl"].iloc[-1] > 1.5 * last[0.0]["train/adversary_kl"].iloc[-1]
+    assert results[1.0]["wp/jsd/mean"] > results[0.0]["wp/jsd/mean"] + 0.1
+    assert "val/adversary_loss_best" in results[1.0] and "val/acc_best" not in results[1.0]
+
+
+def test_smoke_wiegreffe_pinter_sweep_then_report(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.helpers import REPO, cli_env
+    from tests.report.test_report import build_report
+
+    sweep = tmp_path / "smoke_wiegreffe_pinter"
+    run = subprocess.run([sys.executable, "-m", "attn_study.cli", "-m", "sweep=smoke_wiegreffe_pinter",
+                          f"hydra.sweep.dir={sweep}", "logger=csv"], capture_output=True, text=True, cwd=REPO,
+                         env=cli_env(), timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "10 jobs: 10 ran" in run.stdout
+    out = build_report(sweep)
+    baselines = pd.read_csv(out / "wp_baselines.csv").set_index("encoder")
+    assert set(baselines.index) == {"lstm", "average"}  # the BiLSTM and the diagnostic MLP
+    assert baselines.loc["lstm", "learned acc"].endswith("(3)")  # base and two more seeds
+    assert baselines[["uniform acc", "frozen acc"]].ne("—").all().all()
+    frontier = pd.read_csv(out / "wp_frontier.csv")
+    assert sorted(frontier["role"]) == ["adversary λ=0", "adversary λ=1", "frozen", "seed 1001", "seed 1002"]
+    assert frontier.loc[frontier["role"] == "frozen", "jsd"].item() == 0.0  # the base's own attention
+    assert (out / "wp_jsd_vs_tvd.png").is_file()
+
+
+def test_a_missing_base_is_refused_before_training(tmp_path):
+    with pytest.raises(UserError, match="no such run directory"):
+        train_and_test(compose_config(*TINY, "logger=csv", "analysis=[wiegreffe_pinter]",
+                                      f"analysis.wiegreffe_pinter.base={tmp_path / 'nowhere'}"), tmp_path / "run")
+    assert not (tmp_path / "run" / "checkpoints").exists()
