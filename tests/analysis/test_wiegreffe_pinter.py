@@ -138,7 +138,7 @@ def test_the_adversary_distils_at_lambda_zero_and_moves_its_attention_with_lambd
     for lam in (0.0, 1.0):
         run_dir = tmp_path / f"lam{lam}"
         results[lam] = train_and_test(compose_config(
-            *RUN, "trainer.max_epochs=20", "training=model_consistent_adversary", f"training.base={base_run}",
+            *RUN, "trainer.max_epochs=14", "training=model_consistent_adversary", f"training.base={base_run}",
             f"training.lam={lam}", "analysis=[wiegreffe_pinter]", f"analysis.wiegreffe_pinter.base={base_run}"), run_dir)
         epochs = pd.read_csv(run_dir / "csv" / "metrics.csv").groupby("epoch").first()
         last[lam] = epochs[["train/adversary_tvd", "train/adversary_kl"]].dropna().iloc[[0, -1]]
