@@ -53,7 +53,7 @@ def analyze(cfg: DictConfig) -> dict:
                         enable_checkpointing=False, enable_progress_bar=False)
     trainer.test(module, datamodule=datamodule, verbose=False)
     if saved.soft_token_attention(module.model) and not (run_dir / keys.ATTENTION).is_file():
-        saved.write_attention(module, datamodule, run_dir / keys.ATTENTION)  # a run from before the file existed
+        saved.write_attention(module.model, datamodule, run_dir / keys.ATTENTION)  # a run from before the file existed
     for lg in loggers:
         lg.finalize("success")
     _finish_wandb()

@@ -222,3 +222,15 @@ TRACKED = {
                      ff("attention", "sufficiency", "aopc", "mean"), ff("attention", "auprc", "mean"),
                      ff("gradient", "auprc", "mean")),
 }
+
+
+# ------------------------------------------------------------------------------------------------
+# Wiegreffe & Pinter's comparison with a base run (wp/)
+# ------------------------------------------------------------------------------------------------
+
+WP = FAMILIES["wiegreffe_pinter"]
+
+
+def wp(*parts) -> str:
+    """``wp('jsd', 'mean')`` → ``wp/jsd/mean``."""
+    return key(WP, *parts)

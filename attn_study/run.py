@@ -165,10 +165,10 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path, resume_from: Path | Non
     datamodule = build_datamodule(cfg)
     datamodule.setup()
     data_metrics, warnings = check_data(datamodule, cfg.dataset.preprocessing.get("max_length"))
-    base = saved.attach_reference(cfg, datamodule, run_dir)  # attention=frozen, the W&P adversary
+    reference = saved.attach_reference(cfg, datamodule, run_dir)  # attention=frozen, the W&P adversary
     module = build_model(cfg, datamodule)
-    if base is not None and cfg.training.get("schedule") == "model_consistent_adversary":
-        module.use_soft_targets(saved.predictions(base))
+    if reference is not None and cfg.training.get("schedule") == "model_consistent_adversary":
+        module.use_soft_targets({split: recorder.probabilities() for split, recorder in reference.items()})
     embedding_metrics, embedding_warnings = check_embeddings(module.embedding_coverage)
     warnings += embedding_warnings
     target = (cfg.get("explainer") or {}).get("target")

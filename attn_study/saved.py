@@ -110,22 +110,6 @@ def resolve_run(value: str, option: str, run_dir: str | Path) -> Path:
 
 
 @torch.no_grad()
-def attentions(saved: SavedRun, batch_size: int = 256) -> dict[str, list]:
-    """The saved model's attention on every instance of every split, over its tokens: ``{split: [α]}``
-    (float32 arrays of each instance's length)."""
-    model = saved.model
-    out = {}
-    for split in ("train", "dev", "test"):
-        rows = [None] * len(saved.datamodule.split(split))
-        for batch in saved.datamodule.loader(split, batch_size=batch_size):
-            alpha = model.attend(model.encode(batch)).float()
-            for r, (index, length) in enumerate(zip(batch["index"].tolist(), batch["lengths"].tolist())):
-                rows[index] = alpha[r, :length].numpy().copy()
-        out[split] = rows
-    return out
-
-
-@torch.no_grad()
 def predictions(saved: SavedRun, batch_size: int = 256) -> dict[str, torch.Tensor]:
     """The saved model's output distribution on every instance of every split: ``{split: (N, C)}``."""
     model = saved.model
@@ -156,9 +140,10 @@ def reference_option(cfg: DictConfig) -> tuple[str, str] | None:
     return None
 
 
-def attach_reference(cfg: DictConfig, datamodule, run_dir: str | Path) -> SavedRun | None:
+def attach_reference(cfg: DictConfig, datamodule, run_dir: str | Path) -> dict | None:
     """For a run built on another (:func:`reference_option`): that run, loaded, checked to hold the same
-    instances (an error naming both runs otherwise), its attention attached to ``datamodule``'s batches."""
+    instances (an error naming both runs otherwise), its attention attached to ``datamodule``'s batches;
+    returns its :func:`record` of every split (attention and outputs from one pass)."""
     reference = reference_option(cfg)
     if reference is None:
         return None
@@ -169,8 +154,9 @@ def attach_reference(cfg: DictConfig, datamodule, run_dir: str | Path) -> SavedR
     if not soft_token_attention(base.model):
         raise UserError(f"{option}={value}: {type(base.model).__name__} has no soft attention over tokens to reuse")
     check_same_data(base, datamodule, option, this_run=run_dir)
-    datamodule.fix_attention(attentions(base))
-    return base
+    recorded = record(base.model, base.datamodule, ("train", "dev", "test"))
+    datamodule.fix_attention({split: recorder.attention for split, recorder in recorded.items()})
+    return recorded
 
 
 class AttentionRecorder:
@@ -187,6 +173,10 @@ class AttentionRecorder:
         for r, (index, length) in enumerate(zip(batch["index"].tolist(), batch["lengths"].tolist())):
             self.attention[index], self.outputs[index] = alpha[r, :length].tolist(), probs[r].tolist()
 
+    def probabilities(self) -> torch.Tensor:
+        """The output distributions (N, C), in split order."""
+        return torch.tensor(self.outputs, dtype=torch.float32)
+
     def write(self, uids, path: Path) -> None:
         import pandas as pd
 
@@ -199,15 +189,22 @@ class AttentionRecorder:
 
 
 @torch.no_grad()
-def write_attention(module, datamodule, path: Path, split: str = "test", batch_size: int = 256) -> None:
-    """:class:`AttentionRecorder`'s file for ``split`` from a pass of its own (a run that did not record it)."""
-    model = module.model
+def record(model, datamodule, splits=("test",), batch_size: int = 256) -> dict[str, AttentionRecorder]:
+    """``{split: AttentionRecorder}`` of ``model`` (soft attention over tokens) from one eval-mode pass each."""
+    device = next(model.parameters()).device
     was_training = model.training
     model.eval()
-    recorder = AttentionRecorder(len(datamodule.split(split)))
-    for batch in datamodule.loader(split, batch_size=batch_size):
-        batch = {k: v.to(module.device) for k, v in batch.items()}
-        logits, alpha = model(batch)
-        recorder.add(batch, alpha, model.probabilities(logits))
+    out = {}
+    for split in splits:
+        out[split] = recorder = AttentionRecorder(len(datamodule.split(split)))
+        for batch in datamodule.loader(split, batch_size=batch_size):
+            batch = {k: v.to(device) for k, v in batch.items()}
+            logits, alpha = model(batch)
+            recorder.add(batch, alpha, model.probabilities(logits))
     model.train(was_training)
-    recorder.write(datamodule.split(split).uids, path)
+    return out
+
+
+def write_attention(model, datamodule, path: Path, split: str = "test") -> None:
+    """:class:`AttentionRecorder`'s file for ``split`` from a pass of its own (a run that did not record it)."""
+    record(model, datamodule, (split,))[split].write(datamodule.split(split).uids, path)

@@ -2,8 +2,8 @@
 same test instances — the yardstick for an adversarial JSD (W&P §4–5).
 
 Per instance i: JSD(α_i, α_i^base) (natural log, over the tokens) and TVD(ŷ_i, ŷ_i^base), the base read
-from its ``attention.parquet`` (every run writes one: ``saved.write_attention``) and aligned by instance
-uid. For another seed of the base model this is the *seed variance* (the natural spread of attention
+from its ``attention.parquet`` (every flat or pair run records one while testing:
+``saved.AttentionRecorder``) and aligned by instance uid. For another seed of the base model this is the *seed variance* (the natural spread of attention
 between equally good models); for a model-consistent adversary (``training=model_consistent_adversary``)
 it is the adversary's point on the JSD–TVD frontier; for a frozen-attention model the JSD is 0.
 Keys ``wp/jsd/…``, ``wp/tvd/…``, ``wp/agreement`` (same predicted class). The report combines the runs
@@ -25,8 +25,6 @@ from attn_study.analysis.callback import AnalysisCallback, Measured
 from attn_study.analysis.importance import predict
 from attn_study.analysis.measures import jsd, summarise, tvd
 from attn_study.errors import UserError
-
-WP = keys.FAMILIES["wiegreffe_pinter"]
 
 
 def read_reference(run_dir: Path, option: str) -> pd.DataFrame:
@@ -111,7 +109,7 @@ class WiegreffePinter(AnalysisCallback):
         out = {}
         for column in ("jsd", "tvd"):
             for stat, value in summarise(frame[column]).items():
-                out[keys.key(WP, column, stat)] = value
-        out[keys.key(WP, "agreement")] = float(frame["same_prediction"].mean()) if len(frame) else float("nan")
-        out[keys.key(WP, "seconds", "comparison")] = measured.seconds["comparison"]
+                out[keys.wp(column, stat)] = value
+        out[keys.wp("agreement")] = float(frame["same_prediction"].mean()) if len(frame) else float("nan")
+        out[keys.wp("seconds", "comparison")] = measured.seconds["comparison"]
         return out

@@ -20,7 +20,6 @@ import pandas as pd
 from attn_study import keys, saved
 from attn_study.report.runs import Run
 
-WP = keys.FAMILIES["wiegreffe_pinter"]
 ATTENTIONS = ("learned", "uniform", "frozen")
 
 
@@ -79,16 +78,16 @@ def frontier(runs: list[Run]) -> pd.DataFrame:
     by_path = {r.path.resolve(): r for r in runs}
     rows = []
     for run in runs:
-        if keys.key(WP, "jsd", "mean") not in run.summary:
+        if keys.wp("jsd", "mean") not in run.summary:
             continue
         base = _base_of(run, by_path)
         s = run.summary
         rows.append({"dataset": run.config["dataset"], "base": base.name if base else str(run.config["wp_base"]),
                      "role": role(run), "lam": run.config.get("adversary_lam"),
-                     "jsd": s[keys.key(WP, "jsd", "mean")], "jsd_low": s.get(keys.key(WP, "jsd", "ci_low")),
-                     "jsd_high": s.get(keys.key(WP, "jsd", "ci_high")), "tvd": s[keys.key(WP, "tvd", "mean")],
-                     "tvd_low": s.get(keys.key(WP, "tvd", "ci_low")), "tvd_high": s.get(keys.key(WP, "tvd", "ci_high")),
-                     "agreement": s.get(keys.key(WP, "agreement")), "test acc": s.get("test/acc")})
+                     "jsd": s[keys.wp("jsd", "mean")], "jsd_low": s.get(keys.wp("jsd", "ci_low")),
+                     "jsd_high": s.get(keys.wp("jsd", "ci_high")), "tvd": s[keys.wp("tvd", "mean")],
+                     "tvd_low": s.get(keys.wp("tvd", "ci_low")), "tvd_high": s.get(keys.wp("tvd", "ci_high")),
+                     "agreement": s.get(keys.wp("agreement")), "test acc": s.get("test/acc")})
     frame = pd.DataFrame(rows)
     return frame.sort_values(["dataset", "base", "role"]).reset_index(drop=True) if not frame.empty else frame
 
@@ -113,7 +112,7 @@ def frontier_figure(runs: list[Run], out: Path) -> Path | None:
     by_path = {r.path.resolve(): r for r in runs}
     groups: dict[Path, list[Run]] = {}
     for run in runs:
-        if keys.key(WP, "jsd", "mean") in run.summary:
+        if keys.wp("jsd", "mean") in run.summary:
             base = _base_of(run, by_path)
             if base is not None:
                 groups.setdefault(base.path, []).append(run)
@@ -132,13 +131,13 @@ def frontier_figure(runs: list[Run], out: Path) -> Path | None:
             if rows is not None:
                 ax.scatter(rows["jsd"], rows["tvd"], s=6, alpha=0.25, color="tab:gray",
                            label="other seeds, per instance" if i == 0 else None)
-            ax.scatter([run.summary[keys.key(WP, "jsd", "mean")]], [run.summary[keys.key(WP, "tvd", "mean")]],
+            ax.scatter([run.summary[keys.wp("jsd", "mean")]], [run.summary[keys.wp("tvd", "mean")]],
                        marker="s", color="black", label="other seeds, mean" if i == 0 else None)
         adversaries = sorted((r for r in compared if r.config.get("adversary_lam") is not None),
                              key=lambda r: float(r.config["adversary_lam"]))
         if adversaries:
-            x = [r.summary[keys.key(WP, "jsd", "mean")] for r in adversaries]
-            y = [r.summary[keys.key(WP, "tvd", "mean")] for r in adversaries]
+            x = [r.summary[keys.wp("jsd", "mean")] for r in adversaries]
+            y = [r.summary[keys.wp("tvd", "mean")] for r in adversaries]
             ax.plot(x, y, "o-", color="tab:blue", label="model-consistent adversaries, mean per λ")
             for r, xi, yi in zip(adversaries, x, y):
                 ax.annotate(f"λ={r.config['adversary_lam']}", (xi, yi), fontsize=8, xytext=(3, 3),
