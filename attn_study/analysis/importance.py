@@ -160,6 +160,13 @@ def _deletion_index(batch: dict):
     return inst, pos, src
 
 
+def _scores_states(model) -> bool:
+    """Whether ``model`` is of attn_study's staged shape with α = projection(scorer(H, q)) — what the deletion
+    shortcuts re-use; not a frozen attention (another run's α, renormalised: the general path re-runs it)."""
+    return (hasattr(model, "scorer") and hasattr(model, "projection")
+            and not getattr(model.scorer, "fixed", False))
+
+
 #: batch fields aligned with the text's tokens (B, T): they move with the tokens when some are removed
 TEXT_FIELDS = ("ids", "mask", "token_mask", "rationale", "markers", "fixed_attention")
 
@@ -198,8 +205,7 @@ def kept_probabilities(model, batch: dict, inst: torch.Tensor, keep: torch.Tenso
     lengths = keep.sum(1)
     rows = (lengths > 0).nonzero(as_tuple=True)[0]
     rows = rows[torch.argsort(lengths[rows], stable=True)]  # similar lengths share a call: less padding
-    context_free = (hasattr(model, "scorer") and hasattr(model, "projection")
-                    and getattr(getattr(model, "encoder", None), "context_free", False))
+    context_free = _scores_states(model) and getattr(getattr(model, "encoder", None), "context_free", False)
     if context_free:
         enc = model.encode(batch)
         scores = model.scorer(enc.hidden, enc.query)
@@ -233,7 +239,7 @@ def deletion_probabilities(model, batch: dict, chunk_size: int = 512):
     if len(inst) == 0:
         return inst, pos, None
     encoder = getattr(model, "encoder", None)
-    shortcuts = hasattr(model, "scorer") and hasattr(model, "projection")  # a model of attn_study's staged shape
+    shortcuts = _scores_states(model)
     if shortcuts and getattr(encoder, "context_free", False):
         deleted = _loo_context_free(model, batch, inst, pos, chunk_size)
     elif shortcuts and isinstance(encoder, CNNEncoder):

@@ -180,3 +180,32 @@ def test_a_missing_base_is_refused_before_training(tmp_path):
         train_and_test(compose_config(*TINY, "logger=csv", "analysis=[wiegreffe_pinter]",
                                       f"analysis.wiegreffe_pinter.base={tmp_path / 'nowhere'}"), tmp_path / "run")
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+@pytest.mark.parametrize("name", ["average", "cnn", "lstm"])
+def test_leave_one_out_of_a_frozen_attention_model_equals_deleting_and_renormalising(name):
+    """The deletion shortcuts of context-free and convolutional encoders re-use the scores; a frozen model has
+    none: deleting token t leaves the other fixed weights, renormalised, over the re-encoded states."""
+    from functools import partial
+
+    from attn_study.analysis.importance import leave_one_out
+    from attn_study.models import encoders
+
+    make = {"average": partial(encoders.AverageEncoder, hidden_size=5),
+            "cnn": partial(encoders.CNNEncoder, kernel_sizes=(3,), filters=3),
+            "lstm": partial(encoders.RNNEncoder, hidden_size=4)}[name]
+    model = tiny_model(make, scorer=attention.FrozenScorer, double=True)
+    batch = token_batch(SEQS)
+    fixed = torch.rand(batch["mask"].shape, generator=torch.Generator().manual_seed(0), dtype=torch.double)
+    fixed = fixed * batch["mask"]
+    fixed = fixed / fixed.sum(-1, keepdim=True)
+    batch.update(fixed_attention=fixed, fixed_lengths=batch["lengths"].clone())
+    with torch.no_grad():
+        probs = model.probabilities(model(batch)[0])
+        got = leave_one_out(model, batch, probs=probs, chunk_size=3)
+        for row, seq in enumerate(SEQS):
+            for t in range(len(seq) if len(seq) > 1 else 0):
+                rest = seq[:t] + seq[t + 1:]
+                alpha = torch.cat([fixed[row, :t], fixed[row, t + 1:len(seq)]])[None]
+                out = model.probabilities(model.decode(model.encode(token_batch([rest])), alpha / alpha.sum()))
+                assert float(got[row, t]) == pytest.approx(0.5 * float((out[0] - probs[row]).abs().sum()), abs=1e-12)
