@@ -165,8 +165,11 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path, resume_from: Path | Non
     datamodule = build_datamodule(cfg)
     datamodule.setup()
     data_metrics, warnings = check_data(datamodule, cfg.dataset.preprocessing.get("max_length"))
-    reference = saved.attach_reference(cfg, datamodule, run_dir)  # attention=frozen, the W&P adversary
     module = build_model(cfg, datamodule)
+    if saved.reference_option(cfg) and not soft_token_attention(module.model):
+        raise UserError(f"{saved.reference_option(cfg)[0]} builds on another run's attention over tokens, which "
+                        f"{type(module.model).__name__} does not have: use model=flat or model=pair")
+    reference = saved.attach_reference(cfg, datamodule, run_dir)  # attention=frozen, the W&P adversary
     if reference is not None and cfg.training.get("schedule") == "model_consistent_adversary":
         module.use_soft_targets({split: recorder.probabilities() for split, recorder in reference.items()})
     embedding_metrics, embedding_warnings = check_embeddings(module.embedding_coverage)

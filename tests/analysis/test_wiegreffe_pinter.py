@@ -209,3 +209,10 @@ def test_leave_one_out_of_a_frozen_attention_model_equals_deleting_and_renormali
                 alpha = torch.cat([fixed[row, :t], fixed[row, t + 1:len(seq)]])[None]
                 out = model.probabilities(model.decode(model.encode(token_batch([rest])), alpha / alpha.sum()))
                 assert float(got[row, t]) == pytest.approx(0.5 * float((out[0] - probs[row]).abs().sum()), abs=1e-12)
+
+
+def test_frozen_attention_on_a_model_without_token_attention_is_refused_before_training(tmp_path):
+    with pytest.raises(UserError, match="model=flat or model=pair"):
+        train_and_test(compose_config(*TINY, "logger=csv", "model=han", "attention=frozen",
+                                      f"attention.source={tmp_path / 'nowhere'}"), tmp_path / "run")
+    assert not (tmp_path / "run" / "checkpoints").exists()
