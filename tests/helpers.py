@@ -90,10 +90,16 @@ def summary(run_dir: Path) -> dict:
 
 # -- small models and batches --------------------------------------------------------------------
 
-def token_batch(seqs: list[list[int]], labels: list[int] | None = None) -> dict:
-    """A padded batch of token id sequences (label 0 unless given)."""
+SOS_ID, EOS_ID = 2, 3  # the ids boundary_batch wraps the texts with
+
+
+def token_batch(seqs: list[list[int]], labels: list[int] | None = None, boundary: bool = False) -> dict:
+    """A padded batch of token id sequences (label 0 unless given); with ``boundary``, each sequence wrapped
+    as <sos> … <eos> (ids 2 and 3) and the batch's ``token_mask`` marking the text between them."""
     labels = labels or [0] * len(seqs)
-    return collate([{"index": i, "ids": s, "label": labels[i]} for i, s in enumerate(seqs)])
+    if boundary:
+        seqs = [[SOS_ID, *s, EOS_ID] for s in seqs]
+    return collate([{"index": i, "ids": s, "label": labels[i], "boundary": boundary} for i, s in enumerate(seqs)])
 
 
 class StubData:
@@ -107,7 +113,7 @@ class StubData:
         lengths = batch["lengths"].tolist()
         ids = [batch["ids"][r, :n].numpy() for r, n in enumerate(lengths)]
         self._split = SimpleNamespace(ids=ids, uids=[f"t{i}" for i in range(len(ids))], lengths=np.array(lengths),
-                                      labels=batch["labels"].numpy())
+                                      labels=batch["labels"].numpy(), boundary="token_mask" in batch)
         self.data = SimpleNamespace(label_names=[f"class {k}" for k in range(num_classes)])
         self.vocab = SimpleNamespace(decode=lambda ids: [str(i) for i in ids])
 

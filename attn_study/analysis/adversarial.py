@@ -90,8 +90,8 @@ def adversarial_attention(model, enc, alpha: torch.Tensor, probs: torch.Tensor, 
                           diversity: str = "pairs", output_distance: str = "tvd", noise: torch.Tensor | None = None):
     """K adversarial attentions per instance, optimised jointly for the whole batch.
 
-    Parameters θ (B, K, T) are log-attention logits, α_k = softmax(θ_k) over the model's positions,
-    initialised θ = log(1/T) + init_scale·N(0, 1) (``noise`` (B, K, T) when given, else drawn from
+    Parameters θ (B, K, T) are log-attention logits, α_k = softmax(θ_k) over the attended positions
+    (``enc.mask``: never padding or boundary tokens), initialised θ = log(1/T) + init_scale·N(0, 1) (``noise`` (B, K, T) when given, else drawn from
     ``generator``), optimised by Adam (AMSGrad) with ``lr`` for
     ``steps`` steps to maximise :func:`adversary_objective`, whose output distance Δ_k is the TVD of
     the outputs (``output_distance='l1'``: Σ|ŷ_k − ŷ| = 2·TVD, the authors' QA/NLI code). Returns
@@ -101,7 +101,8 @@ def adversarial_attention(model, enc, alpha: torch.Tensor, probs: torch.Tensor, 
     b, t = alpha.shape
     if noise is None:
         noise = torch.randn((b, k, t), generator=generator, device=alpha.device, dtype=alpha.dtype)
-    theta = (-torch.log(enc.lengths.to(alpha.dtype))[:, None, None] + init_scale * noise).requires_grad_(True)
+    attended = enc.mask.sum(-1).clamp_min(1).to(alpha.dtype)  # the text's tokens (no <sos>/<eos>)
+    theta = (-torch.log(attended)[:, None, None] + init_scale * noise).requires_grad_(True)
     optimiser = torch.optim.Adam([theta], lr=lr, amsgrad=True, fused=True)  # one kernel per step
 
     def evaluate():

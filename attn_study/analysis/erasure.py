@@ -15,8 +15,9 @@ import math
 import torch
 
 from attn_study.analysis.importance import grad_context
-from attn_study.analysis.measures import jsd
+from attn_study.analysis.measures import jsd, probability_drop
 from attn_study.keys import RANKINGS
+from attn_study.models.outputs import log_odds
 
 
 def renormalise_erased(alpha: torch.Tensor, removed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -56,7 +57,6 @@ def erase_each(model, enc, alpha: torch.Tensor, probs: torch.Tensor, items_per_c
     normalising). ``items_per_call`` items of every instance per ``decode_many`` call; 0 on padding."""
     b, t = alpha.shape
     top = probs.argmax(-1)
-    original = probs.gather(1, top[:, None])
     zero_logits = zero_vector_logits(model, enc)
     eye = torch.eye(t, dtype=torch.bool, device=alpha.device)
     out = torch.zeros_like(alpha)
@@ -64,17 +64,19 @@ def erase_each(model, enc, alpha: torch.Tensor, probs: torch.Tensor, items_per_c
         k = slice(s, min(t, s + max(1, int(items_per_call))))
         removed = eye[k][None].expand(b, -1, -1)
         q = erased_probabilities(model, enc, alpha, removed, zero_logits)  # (B, K, C)
-        out[:, k] = (q.gather(2, top[:, None, None].expand(-1, q.shape[1], 1)).squeeze(-1) - original).abs()
+        out[:, k] = probability_drop(probs[:, None, :], q, top[:, None].expand(-1, q.shape[1])).abs()
     return out * enc.mask
 
 
 def decision_gradient(model, enc, alpha: torch.Tensor) -> torch.Tensor:
     """∂d/∂α_i (B, T), signed, 0 on padding: d = the largest output probability of the decoded
-    output (§5.2), α a leaf tensor (the gradient does not flow into the attention's computation)."""
+    output (§5.2), α a leaf tensor (the gradient does not flow into the attention's computation).
+
+    Taken through d's log-odds ℓ (``attn_study.models.outputs``): ∂ℓ/∂α_i = (∂d/∂α_i) / (d(1 − d)), the
+    same ranking and signs, and no gradient lost when d rounds to 1 in float32."""
     with torch.enable_grad(), grad_context(alpha.device):
         leaf = alpha.detach().clone().requires_grad_(True)
-        probs = model.probabilities(model.decode(enc, leaf))
-        (grad,) = torch.autograd.grad(probs.max(-1).values.sum(), leaf)
+        (grad,) = torch.autograd.grad(log_odds(model.decode(enc, leaf)).sum(), leaf)
     return grad.detach() * enc.mask
 
 

@@ -46,10 +46,11 @@ from attn_study.analysis.importance import (
     predict,
     token_mask,
 )
-from attn_study.analysis.measures import MEAN_STATS, summarise
+from attn_study.analysis.measures import MEAN_STATS, UNDEFINED, probability_drop, summarise, undefined_code
 from attn_study.analysis.seeding import instance_draws
 from attn_study.errors import UserError
 from attn_study.keys import FF_METHODS, ff, ff_fraction
+from attn_study.models.outputs import log_odds
 
 #: an integrated-gradients completeness gap above this (in probability) flags a path the quadrature missed
 GAP_TOLERANCE = 0.05
@@ -59,15 +60,18 @@ GAP_TOLERANCE = 0.05
 # importance scores (B, T) of each method; higher = more important for the predicted class
 # ------------------------------------------------------------------------------------------------
 
-def _embedding_forward(model, batch: dict):
+def _embedding_forward(model, batch: dict, target: torch.Tensor | None = None):
     """(forward, embedded, fields) for Captum: forward(E, *fields) = ŷ (N, C) of the full model (the
-    attention recomputed from E), ``fields`` the batch's per-instance tensors that Captum repeats with E."""
+    attention recomputed from E) — with ``target`` (B,), that class's log-odds (N,) instead —, ``fields``
+    the batch's per-instance tensors that Captum repeats with E."""
+    batch = batch if target is None else {**batch, "_target": target}
     names = [k for k, v in batch.items() if torch.is_tensor(v) and v.shape[:1] == batch["ids"].shape[:1]]
 
     def forward(embedded, *fields):
         sub = dict(zip(names, fields))
         enc = model.encode(sub, embedded=embedded)
-        return model.probabilities(model.decode(enc, model.attend(enc)))
+        logits = model.decode(enc, model.attend(enc))
+        return model.probabilities(logits) if target is None else log_odds(logits, sub["_target"])
 
     with torch.no_grad():
         embedded = model.embed(batch)
@@ -75,12 +79,14 @@ def _embedding_forward(model, batch: dict):
 
 
 def input_x_gradient(model, batch: dict, target: torch.Tensor) -> torch.Tensor:
-    """Σ_d e_td ∂p(ŷ)/∂e_td, signed, gradients through the attention (Captum ``InputXGradient``)."""
+    """Σ_d e_td ∂p(ŷ)/∂e_td, signed, gradients through the attention (Captum ``InputXGradient``), taken
+    through ŷ's log-odds: per instance p(ŷ)(1 − p(ŷ)) times smaller, the same ranking and signs (the
+    module ``attn_study.models.outputs``)."""
     from captum.attr import InputXGradient
 
-    forward, embedded, fields = _embedding_forward(model, batch)
+    forward, embedded, fields = _embedding_forward(model, batch, target)
     with torch.enable_grad(), grad_context(embedded.device):
-        attributions = InputXGradient(forward).attribute(embedded, target=target, additional_forward_args=fields)
+        attributions = InputXGradient(forward).attribute(embedded, additional_forward_args=fields)
     return attributions.sum(-1).detach() * batch["mask"]
 
 
@@ -107,8 +113,7 @@ def signed_leave_one_out(model, batch: dict, probs: torch.Tensor, chunk_size: in
     scores = torch.zeros(batch["mask"].shape, device=probs.device, dtype=probs.dtype)
     inst, pos, deleted = deletion_probabilities(model, batch, chunk_size)
     if deleted is not None:
-        top = probs.argmax(-1)
-        scores[inst, pos] = probs[inst, top[inst]] - deleted[torch.arange(len(inst), device=inst.device), top[inst]]
+        scores[inst, pos] = probability_drop(probs[inst], deleted, probs.argmax(-1)[inst])
     return scores
 
 
@@ -176,7 +181,6 @@ def removal_curves(model, batch: dict, probs: torch.Tensor, orders: dict[str, to
     lengths = text.sum(1)
     b = mask.shape[0]
     top = probs.argmax(-1)
-    full = probs.gather(1, top[:, None]).squeeze(1)
     keeps = []
     for order in orders.values():
         ranks = rank_of(order)
@@ -188,8 +192,8 @@ def removal_curves(model, batch: dict, probs: torch.Tensor, orders: dict[str, to
     keep = keep.reshape(-1, mask.shape[1])
     unique, inverse = torch.unique(torch.cat([inst[:, None], keep.long()], 1), dim=0, return_inverse=True)
     kept = kept_probabilities(model, batch, unique[:, 0], unique[:, 1:].bool(), chunk_size)
-    p_kept = kept.gather(1, top[unique[:, 0]][:, None]).squeeze(1)[inverse]
-    change = (full.repeat(len(keeps)) - p_kept).reshape(len(orders), len(fractions), 2, b)
+    change = probability_drop(probs[unique[:, 0]], kept, top[unique[:, 0]])[inverse]  # p(ŷ|x) − p(ŷ|kept)
+    change = change.reshape(len(orders), len(fractions), 2, b)
     change = change.masked_fill((lengths < 2)[None, None, None, :], float("nan"))
     return {name: (change[m, :, 0].T, change[m, :, 1].T) for m, name in enumerate(orders)}
 
@@ -268,6 +272,8 @@ class Faithfulness(AnalysisCallback):
             scores, columns = self.scores(model, batch, alpha, probs, seconds)
             text = token_mask(batch)
             columns["length"] = text.sum(1)
+            for method, values in scores.items():  # rankings left to the random tie-break alone (counted)
+                columns[f"{method}_constant"] = (undefined_code(values, text) >= UNDEFINED.index("nan")).double()
             tiebreak = instance_draws(batch["index"], batch["mask"], self.seed, "faithfulness_ties")
             orders = {m: ranking(torch.nan_to_num(s.double(), nan=0.0), text, tiebreak) for m, s in scores.items()}
             if "removal" in tests:
@@ -308,7 +314,9 @@ class Faithfulness(AnalysisCallback):
         """Flat ``ff/...`` metrics: per method and measure mean [95 % CI], std, median, n; per k the
         mean [CI]; the paired comparison with attention; seconds."""
         frame = measured.frame
-        out = {ff("n_instances"): len(frame)}
+        out = {ff("n_instances"): len(frame), ff("dropped", "too_short"): int((frame["length"] < 2).sum())}
+        for method in self.methods:  # all-tied (or NaN) scores: the ranking is the random tie-break's
+            out[ff(method, "constant_scores")] = int(frame.loc[frame["length"] >= 2, f"{method}_constant"].sum())
         measures = []
         if "removal" in tests:
             measures += [("comp_aopc", ("comprehensiveness", "aopc")), ("suff_aopc", ("sufficiency", "aopc"))]

@@ -2,7 +2,12 @@
 and the importance of the intermediate representations h (Meister et al.).
 
 All functions take a staged model in eval mode and a batch on the model's device, and return (B, T)
-tensors (or (B, T, T)) that are 0 on padding.
+tensors (or (B, T, T)) that are 0 on padding and on boundary tokens.
+
+Gradients "of ŷ" are taken of the predicted class's log-odds ℓ = log(ŷ_c / (1 − ŷ_c))
+(``attn_study.models.outputs``): ∇ℓ = ∇ŷ_c / (ŷ_c (1 − ŷ_c)), a positive constant per instance, so
+every normalised importance and every ranking is that of ∇ŷ_c — without the float32 saturation that
+makes ∇ŷ_c exactly 0 for a confident prediction.
 """
 
 from __future__ import annotations
@@ -11,8 +16,10 @@ import contextlib
 
 import torch
 
-from attn_study.analysis.measures import tvd
+from attn_study.analysis.measures import probability_drop, tvd
+from attn_study.models.classifier import attended
 from attn_study.models.encoders import CNNEncoder
+from attn_study.models.outputs import log_odds
 
 _TINY = 1e-30
 
@@ -36,20 +43,19 @@ def predict(model, batch: dict):
     return enc, alpha, model.probabilities(model.decode(enc, alpha))
 
 
-def _outputs_from_leaf(model, batch: dict, detach_attention: bool):
-    """(E, ŷ): the embeddings as a leaf tensor and the output distribution computed from them
-    (call under ``torch.enable_grad()``)."""
+def _logits_from_leaf(model, batch: dict, detach_attention: bool):
+    """(E, logits): the embeddings as a leaf tensor and the logits computed from them (call under
+    ``torch.enable_grad()``)."""
     emb = model.embed(batch).detach().requires_grad_(True)
     enc = model.encode(batch, embedded=emb)
     alpha = model.attend(enc)
     if detach_attention:
         alpha = alpha.detach()
-    return emb, model.probabilities(model.decode(enc, alpha))
+    return emb, model.decode(enc, alpha)
 
 
-def token_mask(batch: dict) -> torch.Tensor:
-    """The text's own tokens: ``mask`` without the boundary tokens ``<sos>``/``<eos>`` when the data has them."""
-    return batch.get("token_mask", batch["mask"])
+#: the text's own tokens (B, T): ``mask`` without the boundary tokens ``<sos>``/``<eos>`` when the data has them
+token_mask = attended
 
 
 def gradient_importance(model, batch: dict, detach_attention: bool = True, normalise: bool = True,
@@ -60,17 +66,19 @@ def gradient_importance(model, batch: dict, detach_attention: bool = True, norma
 
     e_t is the embedding of token t; with ``detach_attention`` α is a constant (gradients do not flow
     through the attention). ``∇_{e_t} ŷ_c · e_t`` equals the gradient w.r.t. the one-hot input, and
-    Captum's InputXGradient summed over the embedding. For two classes ∇ŷ_0 = −∇ŷ_1, so one backward
-    pass serves both. Normalised to sum 1 over the text's tokens unless ``normalise=False``.
+    Captum's InputXGradient summed over the embedding. Normalised to sum 1 over the text's tokens unless
+    ``normalise=False``; unnormalised, the predicted class's scores are those of its log-odds (module
+    docstring: ∇ŷ_c / (ŷ_c(1 − ŷ_c))). ``sum`` differentiates each ŷ_c itself (for two classes
+    ∇ŷ_0 = −∇ŷ_1, so one backward pass serves both).
     """
     mask = token_mask(batch)
     with torch.enable_grad(), grad_context(mask.device):
-        emb, probs = _outputs_from_leaf(model, batch, detach_attention)
+        emb, logits = _logits_from_leaf(model, batch, detach_attention)
         if classes == "predicted":
-            top = probs.gather(1, probs.argmax(1, keepdim=True)).sum()
-            (grad,) = torch.autograd.grad(top, emb)
+            (grad,) = torch.autograd.grad(log_odds(logits).sum(), emb)
             scores = (grad * emb).sum(-1).abs()
         elif classes == "sum":
+            probs = model.probabilities(logits)
             outputs, factor = ([1], 2.0) if probs.shape[1] == 2 else (range(probs.shape[1]), 1.0)
             scores = torch.zeros(mask.shape, device=mask.device, dtype=emb.dtype)
             for c in outputs:
@@ -84,12 +92,12 @@ def gradient_importance(model, batch: dict, detach_attention: bool = True, norma
 
 def gradient_norm_importance(model, batch: dict, detach_attention: bool = False, normalise: bool = True) -> torch.Tensor:
     """Meister et al.'s g_ŷ(x_t) = ‖∂ŷ/∂e_t‖₂ / Σ_k ‖∂ŷ/∂e_k‖₂ (Eq. 4), ŷ the predicted class's
-    probability; the gradient flows through the attention unless ``detach_attention``."""
-    mask = batch["mask"]
+    probability (differentiated through its log-odds: the same once normalised); the gradient flows
+    through the attention unless ``detach_attention``."""
+    mask = token_mask(batch)
     with torch.enable_grad(), grad_context(mask.device):
-        emb, probs = _outputs_from_leaf(model, batch, detach_attention)
-        top = probs.gather(1, probs.argmax(1, keepdim=True)).sum()
-        (grad,) = torch.autograd.grad(top, emb)
+        emb, logits = _logits_from_leaf(model, batch, detach_attention)
+        (grad,) = torch.autograd.grad(log_odds(logits).sum(), emb)
     scores = grad.norm(dim=-1) * mask
     return normalise_rows(scores, mask) if normalise else scores
 
@@ -103,8 +111,9 @@ def distribution(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def input_to_hidden_gradients(model, batch: dict, chunk_size: int = 256) -> torch.Tensor:
-    """G (B, T, T), G[b, p, i] = ‖∂‖h_p‖₂ / ∂e_i‖₂ for every real position p and token i of every
-    instance: Meister et al.'s Eq. 5 before normalising over i (0 on padding rows and columns).
+    """G (B, T, T), G[b, p, i] = ‖∂‖h_p‖₂ / ∂e_i‖₂ for every position p and token i of the text of every
+    instance: Meister et al.'s Eq. 5 before normalising over i (0 on padding and boundary-token rows and
+    columns).
 
     Reverse mode needs one backward pass per output p. They are vectorised by replicating: each
     (instance, p) pair is one row of a batch of at most ``chunk_size`` sequences, encoded once, and
@@ -112,7 +121,7 @@ def input_to_hidden_gradients(model, batch: dict, chunk_size: int = 256) -> torc
     interact, so a row's gradient is exactly its own). This is the same as a per-p loop of backward
     passes (tested), with large matrix products in place of T small ones.
     """
-    mask = batch["mask"]
+    mask = token_mask(batch)
     b, t = mask.shape
     inst, pos = mask.nonzero(as_tuple=True)
     fields = {k: v for k, v in batch.items() if torch.is_tensor(v) and v.shape[:1] == (b,)}
@@ -131,17 +140,15 @@ def input_to_hidden_gradients(model, batch: dict, chunk_size: int = 256) -> torc
 
 
 def hidden_gradient_importance(model, batch: dict) -> torch.Tensor:
-    """‖∂ŷ/∂h_t‖₂ (B, T), ŷ the predicted class's probability, h_t a leaf (the gradient reaches the
-    output through the attention scores and the pooled vector): Meister et al.'s intermediate FI
-    g_ŷ(h) before normalising."""
-    mask = batch["mask"]
+    """‖∂ŷ/∂h_t‖₂ (B, T), ŷ the predicted class's probability (through its log-odds: the same once
+    normalised), h_t a leaf (the gradient reaches the output through the attention scores and the pooled
+    vector): Meister et al.'s intermediate FI g_ŷ(h) before normalising."""
+    mask = token_mask(batch)
     with torch.no_grad():
         enc = model.encode(batch)
     with torch.enable_grad(), grad_context(mask.device):
         enc.hidden = enc.hidden.detach().requires_grad_(True)
-        probs = model.probabilities(model.decode(enc, model.attend(enc)))
-        top = probs.gather(1, probs.argmax(1, keepdim=True)).sum()
-        (grad,) = torch.autograd.grad(top, enc.hidden)
+        (grad,) = torch.autograd.grad(log_odds(model.decode(enc, model.attend(enc))).sum(), enc.hidden)
     return grad.norm(dim=-1) * mask
 
 
@@ -268,8 +275,7 @@ def leave_one_out(model, batch: dict, probs: torch.Tensor | None = None, chunk_s
     if deleted is None:
         return out
     if predicted:
-        top = probs.argmax(-1)[inst, None]
-        out[inst, pos] = (deleted.gather(1, top) - probs[inst].gather(1, top)).abs().squeeze(1)
+        out[inst, pos] = probability_drop(probs[inst], deleted, probs.argmax(-1)[inst]).abs()
     else:
         out[inst, pos] = tvd(deleted, probs[inst])
     return out
@@ -325,5 +331,6 @@ def _loo_convolution(model, batch, inst, pos, src, chunk_size):
             rows = torch.arange(n, device=i.device)[:, None].expand_as(mid)
             hidden[rows[keep], mid[keep]] = win_h[:, r:3 * r][keep]
         scores = model.scorer(hidden, None if enc.query is None else enc.query[i])
-        results.append(_output_from_states(model, enc, i, hidden, scores, new_mask))
+        attended_after = enc.mask[i[:, None], src[p, :width]] & new_mask  # boundary tokens stay unattended
+        results.append(_output_from_states(model, enc, i, hidden, scores, attended_after))
     return torch.cat(results)

@@ -23,7 +23,15 @@ from attn_study.analysis.callback import AnalysisCallback, Measured
 from attn_study.analysis.figures.heatmaps import attention_heatmaps_html
 from attn_study.analysis.figures.jain_wallace import jain_wallace_figures
 from attn_study.analysis.importance import gradient_importance, leave_one_out, predict, token_mask
-from attn_study.analysis.measures import MEAN_STATS, entropy, kendall_tau_b, summarise
+from attn_study.analysis.measures import (
+    MEAN_STATS,
+    dropped_counts,
+    entropy,
+    kendall_tau_b,
+    summarise,
+    undefined_code,
+    undefined_reason,
+)
 from attn_study.analysis.permutation import permutation_tvd
 from attn_study.analysis.seeding import instance_draws
 from attn_study.errors import UserError
@@ -78,10 +86,8 @@ class JainWallace(AnalysisCallback):
         rows_of = data.split(split)
         epsilon = self.epsilon if self.epsilon is not None else (0.01 if data.num_classes == 2 else 0.05)
         select = self.select_epsilon if self.select_epsilon is not None else epsilon
-        boundary = 2 if getattr(rows_of, "boundary", False) else 0  # <sos> and <eos> are not text
-        rows: dict[int, dict] = {int(i): {"index": int(i), "uid": rows_of.uids[i],
-                                          "length": int(len(rows_of.ids[i])) - boundary,
-                                          "label": int(rows_of.labels[i])} for i in indices}
+        rows: dict[int, dict] = {int(i): {"index": int(i), "uid": rows_of.uids[i], "label": int(rows_of.labels[i])}
+                                 for i in indices}
         keep_adv: dict[int, dict] = {}
         seconds = {}
         for test in ["predict", *tests]:
@@ -96,9 +102,9 @@ class JainWallace(AnalysisCallback):
                 elif test == "correlation":
                     self._record_correlations(rows, ids, model, batch, alpha, probs)
                 elif test == "permutation":
-                    keys = instance_draws(batch["index"], enc.mask, self.seed, "permutation", (self.permutations,),
-                                          dtype=alpha.dtype)
-                    change = permutation_tvd(model, enc, alpha, probs, keys, self.perturbations_per_eval)
+                    draws = instance_draws(batch["index"], enc.mask, self.seed, "permutation", (self.permutations,),
+                                           dtype=alpha.dtype)
+                    change = permutation_tvd(model, enc, alpha, probs, draws, self.perturbations_per_eval)
                     for row, value in zip(ids, change.quantile(0.5, dim=1).tolist()):
                         rows[row]["perm_median_tvd"] = value
                 else:
@@ -109,16 +115,16 @@ class JainWallace(AnalysisCallback):
 
     @staticmethod
     def _record_prediction(rows, ids, alpha, probs, mask):
-        """The prediction, and the largest weight and the entropy of α over the text's tokens (α restricted
-        to them and renormalised when there are boundary tokens)."""
-        inner = alpha * mask
-        max_alpha = inner.max(-1).values.tolist()
-        ent = entropy(inner / inner.sum(-1, keepdim=True).clamp_min(1e-12), mask).tolist()
+        """The prediction; the text's length (its tokens: no <sos>/<eos>), and the largest weight and the
+        entropy of α over them (α is 0 elsewhere)."""
+        length = mask.sum(-1).tolist()
+        max_alpha = (alpha * mask).max(-1).values.tolist()
+        ent = entropy(alpha, mask).tolist()
         pred = probs.argmax(-1).tolist()
         conf = probs.max(-1).values.tolist()
         for r, row in enumerate(ids):
-            rows[row].update(prediction=pred[r], probability=conf[r], max_attention=max_alpha[r],
-                             attention_entropy=ent[r])
+            rows[row].update(length=int(length[r]), prediction=pred[r], probability=conf[r],
+                             max_attention=max_alpha[r], attention_entropy=ent[r])
 
     def _record_correlations(self, rows, ids, model, batch, alpha, probs):
         scores = {
@@ -128,10 +134,13 @@ class JainWallace(AnalysisCallback):
             "loo": leave_one_out(model, batch, probs=probs, chunk_size=self.internal_batch_size),
         }
         mask = token_mask(batch)
+        codes = {name: undefined_code(values, mask) for name, values in scores.items()}
         for name, (a, b) in CORRELATIONS.items():
             tau, p = kendall_tau_b(scores[a].double(), scores[b].double(), mask)
+            why = undefined_reason(codes, a, b)  # τ is NaN exactly where this says why
             for r, row in enumerate(ids):
                 rows[row][name], rows[row][name.replace("tau", "p")] = float(tau[r]), float(p[r])
+                rows[row][f"{name}_dropped"] = why[r]
 
     def _record_adversaries(self, rows, ids, keep_adv, model, enc, batch, alpha, probs, epsilon, select):
         num_classes = probs.shape[1]
@@ -166,6 +175,10 @@ class JainWallace(AnalysisCallback):
         if "adversarial" in tests:
             out[keys.jw("adv", "epsilon")] = measured.extras["epsilon"]
             out[keys.jw("adv", "select_epsilon")] = measured.extras["select_epsilon"]
+        if "correlation" in tests:  # the instances each τ had to leave out, and why
+            for name in CORRELATIONS:
+                out.update({keys.key(keys.JW, "dropped", name, why): n
+                            for why, n in dropped_counts(frame[f"{name}_dropped"]).items()})
         groups = [(None, frame)] + list(frame.groupby("prediction"))
         for cls, g in groups:
             if "correlation" in tests:

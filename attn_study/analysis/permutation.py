@@ -12,13 +12,17 @@ def permute_among_real(alpha: torch.Tensor, mask: torch.Tensor, keys: torch.Tens
     """n random permutations of each row's weights among its real positions: (B, n, T), from uniform
     ``keys`` (B, n, T) (see :func:`~attn_study.analysis.seeding.instance_draws`).
 
-    The keys sorted per row, padding keyed +inf, give permutations of the real positions that
-    leave padding in place, so no weight ever moves onto padding.
+    The keys sorted per row, the other positions keyed +inf, give a random order of the real positions;
+    their weights go, in that order, to the real positions in ascending order — which need not be a
+    prefix of the row (boundary tokens are not real items) — so no weight ever moves onto padding or a
+    boundary token. α must be 0 off ``mask``.
     """
     b, n, t = keys.shape
     keys = keys.masked_fill(~mask[:, None, :], float("inf"))
-    order = keys.argsort(dim=-1)
-    return alpha.gather(1, order.reshape(b, n * t)).reshape(b, n, t)
+    order = keys.argsort(dim=-1)  # (B, n, T): the real positions in random order, then the others
+    slots = torch.argsort((~mask).to(torch.int8), dim=-1, stable=True)[:, None, :].expand(b, n, t)
+    weights = alpha.gather(1, order.reshape(b, n * t)).reshape(b, n, t)
+    return torch.zeros_like(weights).scatter_(-1, slots, weights)
 
 
 @torch.no_grad()

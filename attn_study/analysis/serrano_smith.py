@@ -38,7 +38,7 @@ from attn_study.analysis.erasure import (
 )
 from attn_study.analysis.figures.serrano_smith import serrano_smith_figures
 from attn_study.analysis.importance import predict
-from attn_study.analysis.measures import summarise
+from attn_study.analysis.measures import UNDEFINED, summarise, undefined_code
 from attn_study.analysis.seeding import instance_draws
 from attn_study.keys import CELLS, PAIRED, RANKINGS, SINGLE_TABLES, single_flip_columns
 
@@ -79,22 +79,42 @@ class SerranoSmith(AnalysisCallback):
             enc, alpha, probs = predict(model, batch)
             ids = batch["index"].tolist()
             self._record_prediction(rows, ids, enc, alpha, probs)
+            # the decision gradient ranks items in both tests: computed once; rankings whose scores tie
+            # everywhere fall back to position order, which the summary counts (constant_scores)
+            grad = decision_gradient(model, enc, alpha) if self._needs_gradient(tests) else None
+            self._record_ties(rows, ids, enc.mask, {"attention": alpha, "gradient": grad,
+                                                    "grad_attention": None if grad is None else grad * alpha})
             seconds["encode"] += time.time() - started
             for test in tests:
                 started = time.time()
                 stream = "erasure_random_item" if test == "single" else "erasure_random_ranking"
                 uniform = instance_draws(batch["index"], enc.mask, self.seed, stream, dtype=alpha.dtype)
                 if test == "single":
-                    self._single(rows, ids, model, enc, alpha, probs, uniform)
+                    self._single(rows, ids, model, enc, alpha, probs, uniform, grad)
                 else:
-                    self._multi(rows, ids, model, enc, alpha, probs, uniform)
+                    self._multi(rows, ids, model, enc, alpha, probs, uniform, grad)
                 seconds[test] += time.time() - started
         frame = pd.DataFrame([rows[int(i)] for i in indices]).reindex(columns=self.columns(tests))
         return Measured(frame, seconds)
 
+    def _needs_gradient(self, tests) -> bool:
+        return "single" in tests or bool({"gradient", "grad_attention"} & set(self.rankings))
+
+    @staticmethod
+    def _record_ties(rows, ids, mask, scores: dict) -> None:
+        """``constant_<ranking>``: whether the ranking's scores tie on every item of the instance."""
+        for name, values in scores.items():
+            if values is None:
+                continue
+            tied = (undefined_code(values, mask) == UNDEFINED.index("constant")).tolist()
+            for r, row in enumerate(ids):
+                rows[row][f"constant_{name}"] = bool(tied[r])
+
     def columns(self, tests) -> list[str]:
         """Columns of the per-instance frame for ``tests``."""
-        cols = ["index", "uid", "length", "label", "prediction", "probability", "max_attention"]
+        cols = ["index", "uid", "length", "label", "prediction", "probability", "max_attention", "constant_attention"]
+        if self._needs_gradient(tests):
+            cols += ["constant_gradient", "constant_grad_attention"]
         if "single" in tests:
             cols += ["delta_js", "delta_alpha", "js_top", "js_random"]
             cols += [c for table in SINGLE_TABLES for c in single_flip_columns(table)]
@@ -113,9 +133,8 @@ class SerranoSmith(AnalysisCallback):
                              max_attention=max_alpha[r])
 
     @staticmethod
-    def _single(rows, ids, model, enc, alpha, probs, uniform):
+    def _single(rows, ids, model, enc, alpha, probs, uniform, grad):
         mask = enc.mask
-        grad = decision_gradient(model, enc, alpha)
         tops = torch.stack([rank_items(ranking_scores(SINGLE_TABLES[table], alpha, grad), mask)[:, 0]
                             for table in SINGLE_TABLES], dim=1)  # (B, 3)
         others = random_other(tops, mask, uniform)  # (B, 3)
@@ -136,9 +155,8 @@ class SerranoSmith(AnalysisCallback):
                 values[top], values[random] = float(flip[r][j]), float(flip[r][n_tables + j])
             rows[row].update({k: (v if lengths[r] >= 2 else nan) for k, v in values.items()})
 
-    def _multi(self, rows, ids, model, enc, alpha, probs, uniform):
+    def _multi(self, rows, ids, model, enc, alpha, probs, uniform, grad):
         mask = enc.mask
-        grad = decision_gradient(model, enc, alpha) if {"gradient", "grad_attention"} & set(self.rankings) else None
         prediction = probs.argmax(-1)
         zero_logits = zero_vector_logits(model, enc)
         lengths = mask.sum(-1)
@@ -164,6 +182,9 @@ class SerranoSmith(AnalysisCallback):
         included = frame["length"] >= 2
         kept = frame[included]
         out = {keys.key(keys.SS, "n_instances"): len(frame), keys.key(keys.SS, "excluded"): int((~included).sum())}
+        for name in ("attention", "gradient", "grad_attention"):  # rankings left to position order by ties
+            if f"constant_{name}" in kept and kept[f"constant_{name}"].notna().any():
+                out[keys.key(keys.SS, "constant_scores", name)] = int(kept[f"constant_{name}"].fillna(False).sum())
         if "single" in tests:
             out[keys.key(keys.SS, "single", "excluded")] = int((~included).sum())
             out[keys.key(keys.SS, "single", "n")] = len(kept)

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import torch
 from tqdm.auto import tqdm
 
 from attn_study import keys
@@ -37,8 +38,9 @@ from attn_study.analysis.importance import (
     input_to_hidden_gradients,
     leave_one_out,
     predict,
+    token_mask,
 )
-from attn_study.analysis.measures import entropy, kendall_tau_b, summarise
+from attn_study.analysis.measures import dropped_counts, entropy, kendall_tau_b, summarise, undefined_code, undefined_reason
 from attn_study.errors import UserError
 from attn_study.keys import SP_CORRELATIONS, SP_DISTRIBUTIONS
 
@@ -85,7 +87,8 @@ class Sparsity(AnalysisCallback):
                           desc=f"sparsity/{'+'.join(tests) or 'predict'}", leave=False, dynamic_ncols=True):
             started = time.time()
             batch = {k: v.to(device) for k, v in batch.items()}
-            mask, lengths = batch["mask"], batch["lengths"]
+            mask = token_mask(batch)  # the text's tokens: no <sos>/<eos> in any distribution or normaliser
+            lengths = mask.sum(-1)
             enc, alpha, probs = predict(model, batch)
             columns = {"support": ((alpha > 0) & mask).sum(-1).double(), "length": lengths.double()}
             scores = {"attention": alpha}
@@ -102,28 +105,39 @@ class Sparsity(AnalysisCallback):
                 scores["loo_intermediate"] = erase_each(model, enc, alpha, probs, self.perturbations_per_eval)
                 seconds["intermediate"] += time.time() - started
             dists = {name: distribution(s, mask) for name, s in scores.items()}
+            zero = {name: undefined_code(s, mask, constant_is="zero") for name, s in scores.items()}
+            tied = {name: undefined_code(dist, mask) for name, dist in dists.items()}
+            why = {}  # per statistic and instance, why it is undefined (None: defined)
             for name, dist in dists.items():
                 columns[f"entropy_{name}"] = entropy(dist, mask, normalised=True)
+                why[f"entropy_{name}"] = undefined_reason(zero, name, zero=True)
             for name, other in SP_CORRELATIONS.items():
                 if other in dists:
                     columns[f"tau_{name}"], columns[f"p_{name}"] = kendall_tau_b(alpha.double(), dists[other].double(),
                                                                                 mask)
+                    why[f"tau_{name}"] = undefined_reason(tied, "attention", other)
             if "input_hidden" in tests:
                 started = time.time()
                 hidden_rows = distribution(input_to_hidden_gradients(model, batch, self.internal_batch_size),
                                            mask[:, None, :])
                 per_p = entropy(hidden_rows, mask[:, None, :].expand_as(hidden_rows), normalised=True)
-                columns["entropy_g_hidden"] = per_p.masked_fill(~mask, float("nan")).nanmean(-1)
+                per_p = per_p.masked_fill(~mask, float("nan"))
+                columns["entropy_g_hidden"] = per_p.nanmean(-1)
+                # rows p whose gradient vanished everywhere have no distribution: left out of the mean, counted
+                columns["g_hidden_undefined_rows"] = (torch.isnan(per_p) & mask).sum(-1)
+                why["entropy_g_hidden"] = ["too_short" if n < 2 else ("zero_g_hidden" if bad == n else None)
+                                           for n, bad in zip(lengths.tolist(),
+                                                             columns["g_hidden_undefined_rows"].tolist())]
                 columns["diag_share"] = hidden_rows.diagonal(dim1=1, dim2=2).masked_fill(~mask, float("nan")).nanmean(-1)
                 self._keep_heatmaps(kept, batch, hidden_rows, data, split_data)
                 seconds["input_hidden"] += time.time() - started
-            self._record(rows, batch, probs, columns, split_data)
+            self._record(rows, batch, probs, columns, why, split_data)
         frame = pd.DataFrame([rows[int(i)] for i in indices])
         return Measured(frame, seconds, {"heatmaps": kept})
 
     @staticmethod
-    def _record(rows, batch, probs, columns, split_data):
-        short = batch["lengths"] < 2
+    def _record(rows, batch, probs, columns, why, split_data):
+        short = columns["length"] < 2
         values = {}
         for name, column in columns.items():
             column = column.double()
@@ -135,16 +149,19 @@ class Sparsity(AnalysisCallback):
         for r, i in enumerate(batch["index"].tolist()):
             rows[i] = {"index": i, "uid": split_data.uids[i], "label": int(split_data.labels[i]),
                        "prediction": pred[r], "probability": conf[r],
-                       **{name: v[r] for name, v in values.items()}}
+                       **{name: v[r] for name, v in values.items()},
+                       **{f"{name}_dropped": reasons[r] for name, reasons in why.items()}}
             rows[i]["length"], rows[i]["support"] = int(rows[i]["length"]), int(rows[i]["support"])
 
     def _keep_heatmaps(self, kept, batch, hidden_rows, data, split_data):
+        text = token_mask(batch)
         for r, i in enumerate(batch["index"].tolist()):
-            n = int(batch["lengths"][r])
-            if len(kept) >= self.heatmaps or n < 2:
+            inner = text[r, : int(batch["lengths"][r])].cpu().numpy()
+            if len(kept) >= self.heatmaps or inner.sum() < 2:
                 continue
-            kept.append({"uid": split_data.uids[i], "tokens": data.vocab.decode(split_data.ids[i].tolist()),
-                         "matrix": hidden_rows[r, :n, :n].cpu().numpy()})
+            tokens = [t for t, keep in zip(data.vocab.decode(split_data.ids[i].tolist()), inner) if keep]
+            matrix = hidden_rows[r][text[r]][:, text[r]].cpu().numpy()
+            kept.append({"uid": split_data.uids[i], "tokens": tokens, "matrix": matrix})
 
     # -- summaries -------------------------------------------------------------------------------
 
@@ -168,6 +185,12 @@ class Sparsity(AnalysisCallback):
                 stats = summarise(frame[f"tau_{name}"].to_numpy(float), frame[f"p_{name}"].to_numpy(float),
                                   self.p_threshold)
                 out.update({keys.sp("tau", name, k): v for k, v in stats.items()})
+        for column in frame.columns:  # the instances each statistic had to leave out, and why
+            if column.endswith("_dropped"):
+                statistic = column.removesuffix("_dropped")
+                out.update({keys.sp("dropped", statistic, why): n for why, n in dropped_counts(frame[column]).items()})
+        if "g_hidden_undefined_rows" in frame:
+            out[keys.sp("dropped", "entropy_g_hidden", "rows")] = int(frame["g_hidden_undefined_rows"].sum())
         out.update({keys.sp("seconds", k): v for k, v in measured.seconds.items()})
         return out
 

@@ -7,7 +7,12 @@
 Tests intervene between the stages: a permuted or adversarial α goes to ``decode`` without
 re-encoding; gradients w.r.t. the embeddings come from ``encode(batch, embedded=E)`` with a leaf E.
 Binary tasks have one output logit (sigmoid, as Jain & Wallace); ``probabilities`` always returns the
-full distribution (B, C).
+full distribution (B, C), computed so that its gradients do not saturate (``outputs.py``).
+
+The attention weighs the text's own tokens only: with boundary tokens (``<sos>`` … ``<eos>``, Jain &
+Wallace's recipe) the encoder reads them, but ``Encoded.mask`` — what α, every intervention on α and
+every statistic run over — leaves them out, as the authors' ``masked_softmax`` does (α is exactly 0
+there).
 
 Decoding many attentions at once (``decode_many``: permutations, adversaries, erasures) exploits the
 decoder's algebra. Its first layer is affine in the pooled vector c = Σ_t α_t h_t, so
@@ -27,6 +32,13 @@ import torch
 from torch import nn
 
 from attn_study.data.text import PAD_ID
+from attn_study.models import outputs
+
+
+def attended(batch: dict) -> torch.Tensor:
+    """The positions attention may weigh (B, T): the text's tokens, ``token_mask`` when the data has boundary
+    tokens (the encoder still reads those), else every real token."""
+    return batch.get("token_mask", batch["mask"])
 
 
 def restrict(logits: torch.Tensor, candidates: torch.Tensor | None) -> torch.Tensor:
@@ -40,8 +52,8 @@ class Encoded:
 
     embedded: torch.Tensor  # (B, T, d)
     hidden: torch.Tensor  # (B, T, m)
-    mask: torch.Tensor  # (B, T) bool, True on real tokens
-    lengths: torch.Tensor  # (B,)
+    mask: torch.Tensor  # (B, T) bool, True on the items attention weighs (the text's tokens, no <sos>/<eos>)
+    lengths: torch.Tensor  # (B,): the sequences' lengths as the encoder read them (boundary tokens included)
     query: torch.Tensor | None = None  # (B, m) for pair tasks
     candidates: torch.Tensor | None = None  # (B, C) bool: allowed answers (QA), None = all
     selection: torch.Tensor | None = None  # (B, T): the selected tokens of a selector–predictor model
@@ -100,9 +112,9 @@ class AttentionClassifier(nn.Module):
         """Encoder states for ``batch``; pass ``embedded`` to encode given (e.g. leaf) embeddings."""
         if embedded is None:
             embedded = self.embed(batch)
-        mask, lengths = batch["mask"], batch["lengths"]
-        hidden = self.encoder(self.word_dropout(embedded), mask, lengths)
-        return Encoded(embedded=embedded, hidden=hidden, mask=mask, lengths=lengths,
+        lengths = batch["lengths"]
+        hidden = self.encoder(self.word_dropout(embedded), batch["mask"], lengths)
+        return Encoded(embedded=embedded, hidden=hidden, mask=attended(batch), lengths=lengths,
                        candidates=batch.get("candidates"), fixed_attention=batch.get("fixed_attention"),
                        fixed_lengths=batch.get("fixed_lengths"))
 
@@ -197,10 +209,7 @@ class AttentionClassifier(nn.Module):
 
     def probabilities(self, logits: torch.Tensor) -> torch.Tensor:
         """Output distribution ŷ (B, C) from logits (one sigmoid logit for binary tasks)."""
-        if logits.shape[-1] == 1:
-            p = torch.sigmoid(logits)
-            return torch.cat([1 - p, p], dim=-1)
-        return torch.softmax(logits, dim=-1)
+        return outputs.probabilities(logits)
 
 
 class PairAttentionClassifier(AttentionClassifier):

@@ -15,6 +15,7 @@ from torch import nn
 from torchmetrics import AUROC, Accuracy, F1Score, MaxMetric, MetricCollection
 
 from attn_study.errors import TrainingDiverged, UserError
+from attn_study.models.classifier import attended
 from attn_study.models.mitigation import MaskClassifier, shortcut_weights
 from attn_study.saved import soft_token_attention
 
@@ -149,7 +150,7 @@ class AttentionModule(L.LightningModule):
 
     def training_step(self, batch, batch_idx):
         if self.pretraining:
-            weights = self.model.random_attention(batch["mask"])
+            weights = self.model.random_attention(attended(batch))
             logits, attention = self.model.forward_with_attention(batch, weights), weights
         else:
             logits, attention = self.model(batch)
@@ -192,7 +193,7 @@ class AttentionModule(L.LightningModule):
     def _weighted_loss(self, logits, attention, batch, soft=None) -> torch.Tensor:
         """Σ c_i w_i ℓ_i / Σ c_i w_i (c: class weights, w: shortcut weights) + the mask-only classifier's loss."""
         labels = batch["labels"]
-        aux_logits = self.mask_classifier(attention.detach(), batch["mask"])
+        aux_logits = self.mask_classifier(attention.detach(), attended(batch))
         aux_loss = F.cross_entropy(aux_logits, labels)
         with torch.no_grad():
             conditional = torch.softmax(aux_logits, -1).gather(1, labels[:, None]).squeeze(1)

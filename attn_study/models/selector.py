@@ -27,7 +27,8 @@ import torch
 from torch import nn
 
 from attn_study.data.text import PAD_ID, UNK_ID
-from attn_study.models.classifier import Encoded
+from attn_study.models import outputs
+from attn_study.models.classifier import Encoded, attended
 
 _NEG = -1e9
 
@@ -110,7 +111,7 @@ class SelectorPredictor(nn.Module):
     def encode(self, batch: dict, embedded: torch.Tensor | None = None) -> Encoded:
         """The predictor's states of the masked input, with the selection in ``enc.selection``."""
         embedded = self.embed(batch) if embedded is None else embedded
-        selection = self.select(self.selection_scores(batch), batch["mask"])
+        selection = self.select(self.selection_scores(batch), attended(batch))
         enc = self.encode_selected(batch, selection, embedded)
         enc.selection = selection
         return enc
@@ -126,7 +127,7 @@ class SelectorPredictor(nn.Module):
             embedded = self.embed(batch)
         kept = self.dropout(embedded) * selection.unsqueeze(-1)
         hidden = self.encoder(kept, batch["mask"], batch["lengths"])
-        return Encoded(embedded=embedded, hidden=hidden, mask=batch["mask"], lengths=batch["lengths"])
+        return Encoded(embedded=embedded, hidden=hidden, mask=attended(batch), lengths=batch["lengths"])
 
     def attend(self, enc: Encoded) -> torch.Tensor:
         """The pooling weights m / Σ m (the selection, normalised)."""
@@ -164,7 +165,4 @@ class SelectorPredictor(nn.Module):
                 if n.startswith(("selector_embedding.", "selector_encoder.", "scorer."))]
 
     def probabilities(self, logits: torch.Tensor) -> torch.Tensor:
-        if logits.shape[-1] == 1:
-            p = torch.sigmoid(logits)
-            return torch.cat([1 - p, p], dim=-1)
-        return torch.softmax(logits, dim=-1)
+        return outputs.probabilities(logits)

@@ -31,8 +31,10 @@ def test_gradient_importance_closed_form_noenc_linear_decoder():
     expected = 2 * (p1 * (1 - p1))[:, None] * alpha * (e @ w).abs()
     got = gradient_importance(model, batch, normalise=False, classes="sum")
     torch.testing.assert_close(got, expected * batch["mask"])
-    # the predicted class alone: half of it for two classes (|∇ŷ₀| = |∇ŷ₁|), the same once normalised
-    torch.testing.assert_close(gradient_importance(model, batch, normalise=False), got / 2)
+    # the predicted class alone, through its log-odds: |∇ŷ_c·e_t| / (ŷ_c(1 − ŷ_c)) = α_t |w·e_t|, the
+    # same once normalised
+    torch.testing.assert_close(gradient_importance(model, batch, normalise=False),
+                               alpha * (e @ w).abs() * batch["mask"])
     normalised = gradient_importance(model, batch)
     torch.testing.assert_close(normalised.sum(1), torch.ones(len(SEQS), dtype=torch.double))
     # with the attention not detached the gradient differs (α depends on e through the scores)

@@ -232,6 +232,8 @@ def test_predicted_class_gradient_equals_per_instance_autograd():
         enc = model.encode(single, embedded=emb)
         probs = model.probabilities(model.decode(enc, model.attend(enc).detach()))
         (grad,) = torch.autograd.grad(probs[0].max(), emb)
-        torch.testing.assert_close(got[r, :len(seq)], (grad[0] * emb[0]).sum(-1).abs(), rtol=1e-5, atol=1e-7)
+        top = probs[0].max().detach()  # the log-odds' gradient is ∇ŷ_c / (ŷ_c (1 − ŷ_c))
+        torch.testing.assert_close(got[r, :len(seq)] * top * (1 - top), (grad[0] * emb[0]).sum(-1).abs(),
+                                   rtol=1e-5, atol=1e-7)
     summed = gradient_importance(model, batch, normalise=False, classes="sum")
     assert not torch.allclose(summed, got)  # three classes: the sum is another importance

@@ -183,7 +183,8 @@ def test_decision_gradient_matches_finite_differences():
             up = model.probabilities(model.decode(enc, alpha + step))[b, pred[b]]
             down = model.probabilities(model.decode(enc, alpha - step))[b, pred[b]]
             expected[b, t] = (up - down) / (2 * h)
-    torch.testing.assert_close(grad, expected, atol=1e-8, rtol=1e-5)
+    d = probs.max(-1).values[:, None]  # taken through d's log-odds: ∂d/∂α / (d (1 − d))
+    torch.testing.assert_close(grad * d * (1 - d), expected, atol=1e-8, rtol=1e-5)
     assert torch.all(grad[~batch["mask"]] == 0) and grad.abs().max() > 1e-4
 
 

@@ -107,7 +107,8 @@ def test_hidden_gradient_importance_matches_per_instance_autograd():
         enc.hidden = leaf
         probs = model.probabilities(model.decode(enc, model.attend(enc)))
         (grad,) = torch.autograd.grad(probs[0].max(), leaf)
-        torch.testing.assert_close(got[r, :len(seq)], grad[0].norm(dim=-1))
+        top = probs[0].max().detach()  # through the log-odds: ∇ŷ_c / (ŷ_c (1 − ŷ_c))
+        torch.testing.assert_close(got[r, :len(seq)] * top * (1 - top), grad[0].norm(dim=-1))
     assert torch.all(got[~batch["mask"]] == 0)
 
 
