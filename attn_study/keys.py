@@ -191,7 +191,9 @@ FF_METHODS = {
 }
 #: the per-method measures of the report: key path → header
 FF_MEASURES = {"comprehensiveness/aopc": "comprehensiveness AOPC ↑", "sufficiency/aopc": "sufficiency AOPC ↓",
-               "auprc": "AUPRC vs truth ↑", "precision_at_truth": "precision@|truth| ↑"}
+               "auprc": "AUPRC vs truth ↑", "ap": "AP vs truth ↑", "token_f1": "token F1 ↑", "iou_f1": "IOU F1 ↑"}
+#: measures that are not a mean of per-instance values: the key part holding their point estimate
+FF_POINT = {"iou_f1": "value"}
 
 
 def ff(*parts) -> str:

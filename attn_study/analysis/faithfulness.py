@@ -12,8 +12,10 @@ ERASER's 1, 5, 10, 20, 50 %) the rationale r_k is the top ⌈k·L⌉ tokens (L: 
 
 AOPC = their mean over the k (as ERASER's released scorer averages its thresholds). High
 comprehensiveness and low sufficiency are faithful. Where the data has ground-truth rationales, the
-ranking is also scored against them: average precision over the ranked tokens (AUPRC; the same
-tie-broken ranking) and precision@|truth| (the fraction of the top |truth| tokens that are true).
+scores are also compared with them as ERASER's scorer does: AUPRC (scikit-learn's ``auc(recall,
+precision)``, the trapezoid rule, tied scores entering together) and AP (``average_precision_score``), each
+beside its exact chance level; and the top |truth| tokens of the ranking as a hard rationale: token F1
+and IOU F1 (spans matching at IOU ≥ ``iou_threshold``, ERASER's 0.5).
 
 All deletions of a batch — every method × k × {comprehensiveness, sufficiency}, identical token sets
 computed once — run as chunked model calls (``internal_batch_size`` sequences, similar lengths
@@ -24,6 +26,7 @@ p-value, mean paired difference). Metric keys ``ff/...``; outputs in ``analysis/
 
 from __future__ import annotations
 
+import math
 import time
 from fractions import Fraction
 from pathlib import Path
@@ -46,7 +49,14 @@ from attn_study.analysis.importance import (
     predict,
     token_mask,
 )
-from attn_study.analysis.measures import MEAN_STATS, UNDEFINED, probability_drop, summarise, undefined_code
+from attn_study.analysis.measures import (
+    MEAN_STATS,
+    UNDEFINED,
+    bootstrap_ci_of,
+    probability_drop,
+    summarise,
+    undefined_code,
+)
 from attn_study.analysis.seeding import instance_draws
 from attn_study.errors import UserError
 from attn_study.keys import FF_METHODS, ff, ff_fraction
@@ -142,34 +152,102 @@ def top_counts(lengths: torch.Tensor, fraction) -> torch.Tensor:
     return (lengths * k.numerator + k.denominator - 1) // k.denominator
 
 
-def average_precision(order: torch.Tensor, truth: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(AP, precision@|truth|) of the ranking ``order`` against ``truth`` (B, T) bool; NaN without truth.
+def precision_recall_areas(scores: torch.Tensor, truth: torch.Tensor, text: torch.Tensor
+                           ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(AUPRC, AP) (B,) of ``scores`` (B, T) against ``truth`` over the ``text`` tokens, as ERASER's scorer
+    computes them with scikit-learn: one point per distinct score (tied tokens enter together), at
+    threshold τ precision P_τ = TP/(TP + FP) and recall R_τ = TP/|truth|;
 
-    AP = (1/P) Σ_i y_(i) · precision@i over the ranked positions i (y_(i): whether the i-th token is
-    true, P = |truth|); it equals the area under the step precision–recall curve of the ranking."""
-    ranked = truth.gather(1, order).double()
-    hits = ranked.cumsum(1)
-    at = torch.arange(1, order.shape[1] + 1, device=order.device, dtype=torch.float64)
-    positives = truth.sum(1)
-    nan = torch.full(positives.shape, float("nan"), dtype=torch.float64, device=order.device)
-    ap = torch.where(positives > 0, (ranked * hits / at).sum(1) / positives.clamp_min(1), nan)
-    precision = hits.gather(1, (positives - 1).clamp_min(0)[:, None]).squeeze(1) / positives.clamp_min(1)
-    return ap, torch.where(positives > 0, precision, nan)
+        AUPRC = Σ_τ (R_τ − R_τ') (P_τ + P_τ') / 2     (``auc(recall, precision)``: the trapezoid rule, the
+                                                      curve starting at (R, P) = (0, 1))
+        AP    = Σ_τ (R_τ − R_τ') P_τ                  (``average_precision_score``)
+
+    τ' the next higher threshold. Neither breaks ties at random. NaN without truth."""
+    b, t = scores.shape
+    keyed = torch.where(text, scores.double(), torch.full((b, t), -math.inf, dtype=torch.float64, device=scores.device))
+    keyed = torch.nan_to_num(keyed, nan=-math.inf, neginf=-math.inf)
+    ordered, order = torch.sort(keyed, dim=1, descending=True, stable=True)
+    valid = text.gather(1, order)
+    hits = (truth & text).gather(1, order).double().cumsum(1)
+    seen = valid.double().cumsum(1)
+    positives = (truth & text).sum(1, keepdim=True).double()
+    nxt = torch.cat([ordered[:, 1:], torch.full((b, 1), -math.inf, dtype=torch.float64, device=scores.device)], 1)
+    last_valid = valid & ~torch.cat([valid[:, 1:], torch.zeros((b, 1), dtype=torch.bool, device=valid.device)], 1)
+    end = valid & ((ordered != nxt) | last_valid)  # the last token of each tie group: one point per threshold
+    precision = hits / seen.clamp_min(1)
+    recall = hits / positives.clamp_min(1)
+    index = torch.arange(t, device=scores.device).expand(b, t)
+    before = torch.where(end, index, torch.full_like(index, -1)).cummax(1).values
+    before = torch.cat([torch.full((b, 1), -1, device=scores.device, dtype=index.dtype), before[:, :-1]], 1)
+    first = before < 0  # the previous point is the curve's start (0, 1)
+    r_prev = torch.where(first, 0.0, recall.gather(1, before.clamp_min(0)))
+    p_prev = torch.where(first, 1.0, precision.gather(1, before.clamp_min(0)))
+    step = (recall - r_prev) * end
+    auprc = (step * (precision + p_prev) / 2).sum(1)
+    ap = (step * precision).sum(1)
+    nan = torch.full_like(auprc, float("nan"))
+    has = positives.squeeze(1) > 0
+    return torch.where(has, auprc, nan), torch.where(has, ap, nan)
 
 
-def random_average_precision(lengths: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
-    """E[AP] of a uniformly random ranking of L tokens of which P are true — chance level, which for
-    short texts lies well above the base rate P/L:
+def chance_areas(lengths: torch.Tensor, positives: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(E[AUPRC], E[AP]) of a uniformly random ranking (no ties) of L tokens of which P are true — the
+    chance levels, which for short texts lie well above the base rate P/L:
 
-        E[AP] = (1/L) · (H_L + (P − 1)/(L − 1) · (L − H_L)),   H_L = Σ_{r ≤ L} 1/r
+        E[AP]    = (1/L) · (H_L + (P − 1)/(L − 1) · (L − H_L)),   H_L = Σ_{r ≤ L} 1/r
+        E[AUPRC] = E[AP] − (L − P)(H_L − 1) / (2L(L − 1))
 
-    (the true token at rank r has expected precision (1 + (P − 1)(r − 1)/(L − 1))/r, r uniform).
+    (a true token at rank r has expected precision (1 + (P − 1)(r − 1)/(L − 1))/r, r uniform; the trapezoid
+    gives up half the rise in precision at each true token r > 1, in expectation (L − P)/((L − 1) r)).
     NaN without truth; 1 when L = P."""
     length, positives = lengths.double(), positives.double()
     harmonic = torch.special.digamma(length + 1) + np.euler_gamma
     others = torch.where(length > 1, (positives - 1) / (length - 1).clamp_min(1), torch.zeros_like(length))
-    expected = (harmonic + others * (length - harmonic)) / length.clamp_min(1)
-    return torch.where(positives > 0, expected, torch.full_like(expected, float("nan")))
+    ap = (harmonic + others * (length - harmonic)) / length.clamp_min(1)
+    auprc = ap - torch.where(length > 1, (length - positives) * (harmonic - 1) / (2 * length * (length - 1).clamp_min(1)),
+                             torch.zeros_like(length))
+    nan = torch.full_like(ap, float("nan"))
+    return torch.where(positives > 0, auprc, nan), torch.where(positives > 0, ap, nan)
+
+
+def _runs(selected: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(run id (B, T): the maximal contiguous run of ``selected`` each token is in, −1 outside; runs (B,))."""
+    start = selected & ~torch.cat([torch.zeros_like(selected[:, :1]), selected[:, :-1]], 1)
+    ids = start.long().cumsum(1) - 1
+    return torch.where(selected, ids, torch.full_like(ids, -1)), start.sum(1)
+
+
+def hard_rationale_scores(order: torch.Tensor, truth: torch.Tensor, text: torch.Tensor, threshold: float = 0.5
+                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """ERASER's hard-rationale scores of the top |truth| tokens of the ranking ``order`` (B, T): (token F1,
+    IOU precision, IOU recall) (B,), NaN without truth.
+
+    Token F1 is the F1 of the selected tokens against the true ones; with as many selected as are true,
+    precision = recall = F1 = precision@|truth|. IOU: the selected and the true tokens as spans (maximal
+    contiguous runs); a selected span matches when its intersection-over-union with some true span is ≥
+    ``threshold``; IOU precision = matches / selected spans, IOU recall = matches / true spans (ERASER's
+    ``partial_match_score``; its IOU F1 is the F1 of their means over instances)."""
+    truth = truth & text
+    positives = truth.sum(1)
+    selected = (rank_of(order) < positives[:, None]) & text
+    hits = (selected & truth).sum(1).double()
+    token_f1 = hits / positives.clamp_min(1)
+    pred_id, n_pred = _runs(selected)
+    true_id, n_true = _runs(truth)
+    width = int(max(int(n_pred.max()) if len(n_pred) else 0, int(n_true.max()) if len(n_true) else 0, 1))
+
+    def one_hot(ids):
+        return torch.nn.functional.one_hot(ids.clamp_min(0), width).double() * (ids >= 0).unsqueeze(-1)
+
+    pred, true = one_hot(pred_id), one_hot(true_id)  # (B, T, R)
+    inter = torch.einsum("bta,btc->bac", pred, true)
+    union = pred.sum(1)[:, :, None] + true.sum(1)[:, None, :] - inter
+    iou = torch.where(union > 0, inter / union.clamp_min(1), torch.zeros_like(inter))
+    matched = ((iou.amax(2) >= threshold) & (torch.arange(width, device=order.device) < n_pred[:, None])).sum(1).double()
+    nan = torch.full_like(token_f1, float("nan"))
+    has = positives > 0
+    return (torch.where(has, token_f1, nan), torch.where(has, matched / n_pred.clamp_min(1), nan),
+            torch.where(has, matched / n_true.clamp_min(1), nan))
 
 
 @torch.no_grad()
@@ -216,8 +294,11 @@ class Faithfulness(AnalysisCallback):
     TRACKED = keys.TRACKED["faithfulness"]
 
     def __init__(self, *, methods=None, fractions=(0.01, 0.05, 0.1, 0.2, 0.5), ig_steps: int = 50,
-                 internal_batch_size: int = 512, **common):
+                 internal_batch_size: int = 512, iou_threshold: float = 0.5, **common):
         super().__init__(**common)
+        self.iou_threshold = float(iou_threshold)
+        if not 0 < self.iou_threshold <= 1:
+            raise UserError(f"{self._option('iou_threshold')}={iou_threshold}: give an IOU in (0, 1]")
         self.methods = self._choose("methods", FF_METHODS if methods is None else methods, FF_METHODS)
         self.fractions = tuple(float(f) for f in fractions)
         if not self.fractions or any(not 0 < f < 1 for f in self.fractions):
@@ -289,9 +370,12 @@ class Faithfulness(AnalysisCallback):
                 started = time.time()
                 truth = batch["rationale"] & text
                 columns["rationale_size"] = truth.sum(1)
-                columns["chance_auprc"] = random_average_precision(text.sum(1), truth.sum(1))
+                columns["chance_auprc"], columns["chance_ap"] = chance_areas(text.sum(1), truth.sum(1))
                 for method, order in orders.items():
-                    columns[f"{method}_auprc"], columns[f"{method}_precision_at_truth"] = average_precision(order, truth)
+                    columns[f"{method}_auprc"], columns[f"{method}_ap"] = precision_recall_areas(
+                        torch.nan_to_num(scores[method].double(), nan=0.0), truth, text)
+                    (columns[f"{method}_token_f1"], columns[f"{method}_iou_precision"],
+                     columns[f"{method}_iou_recall"]) = hard_rationale_scores(order, truth, text, self.iou_threshold)
                 seconds["rationale"] += time.time() - started
             self._record(rows, batch, probs, columns, split_data)
         frame = pd.DataFrame([rows[int(i)] for i in indices])
@@ -321,13 +405,19 @@ class Faithfulness(AnalysisCallback):
         if "removal" in tests:
             measures += [("comp_aopc", ("comprehensiveness", "aopc")), ("suff_aopc", ("sufficiency", "aopc"))]
         if "rationale_size" in frame:
-            measures += [("auprc", ("auprc",)), ("precision_at_truth", ("precision_at_truth",))]
+            measures += [(name, (name,)) for name in ("auprc", "ap", "token_f1", "iou_precision", "iou_recall")]
             size = frame["rationale_size"].to_numpy(float)
             with np.errstate(invalid="ignore", divide="ignore"):
                 rate = np.where(size > 0, size / frame["length"].to_numpy(float), np.nan)
             out.update({ff("rationale", "base_rate", k): v for k, v in summarise(rate).items() if k in MEAN_STATS})
-            chance = summarise(frame["chance_auprc"].to_numpy(float))
-            out.update({ff("rationale", "chance_auprc", k): chance[k] for k in MEAN_STATS})
+            for name in ("chance_auprc", "chance_ap"):
+                chance = summarise(frame[name].to_numpy(float))
+                out.update({ff("rationale", name, k): chance[k] for k in MEAN_STATS})
+            for method in self.methods:  # ERASER's IOU F1: the F1 of the mean IOU precision and recall
+                pr = frame[[f"{method}_iou_precision", f"{method}_iou_recall"]].to_numpy(float)
+                value, low, high = bootstrap_ci_of(lambda m: _f1(m[..., 0], m[..., 1]), pr)
+                out.update({ff(method, "iou_f1", "value"): value, ff(method, "iou_f1", "ci_low"): low,
+                            ff(method, "iou_f1", "ci_high"): high})
         for method in self.methods:
             for column, path in measures:
                 values = frame[f"{method}_{column}"].to_numpy(float)
@@ -355,6 +445,13 @@ class Faithfulness(AnalysisCallback):
         path = faithfulness_figure(measured.frame, self.methods, self.fractions, out_dir / "curves.png",
                                    title=f"{data.name} ({self.split})")
         return {} if path is None else {"curves": path}
+
+
+def _f1(precision, recall):
+    """2PR / (P + R), 0 where P + R = 0 (ERASER's ``_f1``)."""
+    precision, recall = np.asarray(precision, dtype=float), np.asarray(recall, dtype=float)
+    total = precision + recall
+    return np.where(total > 0, 2 * precision * recall / np.where(total > 0, total, 1.0), 0.0)
 
 
 def paired_with_attention(values: np.ndarray, attention: np.ndarray, stem: str) -> dict:

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 __all__ = ["tvd", "probability_drop", "jsd", "entropy", "kendall_tau_b", "summarise", "bootstrap_ci", "MEAN_STATS", "undefined_code",
-           "undefined_reason", "dropped_counts"]
+           "undefined_reason", "dropped_counts", "bootstrap_ci_of"]
 
 #: the statistics of a mean a summary reports: the mean and its 95 % bootstrap interval
 MEAN_STATS = ("mean", "ci_low", "ci_high")
@@ -370,14 +370,41 @@ def bootstrap_ci(values, resamples: int = BOOTSTRAP_RESAMPLES, level: float = BO
         return float("nan"), float("nan")
     if n == 1:
         return float(v[0]), float(v[0])
-    rng = np.random.default_rng(seed)
     means = np.empty(resamples)
+    for start, rows in _resamples(n, resamples, seed):
+        means[start:start + len(rows)] = v[rows].mean(1)
+    low, high = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return float(low), float(high)
+
+
+def bootstrap_ci_of(statistic, columns: np.ndarray, resamples: int = BOOTSTRAP_RESAMPLES,
+                    level: float = BOOTSTRAP_LEVEL, seed: int = BOOTSTRAP_SEED) -> tuple[float, float, float]:
+    """(value, low, high) of ``statistic`` of the column means of ``columns`` (n, k) — e.g. the F1 of a mean
+    precision and a mean recall — with the percentile-bootstrap interval of :func:`bootstrap_ci` (rows with a
+    NaN left out; the same resampled rows for every column). ``statistic`` maps means (…, k) to (…)."""
+    v = np.asarray(columns, dtype=np.float64)
+    v = v[~np.isnan(v).any(1)]
+    n = len(v)
+    if n == 0:
+        return float("nan"), float("nan"), float("nan")
+    value = float(statistic(v.mean(0)))
+    if n == 1:
+        return value, value, value
+    stats = np.empty(resamples)
+    for start, rows in _resamples(n, resamples, seed):
+        stats[start:start + len(rows)] = statistic(v[rows].mean(1))
+    low, high = np.quantile(stats, [(1 - level) / 2, (1 + level) / 2])
+    return value, float(low), float(high)
+
+
+def _resamples(n: int, resamples: int, seed: int):
+    """(first resample's number, row indices (size, n)) in chunks of at most ~4M indices, from one seeded
+    generator: every resample draws n rows with replacement."""
+    rng = np.random.default_rng(seed)
     per_chunk = max(1, int(4_000_000 // n))
     for start in range(0, resamples, per_chunk):
         size = min(per_chunk, resamples - start)
-        means[start:start + size] = v[rng.integers(0, n, size=(size, n))].mean(1)
-    low, high = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
-    return float(low), float(high)
+        yield start, rng.integers(0, n, size=(size, n))
 
 
 def summarise(values, pvalues=None, threshold: float = 0.05) -> dict:

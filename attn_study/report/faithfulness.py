@@ -1,7 +1,7 @@
 """Faithfulness (ERASER) across runs: a method × dataset × model table and the curves over k.
 
 Per dataset and model (``<encoder> + <attention> (<projection>)``), one row per importance method:
-comprehensiveness and sufficiency AOPC, AUPRC and precision@|truth| against known rationales, each as
+comprehensiveness and sufficiency AOPC; AUPRC, AP, token F1 and IOU F1 against known rationales, each as
 "mean [95 % CI]" for one seed or "mean ± std over seeds" for several, the method's rank per measure
 (1 = most faithful: highest comprehensiveness, AUPRC, precision; lowest sufficiency), and with several
 seeds whether its comprehensiveness and AUPRC differ from attention's beyond the seed spread.
@@ -17,7 +17,7 @@ import pandas as pd
 from attn_study import keys
 from attn_study.analysis.figures.common import new_figure, save_png
 from attn_study.analysis.figures.faithfulness import PANELS, draw_curves
-from attn_study.keys import FF_MEASURES, FF_METHODS, ff, ff_fraction
+from attn_study.keys import FF_MEASURES, FF_METHODS, FF_POINT, ff, ff_fraction
 from attn_study.report.render import mean_ci, seed_spread
 from attn_study.report.runs import Run
 
@@ -48,7 +48,8 @@ def table(runs: list[Run]) -> pd.DataFrame:
                    "method": method}
             for measure in FF_MEASURES:
                 for stat in ("mean", "ci_low", "ci_high"):
-                    row[f"{measure}/{stat}"] = run.summary.get(ff(method, *measure.split("/"), stat), np.nan)
+                    part = FF_POINT.get(measure, stat) if stat == "mean" else stat
+                    row[f"{measure}/{stat}"] = run.summary.get(ff(method, *measure.split("/"), part), np.nan)
             rows.append(row)
     frame = pd.DataFrame(rows)
     if frame.empty:

@@ -15,16 +15,19 @@ import torch
 from scipy import stats
 
 from attn_study.analysis.faithfulness import (
-    average_precision,
+    _f1,
+    chance_areas,
+    hard_rationale_scores,
+    precision_recall_areas,
     integrated_gradients,
     paired_with_attention,
-    random_average_precision,
     rank_of,
     ranking,
     removal_curves,
     top_counts,
 )
 from attn_study.analysis.importance import kept_probabilities, kept_sub_batch, predict
+from attn_study.analysis.measures import bootstrap_ci_of
 from attn_study.models import attention, encoders
 from attn_study.run import train_and_test
 from tests.helpers import TINY, compose_config, tiny_model, token_batch
@@ -121,37 +124,81 @@ def test_ranking_orders_by_score_then_tiebreak_and_puts_non_text_last():
     assert rank_of(order).tolist() == [[3, 1, 0, 2, 4]]
 
 
-def brute_average_precision(ranked_truth: list[bool]) -> float:
-    hits, total = 0, 0.0
-    for i, y in enumerate(ranked_truth, 1):
-        if y:
-            hits += 1
-            total += hits / i
-    return total / sum(ranked_truth)
+def pr_curve_by_hand(scores: list[float], truth: list[bool]) -> tuple[float, float]:
+    """(AUPRC, AP) as ERASER's scorer gets them from scikit-learn, written out threshold by threshold:
+    every distinct score is a threshold (descending); the curve starts at (recall, precision) = (0, 1)."""
+    positives = sum(truth)
+    points = [(0.0, 1.0)]
+    for threshold in sorted(set(scores), reverse=True):
+        tp = sum(1 for s, y in zip(scores, truth) if s >= threshold and y)
+        fp = sum(1 for s, y in zip(scores, truth) if s >= threshold and not y)
+        points.append((tp / positives, tp / (tp + fp)))
+    auprc = sum((r1 - r0) * (p1 + p0) / 2 for (r0, p0), (r1, p1) in zip(points, points[1:]))
+    ap = sum((r1 - r0) * p1 for (r0, _), (r1, p1) in zip(points, points[1:]))
+    return auprc, ap
 
 
-def test_average_precision_and_precision_at_truth_by_hand():
+def test_auprc_and_ap_with_tied_scores_worked_by_hand():
+    """Scores (0.9, 0.8, 0.8, 0.1, 0.5), truth (no, yes, no, no, yes): thresholds 0.9 → (R, P) = (0, 0);
+    0.8 (two tied tokens enter together) → (1/2, 1/3); 0.5 → (1, 1/2); 0.1 → (1, 2/5). From (0, 1):
+    AUPRC = ½·(0 + ⅓)/2 + ½·(⅓ + ½)/2 = 7/24; AP = ½·⅓ + ½·½ = 5/12 (scikit-learn gives the same)."""
+    scores = torch.tensor([[0.9, 0.8, 0.8, 0.1, 0.5]], dtype=torch.double)
+    truth = torch.tensor([[False, True, False, False, True]])
+    auprc, ap = precision_recall_areas(scores, truth, torch.ones_like(truth))
+    assert auprc.item() == pytest.approx(7 / 24) and ap.item() == pytest.approx(5 / 12)
+
+
+def test_auprc_and_ap_equal_the_threshold_by_threshold_definition():
     gen = torch.Generator().manual_seed(1)
-    truth = torch.rand(50, 12, generator=gen) < 0.3
-    truth[1:, 0] = True  # every row but the first has a true token
+    truth = torch.rand(60, 12, generator=gen) < 0.3
+    truth[1:, 0] = True
     truth[0] = False
-    order = torch.stack([torch.randperm(12, generator=gen) for _ in range(50)])
-    ap, precision = average_precision(order, truth)
-    assert math.isnan(ap[0]) and math.isnan(precision[0])
-    for r in range(1, 50):
-        ranked = truth[r, order[r]].tolist()
-        assert ap[r].item() == pytest.approx(brute_average_precision(ranked))
-        p = sum(ranked)
-        assert precision[r].item() == pytest.approx(sum(ranked[:p]) / p)
+    text = torch.ones_like(truth)
+    text[5:, 10:] = False  # shorter texts: the rest is never scored
+    scores = torch.randint(0, 4, (60, 12), generator=gen).double()  # many ties
+    scores[30:] = torch.rand(30, 12, generator=gen, dtype=torch.double)  # none
+    auprc, ap = precision_recall_areas(scores, truth, text)
+    assert math.isnan(auprc[0]) and math.isnan(ap[0])
+    for r in range(1, 60):
+        n = int(text[r].sum())
+        if not truth[r, :n].any():
+            assert math.isnan(auprc[r])
+            continue
+        expected = pr_curve_by_hand(scores[r, :n].tolist(), truth[r, :n].tolist())
+        assert (auprc[r].item(), ap[r].item()) == pytest.approx(expected)
 
 
 @pytest.mark.parametrize(("length", "positives"), [(1, 1), (2, 1), (5, 2), (6, 3), (7, 1), (6, 6)])
-def test_chance_average_precision_is_the_mean_over_every_permutation(length, positives):
+def test_chance_levels_are_the_means_over_every_permutation(length, positives):
     truth = [True] * positives + [False] * (length - positives)
-    exact = np.mean([brute_average_precision(list(p)) for p in itertools.permutations(truth)])
-    got = random_average_precision(torch.tensor([length]), torch.tensor([positives]))
-    assert got.item() == pytest.approx(exact)
-    assert math.isnan(random_average_precision(torch.tensor([4]), torch.tensor([0])).item())
+    ranks = [float(length - i) for i in range(length)]  # distinct scores: a ranking
+    every = np.array([pr_curve_by_hand(ranks, list(p)) for p in itertools.permutations(truth)])
+    auprc, ap = chance_areas(torch.tensor([length]), torch.tensor([positives]))
+    assert (auprc.item(), ap.item()) == pytest.approx(tuple(every.mean(0)))
+    assert all(math.isnan(x.item()) for x in chance_areas(torch.tensor([4]), torch.tensor([0])))
+
+
+def test_hard_rationale_scores_worked_by_hand():
+    """Text of 8 tokens, truth {1, 2, 3, 6}; the ranking's top 4 are {2, 3, 4, 7}. Token F1: 2 of 4 = ½.
+    Spans: selected [2–4], [7]; true [1–3], [6]. IOU([2–4], [1–3]) = 2/4 ≥ 0.5 (a match), [7] matches
+    nothing: IOU precision ½ (1 of 2 selected spans), IOU recall ½ (1 of 2 true spans)."""
+    truth = torch.zeros(2, 8, dtype=torch.bool)
+    truth[0, [1, 2, 3, 6]] = True
+    order = torch.tensor([[2, 3, 4, 7, 0, 1, 5, 6], list(range(8))])
+    f1, precision, recall = hard_rationale_scores(order, truth, torch.ones_like(truth))
+    assert (f1[0].item(), precision[0].item(), recall[0].item()) == (0.5, 0.5, 0.5)
+    assert all(math.isnan(x[1].item()) for x in (f1, precision, recall))  # no truth
+    strict = hard_rationale_scores(order, truth, torch.ones_like(truth), threshold=0.6)
+    assert (strict[1][0].item(), strict[2][0].item()) == (0.0, 0.0)
+
+
+def test_iou_f1_is_the_f1_of_the_mean_precision_and_recall():
+    """ERASER's macro IOU F1: F1(mean P, mean R), not the mean of per-instance F1s."""
+    frame_p, frame_r = np.array([1.0, 0.0, 0.5]), np.array([0.5, 0.0, 1.0])
+    value, low, high = bootstrap_ci_of(lambda m: _f1(m[..., 0], m[..., 1]), np.stack([frame_p, frame_r], 1))
+    p, r = frame_p.mean(), frame_r.mean()
+    assert value == pytest.approx(2 * p * r / (p + r)) and low <= value <= high
+    assert value != pytest.approx(np.mean(_f1(frame_p, frame_r)))
 
 
 def test_integrated_gradients_completeness():
@@ -201,10 +248,12 @@ def test_known_rationales_rank_above_chance(trained):
     assert chance > summary["ff/rationale/base_rate/mean"]
     # the random ranking sits at chance (its interval holds the exact expectation) ...
     assert summary["ff/random/auprc/ci_low"] <= chance <= summary["ff/random/auprc/ci_high"]
+    chance_ap = summary["ff/rationale/chance_ap/mean"]
+    assert summary["ff/random/ap/ci_low"] <= chance_ap <= summary["ff/random/ap/ci_high"]
     # ... and gradient and leave-one-out clearly above it
     for method in ("gradient", "loo"):
         assert summary[f"ff/{method}/auprc/ci_low"] > summary["ff/random/auprc/ci_high"] + 0.05, method
-        assert summary[f"ff/{method}/precision_at_truth/mean"] > summary["ff/random/precision_at_truth/mean"] + 0.1
+        assert summary[f"ff/{method}/token_f1/mean"] > summary["ff/random/token_f1/mean"] + 0.1
     assert summary["ff/loo/comprehensiveness/aopc/mean"] >= summary["ff/random/comprehensiveness/aopc/mean"]
     assert summary["ff/loo/sufficiency/aopc/mean"] <= summary["ff/random/sufficiency/aopc/mean"]
 
@@ -215,7 +264,7 @@ def test_faithfulness_outputs(trained):
     frame = pd.read_parquet(folder / "instances.parquet")
     assert len(frame) == 120 and frame["uid"].is_unique and (folder / "curves.png").is_file()
     for method in ("attention", "gradient", "grad_norm", "input_x_gradient", "integrated_gradients", "loo", "random"):
-        for path in ("comprehensiveness/aopc", "sufficiency/aopc", "auprc", "precision_at_truth"):
+        for path in ("comprehensiveness/aopc", "sufficiency/aopc", "auprc", "ap", "token_f1"):
             for stat in ("mean", "ci_low", "ci_high"):
                 assert math.isfinite(summary[f"ff/{method}/{path}/{stat}"]), (method, path, stat)
             low, mean, high = (summary[f"ff/{method}/{path}/{s}"] for s in ("ci_low", "mean", "ci_high"))
@@ -224,6 +273,8 @@ def test_faithfulness_outputs(trained):
         assert summary[f"ff/{method}/comprehensiveness/k50/mean"] == pytest.approx(frame[f"{method}_comp_k50"].mean())
         if method != "attention":
             assert 0 <= summary[f"ff/{method}/auprc/vs_attention_p"] <= 1
+        p, r = frame[f"{method}_iou_precision"].mean(), frame[f"{method}_iou_recall"].mean()
+        assert summary[f"ff/{method}/iou_f1/value"] == pytest.approx(2 * p * r / (p + r) if p + r else 0.0)
     # AOPC is the mean of the five sizes, per instance
     k_columns = [f"loo_comp_k{k}" for k in (1, 5, 10, 20, 50)]
     np.testing.assert_allclose(frame[k_columns].mean(1), frame["loo_comp_aopc"], atol=1e-6)

@@ -281,7 +281,7 @@ def ff_summary(seed_shift: float) -> dict:
     out = {"ff/n_instances": 50, "test/acc": 0.9}
     for i, method in enumerate(("attention", "gradient", "loo", "random")):
         for path, value in (("comprehensiveness/aopc", 0.1 * (i + 1) + seed_shift), ("sufficiency/aopc", 0.5 - 0.05 * i),
-                            ("auprc", 0.9 - 0.2 * i), ("precision_at_truth", 0.8 - 0.2 * i)):
+                            ("auprc", 0.9 - 0.2 * i), ("token_f1", 0.8 - 0.2 * i)):
             out.update({f"ff/{method}/{path}/mean": value, f"ff/{method}/{path}/ci_low": value - 0.01,
                         f"ff/{method}/{path}/ci_high": value + 0.01})
         for k in (1, 5, 10, 20, 50):
