@@ -39,7 +39,7 @@ def analyze(cfg: DictConfig) -> dict:
     run_cfg = analysis_config(cfg, run_dir)
     datamodule = build_datamodule(run_cfg)
     datamodule.setup()
-    saved.attach_reference(run_cfg, datamodule, run_dir)  # a frozen-attention run: its source's attention
+    saved.attach_reference(run_cfg, datamodule, run_dir)  # a pre-loaded-attention run: its source's attention
     module = build_model(run_cfg, datamodule)
     analyses = build_analyses(run_cfg)
     if not analyses:

@@ -49,6 +49,12 @@ def build_callbacks(cfg: DictConfig, run_dir: Path) -> list:
     return callbacks
 
 
+def model_seed(cfg: DictConfig) -> int:
+    """The seed of the model's initialisation and training order: ``model_seed``, or ``seed`` when it is
+    null. (``seed`` also seeds the data — a generated dataset, injected markers — and the analyses.)"""
+    return int(cfg.seed if cfg.get("model_seed") is None else cfg.model_seed)
+
+
 def build_datamodule(cfg: DictConfig) -> TextDataModule:
     data = cfg.dataset
     return TextDataModule(
@@ -60,7 +66,7 @@ def build_datamodule(cfg: DictConfig) -> TextDataModule:
         bucket=data.bucket,
         cache_dir=cfg.paths.cache_dir,
         num_workers=data.num_workers,
-        seed=cfg.seed,
+        seed=model_seed(cfg),  # the training order
         name=data.name,
     )
 
@@ -79,7 +85,7 @@ def build_model(cfg: DictConfig, datamodule: TextDataModule) -> AttentionModule:
     pretrained: np.ndarray | None = None
     coverage = None
     if m.embeddings.path:
-        pretrained, coverage = load_embeddings(m.embeddings.path, vocab, dim, seed=cfg.seed)
+        pretrained, coverage = load_embeddings(m.embeddings.path, vocab, dim, seed=model_seed(cfg))
         log.info("pretrained embeddings cover %.1f%% of the vocabulary", 100 * coverage)
     classifier = component(
         m.network,

@@ -162,9 +162,11 @@ def sp(*parts) -> str:
 
 SC = FAMILIES["shortcuts"]
 #: the report's columns: summary key → header
-SC_COLUMNS = {"accuracy": "accuracy", "mask_only/accuracy": "mask-only acc.", "chance": "chance",
+SC_COLUMNS = {"accuracy": "accuracy", "mask_only/accuracy": "mask-only acc.",
+              "selected_only/accuracy": "selected-only acc.", "chance": "chance",
               "markers/mass/mean": "marker mass", "markers/selected_frac": "marker selected",
-              "markers/choice_label_accuracy": "marker choice → label", "rationale/precision/mean": "rationale prec.",
+              "markers/choice_label_accuracy": "marker choice → label", "markers/choice_baseline": "(its baseline)",
+              "markers/choice_label_p": "choice–label χ² p", "rationale/precision/mean": "rationale prec.",
               "posthoc/accuracy": "post-hoc acc."}
 
 

@@ -26,7 +26,7 @@ from lightning.pytorch.plugins.environments import SLURMEnvironment
 from omegaconf import DictConfig, OmegaConf
 
 from attn_study import keys, saved
-from attn_study.build import build_analyses, build_callbacks, build_datamodule, build_model, component
+from attn_study.build import build_analyses, build_callbacks, build_datamodule, build_model, component, model_seed
 from attn_study.data.checks import check_data, check_embeddings
 from attn_study.errors import UserError
 from attn_study.io import atomic_open, read_json, write_json_atomic
@@ -160,7 +160,7 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path, resume_from: Path | Non
         _check_wandb_login(cfg.logger.wandb)  # before the data is read, not after
     if cfg.get("threads"):
         torch.set_num_threads(int(cfg.threads))
-    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    L.seed_everything(model_seed(cfg), workers=True, verbose=False)
 
     datamodule = build_datamodule(cfg)
     datamodule.setup()
@@ -169,7 +169,7 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path, resume_from: Path | Non
     if saved.reference_option(cfg) and not soft_token_attention(module.model):
         raise UserError(f"{saved.reference_option(cfg)[0]} builds on another run's attention over tokens, which "
                         f"{type(module.model).__name__} does not have: use model=flat or model=pair")
-    reference = saved.attach_reference(cfg, datamodule, run_dir)  # attention=frozen, the W&P adversary
+    reference = saved.attach_reference(cfg, datamodule, run_dir)  # attention=preloaded, the W&P adversary
     if reference is not None and cfg.training.get("schedule") == "model_consistent_adversary":
         module.use_soft_targets({split: recorder.probabilities() for split, recorder in reference.items()})
     embedding_metrics, embedding_warnings = check_embeddings(module.embedding_coverage)
@@ -204,7 +204,7 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path, resume_from: Path | Non
     module.test_recorder = saved.AttentionRecorder(len(datamodule.split("test"))) if recording else None
     tested = trainer.test(module, datamodule=datamodule, ckpt_path=best or None, verbose=False)[0]
     if recording:  # each test instance's α and ŷ: what other runs compare with
-        module.test_recorder.write(datamodule.split("test").uids, run_dir / keys.ATTENTION)
+        module.test_recorder.write(datamodule.split("test"), run_dir / keys.ATTENTION)
 
     stats = datamodule.data.stats
     summary = {k: float(v) for k, v in tested.items()}

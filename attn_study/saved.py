@@ -3,9 +3,11 @@ explainer's black box, a teacher's outputs)."""
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
@@ -79,12 +81,21 @@ def check_same_data(saved: SavedRun, datamodule, option: str, this_run: str | Pa
     if ours.vocab.itos != theirs.vocab.itos:
         raise UserError(f"{option}={saved.path}: its vocabulary differs from {this}'s; use the same dataset options")
     for split in ("train", "dev", "test"):
-        mine, others = list(ours.splits[split].uids), list(theirs.splits[split].uids)
-        if mine != others:
+        mine, others = text_digests(ours.splits[split]), text_digests(theirs.splits[split])
+        if mine != others:  # uids alone can agree on other texts (the synthetic task's, for another seed)
             first = next((i for i, (a, b) in enumerate(zip(mine, others)) if a != b), min(len(mine), len(others)))
             raise UserError(f"{option}={saved.path}: its {split} instances differ from {this}'s ({len(others)} vs "
                             f"{len(mine)}, first difference at position {first}: another dataset, filter or "
                             "seed); use the same dataset options")
+
+
+def text_digests(split) -> list[str]:
+    """Per instance of a processed split, its uid and a digest of its token ids (and query): what two runs
+    must share to be compared instance by instance."""
+    queries = getattr(split, "query_ids", None) or [None] * len(split.uids)
+    return [f"{uid}:{zlib.crc32(np.asarray(ids, dtype=np.int64).tobytes()):08x}"
+            f"{'' if q is None else ':%08x' % zlib.crc32(np.asarray(q, dtype=np.int64).tobytes())}"
+            for uid, ids, q in zip(split.uids, split.ids, queries)]
 
 
 SIBLING = "sibling:"
@@ -133,7 +144,7 @@ def soft_token_attention(model) -> bool:
 def reference_option(cfg: DictConfig) -> tuple[str, str] | None:
     """(option, value) of the run this one is built on: ``attention.source`` (attention=frozen) or
     ``training.base`` (the model-consistent adversary); None for any other run."""
-    if (cfg.get("attention") or {}).get("name") == "frozen":
+    if (cfg.get("attention") or {}).get("name") == "preloaded":
         return "attention.source", cfg.attention.get("source")
     if (cfg.get("training") or {}).get("schedule") == "model_consistent_adversary":
         return "training.base", cfg.training.get("base")
@@ -177,15 +188,17 @@ class AttentionRecorder:
         """The output distributions (N, C), in split order."""
         return torch.tensor(self.outputs, dtype=torch.float32)
 
-    def write(self, uids, path: Path) -> None:
+    def write(self, split, path: Path) -> None:
+        """The file, one row per instance of ``split`` (a processed split): uid, digest of its text
+        (:func:`text_digests`), attention, output distribution."""
         import pandas as pd
 
         from attn_study.io import write_parquet_atomic
 
         if any(a is None for a in self.attention):
             raise RuntimeError("attention recorder: some instances were never seen")
-        write_parquet_atomic(pd.DataFrame({"uid": list(uids), "attention": self.attention,
-                                           "probabilities": self.outputs}), path)
+        write_parquet_atomic(pd.DataFrame({"uid": list(split.uids), "text": text_digests(split),
+                                           "attention": self.attention, "probabilities": self.outputs}), path)
 
 
 @torch.no_grad()
@@ -207,4 +220,4 @@ def record(model, datamodule, splits=("test",), batch_size: int = 256) -> dict[s
 
 def write_attention(model, datamodule, path: Path, split: str = "test") -> None:
     """:class:`AttentionRecorder`'s file for ``split`` from a pass of its own (a run that did not record it)."""
-    record(model, datamodule, (split,))[split].write(datamodule.split(split).uids, path)
+    record(model, datamodule, (split,))[split].write(datamodule.split(split), path)

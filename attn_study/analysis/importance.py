@@ -169,7 +169,7 @@ def _deletion_index(batch: dict):
 
 def _scores_states(model) -> bool:
     """Whether ``model`` is of attn_study's staged shape with α = projection(scorer(H, q)) — what the deletion
-    shortcuts re-use; not a frozen attention (another run's α, renormalised: the general path re-runs it)."""
+    shortcuts re-use; not a pre-loaded attention (another run's α, renormalised: the general path re-runs it)."""
     return (hasattr(model, "scorer") and hasattr(model, "projection")
             and not getattr(model.scorer, "fixed", False))
 

@@ -6,10 +6,15 @@ tokens "selected" (a selector's own k; else ``top_k``):
 - ``mask_only``: the model's prediction when every token's content is replaced by the same neutral
   token (``<unk>``) while the attention computed from the real input is kept. Accuracy well above
   chance means *where* the weight falls carries the label by itself — the shortcut. (For a context-free
-  encoder the neutral states are all alike, so this is at chance by construction.)
+  encoder the neutral states are all alike, so this is at chance by construction.) It cannot see a
+  shortcut carried by *which* token was picked, so beside it ``selected_only``: the selected tokens keep
+  their identity, every other token is blanked, the attention is kept. (A selector's predictor only ever
+  sees its selected tokens: for it ``selected_only`` is its ordinary prediction.)
 - ``markers`` (data with ``dataset.inject``): the attention mass on the injected markers, whether a
   marker is among the selected tokens, and whether *which* marker gets the most attention predicts the
-  label (leave-one-out majority rule over the test instances, against the majority class).
+  label: the leave-one-out majority rule over the test instances grouped by that choice, against the
+  same rule with no grouping (its baseline: a leave-one-out majority lands below the majority-class rate
+  when classes are balanced), and a chi-square test of independence of choice and label.
 - ``rationale`` (data with known rationales, the synthetic task): precision of the selected tokens
   against the truth.
 - ``posthoc`` (explainers, ``target``: the black-box run): how often the black box's prediction on the
@@ -28,47 +33,54 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from scipy import stats
 from tqdm.auto import tqdm
 
 from attn_study import keys, saved
 from attn_study.analysis.callback import AnalysisCallback, Measured
-from attn_study.analysis.importance import kept_sub_batch, predict
+from attn_study.analysis.importance import kept_sub_batch, predict, token_mask
 from attn_study.analysis.measures import summarise
 from attn_study.data.text import UNK_ID
 from attn_study.models.selector import hard_top_k
 
 
-def neutral_predictions(model, batch: dict, alpha: torch.Tensor) -> torch.Tensor:
-    """Output distributions with every real token replaced by ``<unk>`` and the attention ``alpha``
-    (computed from the real input) kept: only the pattern of the weights reaches the output."""
-    if hasattr(model, "encode_selected"):  # a selector: the predictor on the neutral input, same selection
-        enc = model.encode_selected(batch, (alpha > 0).to(alpha.dtype), neutral=True)
+def neutral_predictions(model, batch: dict, alpha: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
+    """Output distributions with every token of the text but those in ``keep`` (B, T) (none by default)
+    replaced by ``<unk>`` and the attention ``alpha`` (computed from the real input) kept: only the pattern
+    of the weights — and the kept tokens — reach the output."""
+    if hasattr(model, "encode_selected"):  # a selector: the predictor on the blanked input, same selection
+        enc = model.encode_selected(batch, (alpha > 0).to(alpha.dtype), neutral=keep is None)
     else:
-        neutral = {**batch, "ids": torch.where(batch["mask"], torch.full_like(batch["ids"], UNK_ID), batch["ids"])}
-        enc = model.encode(neutral)
+        blank = token_mask(batch) if keep is None else token_mask(batch) & ~keep
+        enc = model.encode({**batch, "ids": torch.where(blank, torch.full_like(batch["ids"], UNK_ID), batch["ids"])})
     return model.probabilities(model.decode(enc, alpha))
 
 
-def choice_accuracy(choice: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
-    """(leave-one-out accuracy of predicting the label by the majority label of the other instances
-    with the same choice, the majority-class rate): whether the choice carries label information."""
+def choice_accuracy(choice: np.ndarray, labels: np.ndarray) -> tuple[float, float, float]:
+    """Whether a choice (e.g. the most attended marker) carries label information: (leave-one-out accuracy
+    of guessing each instance's label as the majority label of the *other* instances with its choice; the
+    same rule over all other instances — the baseline, computed the same way; the chi-square test's
+    p-value of independence of choice and label, NaN when either takes one value)."""
     ok = ~pd.isna(choice)
     choice, labels = choice[ok], labels[ok].astype(int)
     if not len(labels):
-        return float("nan"), float("nan")
+        return float("nan"), float("nan"), float("nan")
     classes = int(labels.max()) + 1
     table = pd.crosstab(choice, labels).reindex(columns=range(classes), fill_value=0)
-    counts = table.loc[choice].to_numpy() - np.eye(classes, dtype=int)[labels]  # the others with that choice
-    overall = np.bincount(labels, minlength=classes)[None, :] - np.eye(classes, dtype=int)[labels]
+    own = np.eye(classes, dtype=int)[labels]
+    counts = table.loc[choice].to_numpy() - own  # the others with that choice
+    overall = np.bincount(labels, minlength=classes)[None, :] - own  # all the others
     guess = np.where(counts.sum(1) > 0, counts.argmax(1), overall.argmax(1))
-    return float((guess == labels).mean()), float(np.bincount(labels).max() / len(labels))
+    observed = table.loc[:, table.sum(0) > 0]
+    p = float(stats.chi2_contingency(observed.to_numpy())[1]) if min(observed.shape) > 1 else float("nan")
+    return float((guess == labels).mean()), float((overall.argmax(1) == labels).mean()), p
 
 
 class Shortcuts(AnalysisCallback):
     """The combinatorial-shortcut measures as a callback; options in conf/analysis/shortcuts.yaml."""
 
     name = "shortcuts"
-    TESTS = ("mask_only", "markers", "rationale", "posthoc")
+    TESTS = ("mask_only", "selected_only", "markers", "rationale", "posthoc")
     VAL_TESTS = ("mask_only", "markers")
     TRACKED = keys.TRACKED["shortcuts"]
 
@@ -111,6 +123,12 @@ class Shortcuts(AnalysisCallback):
                 cols["mask_only_prediction"] = neutral.argmax(-1)
                 cols["mask_only_correct"] = (neutral.argmax(-1) == labels).double()
                 seconds["mask_only"] += time.time() - started
+            if "selected_only" in tests:
+                started = time.time()
+                kept = neutral_predictions(model, batch, alpha, keep=chosen)
+                cols["selected_only_prediction"] = kept.argmax(-1)
+                cols["selected_only_correct"] = (kept.argmax(-1) == labels).double()
+                seconds["selected_only"] += time.time() - started
             if "markers" in tests and "markers" in batch:
                 markers = batch["markers"] & batch["mask"]
                 cols["marker_mass"] = (alpha * markers).sum(-1).double()
@@ -125,7 +143,8 @@ class Shortcuts(AnalysisCallback):
                 started = time.time()
                 full = black_box.probabilities(black_box(batch)[0]).argmax(-1)
                 every = torch.arange(len(chosen), device=chosen.device)
-                alone = black_box.probabilities(black_box(kept_sub_batch(batch, every, chosen & batch["mask"]))[0])
+                kept = (chosen & batch["mask"]) | (batch["mask"] & ~token_mask(batch))  # <sos>/<eos> stay
+                alone = black_box.probabilities(black_box(kept_sub_batch(batch, every, kept))[0])
                 alone = alone.argmax(-1)
                 cols["posthoc_agree"] = (full == alone).double()
                 seconds["posthoc"] += time.time() - started
@@ -144,16 +163,18 @@ class Shortcuts(AnalysisCallback):
         chance = float(np.bincount(labels).max() / len(labels)) if len(labels) else float("nan")
         out = {keys.sc("n_instances"): len(frame), keys.sc("accuracy"): float(frame["correct"].mean()),
                keys.sc("chance"): chance, keys.sc("selected", "mean"): float(frame["selected"].mean())}
-        if "mask_only_correct" in frame:
-            out[keys.sc("mask_only", "accuracy")] = float(frame["mask_only_correct"].mean())
-            out[keys.sc("mask_only", "above_chance")] = out[keys.sc("mask_only", "accuracy")] - chance
+        for test in ("mask_only", "selected_only"):
+            if f"{test}_correct" in frame:
+                out[keys.sc(test, "accuracy")] = float(frame[f"{test}_correct"].mean())
+                out[keys.sc(test, "above_chance")] = out[keys.sc(test, "accuracy")] - chance
         if "marker_mass" in frame:
             stats = summarise(frame["marker_mass"].to_numpy(float))
             out.update({keys.sc("markers", "mass", k): stats[k] for k in ("mean", "ci_low", "ci_high", "median", "std")})
             out[keys.sc("markers", "selected_frac")] = float(frame["marker_selected"].mean())
-            accuracy, baseline = choice_accuracy(frame["top_marker"].to_numpy(), labels)
+            accuracy, baseline, p = choice_accuracy(frame["top_marker"].to_numpy(), labels)
             out[keys.sc("markers", "choice_label_accuracy")] = accuracy
-            out[keys.sc("markers", "choice_majority_baseline")] = baseline
+            out[keys.sc("markers", "choice_baseline")] = baseline
+            out[keys.sc("markers", "choice_label_p")] = p
         if "rationale_precision" in frame:
             stats = summarise(frame["rationale_precision"].to_numpy(float))
             out.update({keys.sc("rationale", "precision", k): stats[k] for k in ("mean", "ci_low", "ci_high", "median")})

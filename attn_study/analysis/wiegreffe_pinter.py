@@ -5,7 +5,7 @@ Per instance i: JSD(α_i, α_i^base) (natural log, over the tokens) and TVD(ŷ_i
 from its ``attention.parquet`` (every flat or pair run records one while testing:
 ``saved.AttentionRecorder``) and aligned by instance uid. For another seed of the base model this is the *seed variance* (the natural spread of attention
 between equally good models); for a model-consistent adversary (``training=model_consistent_adversary``)
-it is the adversary's point on the JSD–TVD frontier; for a frozen-attention model the JSD is 0.
+it is the adversary's point on the JSD–TVD frontier; for a model with its attention pre-loaded the JSD is 0.
 Keys ``wp/jsd/…``, ``wp/tvd/…``, ``wp/agreement`` (same predicted class). The report combines the runs
 (``attn_study/report/wiegreffe_pinter.py``).
 """
@@ -80,9 +80,14 @@ class WiegreffePinter(AnalysisCallback):
         device = next(model.parameters()).device
         reference = read_reference(self.base_dir, self._option("base"))
         uids = list(data.split(split).uids)
-        if list(reference["uid"]) != uids:
+        # by text where the base recorded it (uids alone can agree on other texts), else by uid and length
+        mine = (saved.text_digests(data.split(split)) if "text" in reference
+                else [f"{u}:{len(ids)}" for u, ids in zip(uids, data.split(split).ids)])
+        theirs = (list(reference["text"]) if "text" in reference
+                  else [f"{u}:{len(a)}" for u, a in zip(reference["uid"], reference["attention"])])
+        if mine != theirs:
             raise UserError(f"{self._option('base')}={self.base_dir}: its {split} instances differ from this run's "
-                            f"({len(reference)} vs {len(uids)}); compare runs on the same dataset options")
+                            f"({len(reference)} vs {len(uids)}); compare runs on the same dataset options and seed")
         started = time.time()
         rows = []
         for batch in tqdm(data.loader(split, batch_size=self.batch_size_for(data, split, indices, device),

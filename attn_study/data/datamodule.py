@@ -181,7 +181,7 @@ class TextDataModule(L.LightningDataModule):
 
     def fix_attention(self, attentions: dict[str, list[np.ndarray]]) -> None:
         """Attach another run's attention (``{split: [α per instance]}``, aligned with the splits) to every
-        batch as ``fixed_attention``: what attention=frozen uses, and the W&P adversary's reference."""
+        batch as ``fixed_attention``: what attention=preloaded uses, and the W&P adversary's reference."""
         self.setup()
         for split, values in attentions.items():
             rows = self.data.splits[split]

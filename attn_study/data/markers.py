@@ -4,7 +4,9 @@ Bai et al. show "combinatorial shortcuts" by adding tokens that carry no informa
 and watching attention select them anyway. Here ``dataset.inject.count=N`` inserts N markers into every
 instance of every split, after tokenisation and the length filter (``count: 0``, the default, is off):
 
-- each marker's token is drawn uniformly from ``tokens``, independently of the text and the label;
+- the markers of an instance are ``count`` distinct tokens drawn uniformly from ``tokens`` (so ``count`` ≤
+  their number), independently of the text and the label — two copies of one marker would leave no choice
+  between them, capping how well *which* marker attention picks can carry anything;
 - its position is ``random`` (``count`` distinct slots drawn uniformly among the length + count
   positions of the new sequence), ``start``, ``end``, or a list of positions in the new sequence
   (clipped to it, kept distinct);
@@ -40,6 +42,11 @@ class Injection:
             raise DataError(f"dataset.inject.tokens={list(self.tokens)}: give one or more tokens without spaces")
         if int(self.count) < 1:
             raise DataError(f"dataset.inject.count={self.count}: must be >= 1")
+        if len(set(self.tokens)) != len(self.tokens):
+            raise DataError(f"dataset.inject.tokens={list(self.tokens)}: a token is listed twice; list each once")
+        if int(self.count) > len(self.tokens):
+            raise DataError(f"dataset.inject.count={self.count}: an instance's markers are distinct tokens, and "
+                            f"dataset.inject.tokens has {len(self.tokens)}; give at least {self.count}")
         if isinstance(self.positions, str) and self.positions not in POSITIONS:
             raise DataError(f"dataset.inject.positions={self.positions}: choose {list(POSITIONS)} or a list of positions")
         if not isinstance(self.positions, str) and len(self.positions) != int(self.count):
@@ -79,7 +86,7 @@ class Injection:
         """(tokens with the markers, marker positions, rationale positions in the new sequence)."""
         rng = np.random.default_rng([self.seed, zlib.crc32(f"{split}/{uid}".encode())])
         slots = self.slots(len(tokens), rng)
-        chosen = rng.choice(len(self.tokens), size=self.count)
+        chosen = rng.choice(len(self.tokens), size=self.count, replace=False)  # distinct markers
         total = len(tokens) + self.count
         is_marker = np.zeros(total, dtype=bool)
         is_marker[slots] = True

@@ -24,7 +24,7 @@ from attn_study.errors import DataError
 from attn_study.io import atomic_open, write_text_atomic
 
 log = logging.getLogger(__name__)
-CACHE_FORMAT = 7  # bump when the processed layout or the tokenisation changes
+CACHE_FORMAT = 8  # bump when the processed layout, the tokenisation or the marker draws change
 
 
 @dataclass
@@ -40,7 +40,7 @@ class ProcessedSplit:
     candidates: list[tuple[int, ...]] | None = None  # allowed answers per instance (QA)
     markers: list[tuple[int, ...]] | None = None  # positions of injected marker tokens (dataset.inject)
     boundary: bool = False  # every sequence is <sos> … <eos> (the model sees them, the statistics do not)
-    fixed_attention: list[np.ndarray] | None = None  # another run's α per instance (attention=frozen, W&P)
+    fixed_attention: list[np.ndarray] | None = None  # another run's α per instance (attention=preloaded, W&P)
 
     def __len__(self) -> int:
         return len(self.ids)

@@ -63,10 +63,11 @@ class UniformScorer(nn.Module):
         return h.new_zeros(h.shape[:2])
 
 
-class FrozenScorer(nn.Module):
-    """Wiegreffe & Pinter's frozen baseline: α is another trained run's attention on the same instance
-    (``attention.source``; the batches carry it as ``fixed_attention``), not computed from the states.
-    The classifier's ``attend`` returns :meth:`attention`; no parameters, no scores."""
+class PreloadedAttention(nn.Module):
+    """Another trained run's attention on the same instance, used as this model's α (``attention.source``;
+    the batches carry it as ``fixed_attention``): Wiegreffe & Pinter's "pre-loaded" attention (their own
+    ``--attention frozen`` means uniform weights, ``attention=uniform`` here). Not computed from the states:
+    no parameters, no scores; the classifier's ``attend`` returns :meth:`attention`."""
 
     fixed = True
 
@@ -75,7 +76,7 @@ class FrozenScorer(nn.Module):
         self.source = source
 
     def forward(self, h: torch.Tensor, query: torch.Tensor | None = None) -> torch.Tensor:
-        raise RuntimeError("a frozen attention has no scores; the classifier's attend() returns it")
+        raise RuntimeError("a pre-loaded attention has no scores; the classifier's attend() returns it")
 
     @staticmethod
     def attention(fixed: torch.Tensor | None, mask: torch.Tensor, lengths: torch.Tensor,
@@ -83,7 +84,7 @@ class FrozenScorer(nn.Module):
         """The source's α (B, T) as it is, bit for bit, on an instance whose tokens are all there; where
         tokens were deleted (leave-one-out, erasure by deletion) the weights of those that remain, renormalised."""
         if fixed is None or fixed_lengths is None:
-            raise ValueError("attention=frozen: the batch carries no fixed_attention (set attention.source)")
+            raise ValueError("attention=preloaded: the batch carries no fixed_attention (set attention.source)")
         alpha = fixed * mask
         whole = (lengths == fixed_lengths)[:, None]
         return torch.where(whole, alpha, alpha / alpha.sum(-1, keepdim=True).clamp_min(1e-30))

@@ -57,7 +57,7 @@ class Encoded:
     query: torch.Tensor | None = None  # (B, m) for pair tasks
     candidates: torch.Tensor | None = None  # (B, C) bool: allowed answers (QA), None = all
     selection: torch.Tensor | None = None  # (B, T): the selected tokens of a selector–predictor model
-    fixed_attention: torch.Tensor | None = None  # (B, T): another run's α (attention=frozen, the W&P adversary)
+    fixed_attention: torch.Tensor | None = None  # (B, T): another run's α (attention=preloaded, the W&P adversary)
     fixed_lengths: torch.Tensor | None = None  # (B,): the lengths that α was computed on
     projected: dict = field(default_factory=dict, repr=False)  # decode_many's cache of W h_t
 
@@ -119,7 +119,7 @@ class AttentionClassifier(nn.Module):
                        fixed_lengths=batch.get("fixed_lengths"))
 
     def attend(self, enc: Encoded) -> torch.Tensor:
-        if getattr(self.scorer, "fixed", False):  # attention=frozen: another run's α
+        if getattr(self.scorer, "fixed", False):  # attention=preloaded: another run's α
             return self.scorer.attention(enc.fixed_attention, enc.mask, enc.lengths, enc.fixed_lengths)
         return self.projection(self.scorer(enc.hidden, enc.query), enc.mask)
 

@@ -155,8 +155,9 @@ def _write_all(root, work, out_dir, runs, missing, used, older) -> list[tuple[st
     if not wp_baselines.empty or not wp_frontier.empty:
         body = ""
         if not wp_baselines.empty:
-            caption = ("Wiegreffe & Pinter: test accuracy and macro-F1 with learned, uniform and frozen (another run's) "
-                       "attention, mean ± std over seeds (n); the Average encoder with tanh is the diagnostic MLP")
+            caption = ("Wiegreffe & Pinter: test accuracy and macro-F1 with the model's own (learned), uniform and "
+                       "pre-loaded attention (the base model's, or a model-consistent adversary's at λ — ours, twice "
+                       "theirs), mean ± std over model seeds (n); the diagnostic MLP's row is their central comparison")
             body += captioned_table(wp_baselines, work, "wp_baselines", caption)
         if not wp_frontier.empty:
             caption = ("Wiegreffe & Pinter: each run compared with its base on the test instances — mean JSD of the "

@@ -59,7 +59,8 @@ class Run:
         c = self.config
         projection = c["projection"] + (f"(λ={c['lam']})" if c.get("lam") is not None else "")
         variant = f" [{c['variant']}]" if c.get("variant") else ""
-        return f"{c['dataset']} {c['model']}-{c['encoder']}-{c['attention']}-{projection} s{c['seed']}{variant}"
+        seed = f"s{c['seed']}" + (f" model seed {c['model_seed']}" if c.get("model_seed") is not None else "")
+        return f"{c['dataset']} {c['model']}-{c['encoder']}-{c['attention']}-{projection} {seed}{variant}"
 
 
 def _identity(cfg, status: dict) -> dict:
@@ -93,6 +94,9 @@ def _config(cfg) -> dict:
         out["adversary_lam"] = OmegaConf.select(cfg, "training.lam", default=None, throw_on_resolution_failure=False)
     out["wp_base"] = OmegaConf.select(cfg, "analysis.wiegreffe_pinter.base", default=None,
                                       throw_on_resolution_failure=False)
+    out["attention_source"] = OmegaConf.select(cfg, "attention.source", default=None, throw_on_resolution_failure=False)
+    out["model_seed"] = OmegaConf.select(cfg, "model_seed", default=None, throw_on_resolution_failure=False)
+    out["activation"] = OmegaConf.select(cfg, "encoder.activation", default=None, throw_on_resolution_failure=False)
     # a recipe's row of the paper's own accuracy for this model (recipe=serrano_smith), in percent
     out["paper_accuracy"] = OmegaConf.select(cfg, "recipe.row.paper_accuracy", default=None,
                                              throw_on_resolution_failure=False)
@@ -157,7 +161,7 @@ SHOWN = ("projection/lam", "training/", "analysis/wiegreffe_pinter/")
 
 
 def _not_a_variant(key: str) -> bool:
-    return key == "run_name" or key.rsplit("/", 1)[-1] == "seed" or key.startswith(SHOWN)
+    return key == "run_name" or key.rsplit("/", 1)[-1].endswith("seed") or key.startswith(SHOWN)
 
 
 def _label_variants(runs: list[Run]) -> None:

@@ -14,6 +14,9 @@ from attn_study import keys
 from attn_study.report.runs import Run
 
 VARIANT_ORDER = ("standard", "random_attention_pretraining", "instance_weighting")
+#: what a variant cannot do, printed beside its rows (conf/training/<variant>.yaml says why)
+LIMITS = {"instance_weighting": "its mask classifier sees positions only: a shortcut carried by which token is "
+                                "picked is out of its reach"}
 
 
 def sc_runs(runs: list[Run]) -> list[Run]:
@@ -47,5 +50,7 @@ def display(frame: pd.DataFrame) -> pd.DataFrame:
             values = g[h].dropna()
             row[h] = "—" if values.empty else (f"{values.mean():.3f}" if len(values) == 1
                                                 else f"{values.mean():.3f} ± {values.std(ddof=0):.3f}")
+        row["limit"] = LIMITS.get(variant, "")
         rows.append(row)
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    return out if out.empty or out["limit"].any() else out.drop(columns="limit")

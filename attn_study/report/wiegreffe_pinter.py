@@ -1,13 +1,18 @@
 """Wiegreffe & Pinter (2019) across runs (``sweep=wiegreffe_pinter``).
 
-- :func:`baselines`: per dataset and encoder, test accuracy and macro-F1 of learned, uniform and frozen
-  attention (mean ± std over seeds): "does the task need learned attention?"; the rows of the Average
-  encoder with tanh are the diagnostic MLP's table (F1 per attention source).
-- :func:`frontier`: every run compared with a base (``wp/…``: other seeds, model-consistent adversaries
-  per λ, frozen attention): mean JSD of attention and TVD of outputs to the base, with intervals.
+- :func:`baselines`: per dataset and model, test accuracy and macro-F1 with each attention, in their names:
+  the model's own (learned), uniform, and another run's attention *pre-loaded* — the base model's, or a
+  model-consistent adversary's at each λ (mean ± std over model seeds). The rows of the diagnostic MLP
+  (``average`` with tanh) hold their central comparison: does an adversary's attention help a model that
+  cannot re-weigh its inputs as much as the base's does? The BiLSTM with the base's attention pre-loaded is
+  this project's own check, not one of their experiments, and is labelled so.
+- :func:`frontier`: every run compared with a base (``wp/…``: other model seeds, model-consistent adversaries
+  per λ, pre-loaded attention): mean JSD of attention and TVD of outputs to the base, with intervals.
 - :func:`frontier_figure`: JSD vs TVD to the base — the seeds' per-instance cloud (the natural spread), the
   adversaries' means per λ (the frontier), and Jain & Wallace's per-instance adversaries (ε-max JSD and
   their TVD) on the same base model.
+
+λ is this project's: their binary TVD is |Δp|/2, ours |Δp|, so our λ is twice theirs.
 """
 
 from __future__ import annotations
@@ -20,20 +25,40 @@ import pandas as pd
 from attn_study import keys, saved
 from attn_study.report.runs import Run
 
-ATTENTIONS = ("learned", "uniform", "frozen")
+OWN_CHECK = " (this project's check, not in W&P)"
 
 
-def attention_kind(run: Run) -> str:
-    return run.config["attention"] if run.config["attention"] in ("uniform", "frozen") else "learned"
+def _by_path(runs: list[Run]) -> dict[Path, Run]:
+    return {r.path.resolve(): r for r in runs}
 
 
-def role(run: Run) -> str:
-    """How a run relates to its base: ``adversary λ=…``, ``frozen``, ``seed …`` (another seed)."""
+def _resolved(run: Run, value, option: str, by_path: dict[Path, Run]) -> Run | None:
+    try:
+        return by_path.get(saved.resolve_run(value, option, run.path).resolve())
+    except Exception:
+        return None
+
+
+def attention_kind(run: Run, by_path: dict[Path, Run]) -> str:
+    """``learned``, ``uniform``, or ``pre-loaded: <whose>`` (the base's, an adversary's at λ, another run's)."""
+    name = run.config["attention"]
+    if name != "preloaded":
+        return "uniform" if name == "uniform" else "learned"
+    source = _resolved(run, run.config.get("attention_source"), "attention.source", by_path)
+    if source is None:
+        return f"pre-loaded: {run.config.get('attention_source')}"
+    if source.config.get("adversary_lam") is not None:
+        return f"pre-loaded: adversary λ={source.config['adversary_lam']}"
+    return "pre-loaded: base" if source.config.get("attention") != "preloaded" else f"pre-loaded: {source.name}"
+
+
+def role(run: Run, by_path: dict[Path, Run] | None = None) -> str:
+    """How a run relates to its base: ``adversary λ=…``, ``pre-loaded: …``, ``model seed …`` (another model seed)."""
     if run.config.get("adversary_lam") is not None:
         return f"adversary λ={run.config['adversary_lam']}"
-    if attention_kind(run) == "frozen":
-        return "frozen"
-    return f"seed {run.config['seed']}"
+    if run.config["attention"] == "preloaded":
+        return attention_kind(run, by_path or {}) + OWN_CHECK
+    return f"model seed {run.config.get('model_seed') if run.config.get('model_seed') is not None else run.config['seed']}"
 
 
 def _spread(values: pd.Series) -> str:
@@ -43,18 +68,39 @@ def _spread(values: pd.Series) -> str:
     return f"{values.mean():.3f}" if len(values) == 1 else f"{values.mean():.3f} ± {values.std(ddof=0):.3f} ({len(values)})"
 
 
+def _model_label(run: Run) -> str:
+    encoder, activation = run.config["encoder"], run.config.get("activation")
+    if encoder == "average" and activation == "tanh":
+        return "diagnostic MLP (average, tanh)"
+    return encoder + (OWN_CHECK if run.config["attention"] == "preloaded" else "")
+
+
+def _kind_order(kind: str) -> tuple:
+    head = ("learned", "uniform", "pre-loaded: base")
+    if kind in head:
+        return (head.index(kind), 0.0)
+    lam = kind.rsplit("λ=", 1)[-1] if "λ=" in kind else ""
+    try:
+        return (3, float(lam))
+    except ValueError:
+        return (4, 0.0)
+
+
 def baselines(runs: list[Run]) -> pd.DataFrame:
-    """Rows dataset × encoder, columns acc / F1 of learned, uniform and frozen attention (standard training)."""
-    rows = [{"dataset": r.config["dataset"], "encoder": r.config["encoder"], "attention": attention_kind(r),
+    """Rows dataset × model, columns ``<attention> acc`` / ``<attention> F1`` per attention kind (standard
+    training; mean ± std over model seeds)."""
+    by_path = _by_path(runs)
+    rows = [{"dataset": r.config["dataset"], "model": _model_label(r), "attention": attention_kind(r, by_path),
              "acc": r.summary.get("test/acc", np.nan), "f1": r.summary.get("test/f1", np.nan)}
             for r in runs if r.config.get("training") == "standard" and saved_token_model(r)]
     frame = pd.DataFrame(rows)
     if frame.empty or frame["attention"].nunique() < 2:
         return pd.DataFrame()
+    kinds = sorted(frame["attention"].unique(), key=_kind_order)
     out = []
-    for (dataset, encoder), g in frame.groupby(["dataset", "encoder"], sort=True):
-        row = {"dataset": dataset, "encoder": encoder}
-        for kind in ATTENTIONS:
+    for (dataset, model), g in frame.groupby(["dataset", "model"], sort=True):
+        row = {"dataset": dataset, "model": model}
+        for kind in kinds:
             part = g[g["attention"] == kind]
             row[f"{kind} acc"], row[f"{kind} F1"] = _spread(part["acc"]), _spread(part["f1"])
         out.append(row)
@@ -66,16 +112,12 @@ def saved_token_model(run: Run) -> bool:
 
 
 def _base_of(run: Run, by_path: dict[Path, Run]) -> Run | None:
-    try:
-        path = saved.resolve_run(run.config["wp_base"], "analysis.wiegreffe_pinter.base", run.path).resolve()
-    except Exception:
-        return None
-    return by_path.get(path)
+    return _resolved(run, run.config["wp_base"], "analysis.wiegreffe_pinter.base", by_path)
 
 
 def frontier(runs: list[Run]) -> pd.DataFrame:
     """One row per run compared with a base: dataset, base, role, mean JSD and TVD [95 % interval], agreement."""
-    by_path = {r.path.resolve(): r for r in runs}
+    by_path = _by_path(runs)
     rows = []
     for run in runs:
         if keys.wp("jsd", "mean") not in run.summary:
@@ -83,7 +125,7 @@ def frontier(runs: list[Run]) -> pd.DataFrame:
         base = _base_of(run, by_path)
         s = run.summary
         rows.append({"dataset": run.config["dataset"], "base": base.name if base else str(run.config["wp_base"]),
-                     "role": role(run), "lam": run.config.get("adversary_lam"),
+                     "role": role(run, by_path), "lam": run.config.get("adversary_lam"),
                      "jsd": s[keys.wp("jsd", "mean")], "jsd_low": s.get(keys.wp("jsd", "ci_low")),
                      "jsd_high": s.get(keys.wp("jsd", "ci_high")), "tvd": s[keys.wp("tvd", "mean")],
                      "tvd_low": s.get(keys.wp("tvd", "ci_low")), "tvd_high": s.get(keys.wp("tvd", "ci_high")),
@@ -109,7 +151,7 @@ def frontier_figure(runs: list[Run], out: Path) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    by_path = {r.path.resolve(): r for r in runs}
+    by_path = _by_path(runs)
     groups: dict[Path, list[Run]] = {}
     for run in runs:
         if keys.wp("jsd", "mean") in run.summary:
@@ -125,7 +167,7 @@ def frontier_figure(runs: list[Run], out: Path) -> Path | None:
         if jw is not None and {"adv_emax_jsd", "adv_tvd"} <= set(jw.columns):
             ax.scatter(jw["adv_emax_jsd"], jw["adv_tvd"], s=6, alpha=0.4, color="tab:red", zorder=3,
                        label="J&W per-instance adversaries (ε-max)")
-        seeds = [r for r in compared if role(r).startswith("seed")]
+        seeds = [r for r in compared if role(r, by_path).startswith("model seed")]
         for i, run in enumerate(seeds):
             rows = run.instances("wiegreffe_pinter")
             if rows is not None:

@@ -1,4 +1,4 @@
-"""Wiegreffe & Pinter's baselines: uniform and frozen attention, the seed-variance comparison, the
+"""Wiegreffe & Pinter's baselines: uniform and pre-loaded attention, the seed-variance comparison, the
 model-consistent adversary, the sweep's sibling runs and the report."""
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ def test_uniform_attention_is_one_over_t_with_no_parameters(proj):
     assert model.attention_parameters() == []
 
 
-def test_frozen_attention_is_the_given_one_and_renormalised_after_a_deletion():
-    model = tiny_model(scorer=attention.FrozenScorer)
+def test_preloaded_attention_is_the_given_one_and_renormalised_after_a_deletion():
+    model = tiny_model(scorer=attention.PreloadedAttention)
     batch = token_batch(SEQS)
     fixed = torch.rand(batch["mask"].shape) * batch["mask"]
     fixed = fixed / fixed.sum(-1, keepdim=True)
@@ -63,8 +63,8 @@ def test_comparison_equals_the_values_worked_out_by_hand():
 
 
 def test_the_family_compares_a_run_with_its_base_file_by_instance(tmp_path):
-    """Two "runs" with hand-set attentions: this one frozen to ``mine``, the base written as a file."""
-    model = tiny_model(scorer=attention.FrozenScorer, double=True)
+    """Two "runs" with hand-set attentions: this one pre-loaded with ``mine``, the base written as a file."""
+    model = tiny_model(scorer=attention.PreloadedAttention, double=True)
     batch = token_batch(SEQS, [0, 1, 0, 1])
     mine = [[0.25, 0.25, 0.25, 0.25, 0.0], [1.0, 0.0, 0.0], [1.0], [0.5, 0.5, 0, 0, 0, 0, 0]]
     theirs = [[0.25, 0.25, 0.25, 0.25, 0.0], [0.0, 1.0, 0.0], [1.0], [0, 0, 0, 0, 0, 0.5, 0.5]]
@@ -106,29 +106,29 @@ def base_run(tmp_path_factory):
     return run_dir
 
 
-def test_a_frozen_run_reproduces_its_source_attention_bit_for_bit(base_run, tmp_path):
-    train_and_test(compose_config(*RUN, "attention=frozen", f"attention.source={base_run}",
+def test_a_preloaded_run_reproduces_its_source_attention_bit_for_bit(base_run, tmp_path):
+    train_and_test(compose_config(*RUN, "attention=preloaded", f"attention.source={base_run}",
                                   "analysis=[wiegreffe_pinter]", f"analysis.wiegreffe_pinter.base={base_run}"),
-                   tmp_path / "frozen")
-    source, frozen = saved.load(base_run), saved.load(tmp_path / "frozen")
-    for batch in frozen.datamodule.loader("test", batch_size=64):
+                   tmp_path / "preloaded")
+    source, preloaded = saved.load(base_run), saved.load(tmp_path / "preloaded")
+    for batch in preloaded.datamodule.loader("test", batch_size=64):
         with torch.no_grad():
-            assert torch.equal(frozen.model.attend(frozen.model.encode(batch)),
+            assert torch.equal(preloaded.model.attend(preloaded.model.encode(batch)),
                                source.model.attend(source.model.encode(batch)))
-    summary = saved.run_config(tmp_path / "frozen")  # the saved config reads back
+    summary = saved.run_config(tmp_path / "preloaded")  # the saved config reads back
     assert summary.attention.source == str(base_run)
-    assert pd.read_json(tmp_path / "frozen" / "summary.json", typ="series")["wp/jsd/mean"] == 0.0
-    # analysed again later: the frozen run reads its source's attention back
+    assert pd.read_json(tmp_path / "preloaded" / "summary.json", typ="series")["wp/jsd/mean"] == 0.0
+    # analysed again later: the run reads its source's attention back
     from attn_study.analyze import analyze
 
-    again = analyze(compose_config(f"ckpt_path={tmp_path / 'frozen'}", "analysis=[wiegreffe_pinter]",
+    again = analyze(compose_config(f"ckpt_path={tmp_path / 'preloaded'}", "analysis=[wiegreffe_pinter]",
                                    f"analysis.wiegreffe_pinter.base={base_run}", "use_loggers=false", name="analyze"))
     assert again["wp/jsd/mean"] == 0.0
 
 
-def test_a_frozen_run_on_other_instances_names_both_runs(base_run, tmp_path):
+def test_a_preloaded_run_on_other_instances_names_both_runs(base_run, tmp_path):
     with pytest.raises(UserError) as err:
-        train_and_test(compose_config(*RUN, "dataset.source.n_test=40", "attention=frozen",
+        train_and_test(compose_config(*RUN, "dataset.source.n_test=40", "attention=preloaded",
                                       f"attention.source={base_run}"), tmp_path / "other")
     assert str(base_run) in str(err.value) and str(tmp_path / "other") in str(err.value)
 
@@ -163,16 +163,28 @@ def test_smoke_wiegreffe_pinter_sweep_then_report(tmp_path):
                           f"hydra.sweep.dir={sweep}", "logger=csv"], capture_output=True, text=True, cwd=REPO,
                          env=cli_env(), timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert "10 jobs: 10 ran" in run.stdout
+    assert "11 jobs: 11 ran" in run.stdout
     out = build_report(sweep)
-    baselines = pd.read_csv(out / "wp_baselines.csv").set_index("encoder")
-    assert set(baselines.index) == {"lstm", "average"}  # the BiLSTM and the diagnostic MLP
-    assert baselines.loc["lstm", "learned acc"].endswith("(3)")  # base and two more seeds
-    assert baselines[["uniform acc", "frozen acc"]].ne("—").all().all()
+    baselines = pd.read_csv(out / "wp_baselines.csv").set_index("model")
+    mlp, own = "diagnostic MLP (average, tanh)", "lstm (this project's check, not in W&P)"
+    assert set(baselines.index) == {"lstm", mlp, own}
+    assert baselines.loc["lstm", "learned acc"].endswith("(3)")  # base and two more model seeds
+    assert baselines.loc["lstm", "uniform acc"] != "—"
+    # their central comparison: the MLP with uniform, its own, the base's and an adversary's attention
+    for kind in ("uniform", "learned", "pre-loaded: base", "pre-loaded: adversary λ=1"):
+        assert baselines.loc[mlp, f"{kind} F1"] != "—", kind
+    assert baselines.loc[own, "pre-loaded: base acc"] != "—"
     frontier = pd.read_csv(out / "wp_frontier.csv")
-    assert sorted(frontier["role"]) == ["adversary λ=0", "adversary λ=1", "frozen", "seed 1001", "seed 1002"]
-    assert frontier.loc[frontier["role"] == "frozen", "jsd"].item() == 0.0  # the base's own attention
+    assert sorted(frontier["role"]) == ["adversary λ=0", "adversary λ=1", "model seed 1001", "model seed 1002",
+                                        "pre-loaded: base (this project's check, not in W&P)"]
+    assert frontier.loc[frontier["role"].str.startswith("pre-loaded"), "jsd"].item() == 0.0
     assert (out / "wp_jsd_vs_tvd.png").is_file()
+    # seed variance varies the model alone: the seed jobs read the base's very texts
+    base = saved.load(next(sweep.glob("experiment=wiegreffe_pinter?base")))
+    other = saved.load(next(sweep.glob("experiment=wiegreffe_pinter?seed1")))
+    for split in ("train", "test"):
+        assert all(np.array_equal(a, b) for a, b in zip(base.datamodule.split(split).ids, other.datamodule.split(split).ids))
+    assert other.cfg.seed == base.cfg.seed and other.cfg.model_seed == 1001
 
 
 def test_a_missing_base_is_refused_before_training(tmp_path):
@@ -183,8 +195,8 @@ def test_a_missing_base_is_refused_before_training(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["average", "cnn", "lstm"])
-def test_leave_one_out_of_a_frozen_attention_model_equals_deleting_and_renormalising(name):
-    """The deletion shortcuts of context-free and convolutional encoders re-use the scores; a frozen model has
+def test_leave_one_out_of_a_preloaded_attention_model_equals_deleting_and_renormalising(name):
+    """The deletion shortcuts of context-free and convolutional encoders re-use the scores; a pre-loaded one has
     none: deleting token t leaves the other fixed weights, renormalised, over the re-encoded states."""
     from functools import partial
 
@@ -194,7 +206,7 @@ def test_leave_one_out_of_a_frozen_attention_model_equals_deleting_and_renormali
     make = {"average": partial(encoders.AverageEncoder, hidden_size=5),
             "cnn": partial(encoders.CNNEncoder, kernel_sizes=(3,), filters=3),
             "lstm": partial(encoders.RNNEncoder, hidden_size=4)}[name]
-    model = tiny_model(make, scorer=attention.FrozenScorer, double=True)
+    model = tiny_model(make, scorer=attention.PreloadedAttention, double=True)
     batch = token_batch(SEQS)
     fixed = torch.rand(batch["mask"].shape, generator=torch.Generator().manual_seed(0), dtype=torch.double)
     fixed = fixed * batch["mask"]
@@ -211,8 +223,8 @@ def test_leave_one_out_of_a_frozen_attention_model_equals_deleting_and_renormali
                 assert float(got[row, t]) == pytest.approx(0.5 * float((out[0] - probs[row]).abs().sum()), abs=1e-12)
 
 
-def test_frozen_attention_on_a_model_without_token_attention_is_refused_before_training(tmp_path):
+def test_preloaded_attention_on_a_model_without_token_attention_is_refused_before_training(tmp_path):
     with pytest.raises(UserError, match="model=flat or model=pair"):
-        train_and_test(compose_config(*TINY, "logger=csv", "model=han", "attention=frozen",
+        train_and_test(compose_config(*TINY, "logger=csv", "model=han", "attention=preloaded",
                                       f"attention.source={tmp_path / 'nowhere'}"), tmp_path / "run")
     assert not (tmp_path / "run" / "checkpoints").exists()
