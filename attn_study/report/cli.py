@@ -116,10 +116,17 @@ def _write_all(root, work, out_dir, runs, missing, used, older) -> list[tuple[st
             body += captioned_table(table1, work, "sp_table1", caption, display=sp.table1_display(table1))
         table2 = sp.table2(sp_used)
         if not table2.empty:
-            caption = ("Meister et al. Table 2: Pearson correlation across runs between sparsegen-lin's λ (sparsemax = 0) "
-                       "and the mean normalised entropy of input feature importance H̃(g_ŷ(x)), per model and dataset "
-                       "(NaN with fewer than 3 runs)")
-            body += captioned_table(table2, work, "sp_table2", caption)
+            caption = ("Meister et al. Table 2: Kendall τ-b (the paper's statistic) between sparsegen-lin's λ "
+                       "(sparsemax = 0) and the normalised entropy of input feature importance H̃(g_ŷ(x)), per model "
+                       "and dataset: over every (λ, instance) pair of every seed (its p-value treats the pairs as "
+                       "independent, which instances of one model are not) and over the run means (one point per "
+                       "run and seed); negative: sparser attention, more concentrated importance")
+            body += captioned_table(table2, work, "sp_table2", caption, display=sp.table2_display(table2))
+        support = sp.support_table(sp_used)
+        if not support.empty:
+            caption = ("Meister et al.: the attention's support (share of a text's tokens with α > 0) per projection, "
+                       "mean over instances, averaged over seeds ± their spread (n) — did larger λ make the models sparser?")
+            body += captioned_table(support, work, "sp_support", caption)
         for name, make in (("sp_fig1_tau_input_vs_intermediate", sp.correlation_figure),
                            ("sp_fig2_entropy_per_projection", sp.entropy_figure),
                            ("sp_fig3_tau_vs_lambda", sp.lambda_figure)):

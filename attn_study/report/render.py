@@ -19,6 +19,16 @@ def _cell(value, digits: int = 3) -> str:
     return str(value)
 
 
+def format_p(p) -> str:
+    """A p-value as a reader wants it: 3 decimals from 0.001 up, else two significant digits in scientific
+    notation (1e-9 is not 0.000); below the smallest positive double, "< 1e-300"; NaN as "—"."""
+    if p is None or not np.isfinite(p):
+        return "—"
+    if p >= 0.001:
+        return f"{p:.3f}"
+    return f"{p:.1e}" if p > 1e-300 else "< 1e-300"
+
+
 def markdown(frame: pd.DataFrame) -> str:
     header = "| " + " | ".join(map(str, frame.columns)) + " |"
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"

@@ -3,7 +3,8 @@
 - Table 1: mean ± std (over instances) of H̃(g_{h_p}(x)) — how dispersed the inputs' influence on each
   intermediate representation is — per model × projection × dataset.
 - Table 2: across the sparsegen-lin runs of a model × dataset (sparsemax counting as λ = 0, the same
-  projection), Pearson's r between λ and the run's mean H̃(g_ŷ(x)), with its p-value and the number of runs.
+  projection), Kendall τ-b between λ and H̃(g_ŷ(x)) over pooled per-instance pairs and over run means (every
+  seed a point), with p-values; beside it the attention's support per λ.
 - Fig 1: Kendall τ of attention with input FI (g_ŷ(x)) vs with intermediate FI (g_ŷ(h)), per model.
 - Fig 2: H̃ of g_ŷ(x) and D_ŷ(x) per projection.
 - Fig 3: mean τ of attention with input FI against λ (symmetric-log x axis: λ < 0 spans decades).
@@ -21,7 +22,7 @@ from scipy import stats
 
 from attn_study import keys
 from attn_study.analysis.figures.common import new_figure, save_png
-from attn_study.report.render import mean_ci
+from attn_study.report.render import format_p, mean_ci
 from attn_study.report.runs import Run
 
 PROJECTION_ORDER = ("softmax", "entmax15", "entmax_bisect", "sparsemax", "sparsegen")
@@ -90,20 +91,87 @@ def table1_display(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def table2(runs: list[Run]) -> pd.DataFrame:
-    """Per model × dataset: Pearson r between λ and the run's mean H̃(g_ŷ(x)), p-value, runs."""
-    points: dict[tuple, list[tuple[float, float]]] = {}
+    """Table 2, per model × dataset: Kendall τ-b (the paper's statistic, its footnote 2) between sparsegen-lin's
+    λ (sparsemax: λ = 0) and the normalised entropy of input feature importance H̃(g_ŷ(x)), two ways:
+
+    - pooled: over every (λ, instance) pair of every run and seed, with scipy's p-value. The pairs of one
+      run share its model, so that p-value takes them as more independent than they are: read it with
+      the run-level one;
+    - run means: over one point per run (λ, the run's mean H̃), every seed a point of its own, with scipy's
+      p-value (exact for small untied samples).
+
+    With the runs, seeds and λ values behind each. A negative τ: sparser attention, more concentrated input
+    importance (the paper's finding)."""
+    pooled: dict[tuple, list[tuple[float, np.ndarray]]] = {}
+    means: dict[tuple, list[tuple[float, float, object]]] = {}
     for run in sp_runs(runs):
         value = run.summary.get(keys.sp("entropy", "g_input", "mean"))
         if lam(run) is None or value is None or not np.isfinite(value):
             continue
-        points.setdefault((run.config["dataset"], model_label(run)), []).append((lam(run), value))
+        group = (run.config["dataset"], model_label(run))
+        means.setdefault(group, []).append((lam(run), float(value), run.config["seed"]))
+        frame = run.instances("sparsity")
+        if frame is not None and "entropy_g_input" in frame:
+            pooled.setdefault(group, []).append((lam(run), frame["entropy_g_input"].dropna().to_numpy(float)))
     rows = []
-    for (dataset, model), xy in sorted(points.items()):
-        x, y = np.array(xy).T
-        defined = len(xy) >= 3 and np.ptp(x) > 0 and np.ptp(y) > 0
-        r, p = stats.pearsonr(x, y) if defined else (np.nan, np.nan)
-        rows.append({"dataset": dataset, "model": model, "r(λ, H̃(g_ŷ))": float(r), "p-value": float(p),
-                     "runs": len(xy), "λ range": f"{x.min():g} … {x.max():g}"})
+    for group in sorted(means):
+        x, y, seeds = zip(*means[group])
+        tau, p = _tau(np.array(x), np.array(y))
+        pairs = pooled.get(group, [])
+        px = np.concatenate([np.full(len(v), lam_) for lam_, v in pairs]) if pairs else np.array([])
+        py = np.concatenate([v for _, v in pairs]) if pairs else np.array([])
+        pooled_tau, pooled_p = _tau(px, py)
+        rows.append({"dataset": group[0], "model": group[1],
+                     "τ-b pooled (instances)": pooled_tau, "p pooled": pooled_p, "pairs": len(px),
+                     "τ-b run means": tau, "p run means": p, "runs": len(x), "seeds": len(set(seeds)),
+                     "λ values": len(set(x)), "λ range": f"{min(x):g} … {max(x):g}"})
+    return pd.DataFrame(rows)
+
+
+def _tau(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """scipy's Kendall τ-b and its two-sided p-value; NaN when either side is constant or under 3 points."""
+    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return float("nan"), float("nan")
+    result = stats.kendalltau(x, y)
+    return float(result.statistic), float(result.pvalue)
+
+
+def table2_display(frame: pd.DataFrame) -> pd.DataFrame:
+    out = frame[["dataset", "model"]].copy()
+    for what in ("pooled (instances)", "run means"):
+        tau_col, p_col = f"τ-b {what}", "p pooled" if what.startswith("pooled") else "p run means"
+        out[f"Kendall τ-b, {what}"] = [f"{t:+.3f} (p {format_p(p)})" if np.isfinite(t) else "— (too few points)"
+                                        for t, p in zip(frame[tau_col], frame[p_col])]
+    out["pairs / runs / seeds / λ values"] = [f"{a} / {b} / {c} / {d}" for a, b, c, d in
+                                               zip(frame["pairs"], frame["runs"], frame["seeds"], frame["λ values"])]
+    out["λ range"] = frame["λ range"]
+    return out
+
+
+def support_table(runs: list[Run]) -> pd.DataFrame:
+    """The attention's support (share of a text's tokens with α > 0), per projection (λ) and model ×
+    dataset: mean over instances, averaged over seeds ± their spread — whether larger λ really made the
+    models sparser."""
+    cells: dict[tuple, dict[str, list[float]]] = {}
+    order: dict[str, tuple] = {}
+    for run in sp_runs(runs):
+        value = run.summary.get(keys.sp("support", "frac", "mean"))
+        if value is None or not np.isfinite(value):
+            continue
+        label = projection_label(run)
+        # softmax, then the entmaxes, then sparsemax and sparsegen-lin by λ (denser to sparser)
+        order[label] = (2, lam(run)) if lam(run) is not None else (0 if run.config["projection"] == "softmax" else 1, 0.0)
+        cells.setdefault((run.config["dataset"], model_label(run)), {}).setdefault(label, []).append(float(value))
+    if not cells:
+        return pd.DataFrame()
+    rows = []
+    for label in sorted(order, key=order.get):
+        row = {"projection": label}
+        for (dataset, model), values in sorted(cells.items()):
+            v = np.array(values.get(label, []))
+            row[f"{dataset}: {model}"] = ("—" if v.size == 0 else f"{v.mean():.3f}" if v.size == 1
+                                          else f"{v.mean():.3f} ± {v.std(ddof=0):.3f} ({v.size})")
+        rows.append(row)
     return pd.DataFrame(rows)
 
 

@@ -171,15 +171,52 @@ def test_smoke_meister_sweep_then_report(tmp_path):
     run = subprocess.run([sys.executable, "-m", "attn_study.cli", "-m", "sweep=smoke_meister", f"hydra.sweep.dir={sweep}",
                           "logger=csv"], capture_output=True, text=True, cwd=REPO, env=cli_env(), timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert "8 jobs: 8 ran" in run.stdout
+    assert "16 jobs: 16 ran" in run.stdout
     out = build_report(sweep)
-    for name in ("sp_table1.md", "sp_table2.md", "sp_fig1_tau_input_vs_intermediate.png",
+    for name in ("sp_table1.md", "sp_table2.md", "sp_support.md", "sp_fig1_tau_input_vs_intermediate.png",
                  "sp_fig2_entropy_per_projection.png", "sp_fig3_tau_vs_lambda.png"):
         assert (out / name).is_file(), name
     table1 = pd.read_csv(out / "sp_table1.csv")
-    assert len(table1) == 8 and set(table1["model"]) == {"lstm + additive", "transformer + dot"}
+    assert len(table1) == 16 and set(table1["model"]) == {"lstm + additive", "transformer + dot"}
     table2 = pd.read_csv(out / "sp_table2.csv")
-    assert list(table2["runs"]) == [3, 3] and table2["r(λ, H̃(g_ŷ))"].between(-1, 1).all()
+    assert list(table2["runs"]) == [6, 6] and list(table2["seeds"]) == [2, 2] and list(table2["λ values"]) == [3, 3]
+    md = (out / "sp_table2.md").read_text()
+    assert "Kendall τ-b" in md and "pooled" in md and "run means" in md and "p " in md
+    support = pd.read_csv(out / "sp_support.csv")
+    assert list(support["projection"]) == ["softmax", "sparsegen λ=-1", "sparsemax", "sparsegen λ=0.5"]
+    assert support.iloc[0, 1:].str.startswith("1.000").all()  # softmax weighs every token
+
+
+def test_meister_table2_is_kendall_tau_b_over_pooled_instances_and_over_run_means(tmp_path):
+    """Three λ × two seeds with hand-set entropies: the pooled τ-b is scipy's over all 6 × 4 (λ, H̃) pairs, the
+    run-level one scipy's over the 6 (λ, run mean) points; the support table averages over seeds."""
+    root = tmp_path / "meister"
+    rng = np.random.default_rng(0)
+    points, pairs = [], ([], [])
+    for lam_, projection in ((-1.0, "sparsegen"), (0.0, "sparsemax"), (0.5, "sparsegen")):
+        for seed in (13, 14):
+            values = np.clip(0.8 - 0.2 * lam_ + rng.normal(0, 0.1, 4), 0, 1)
+            summary = {"sp/n_instances": 4, "sp/entropy/g_input/mean": float(values.mean()),
+                       "sp/support/frac/mean": 0.3 - 0.2 * lam_ + (seed - 13) * 0.02}
+            make_run(root, f"l{lam_}-s{seed}", dataset="sst", encoder="lstm", projection=projection,
+                     lam=lam_ if projection == "sparsegen" else None, seed=seed, summary=summary, family="sparsity",
+                     instances=pd.DataFrame({"entropy_g_input": values}))
+            points.append((lam_, values.mean()))
+            pairs[0].extend([lam_] * 4)
+            pairs[1].extend(values)
+    out = build_report(root)
+    table = pd.read_csv(out / "sp_table2.csv").iloc[0]
+    from scipy import stats
+
+    pooled = stats.kendalltau(*pairs)
+    means = stats.kendalltau(*zip(*points))
+    assert table["τ-b pooled (instances)"] == pytest.approx(pooled.statistic)
+    assert table["p pooled"] == pytest.approx(pooled.pvalue)
+    assert table["τ-b run means"] == pytest.approx(means.statistic)
+    assert table["p run means"] == pytest.approx(means.pvalue)
+    assert (table["pairs"], table["runs"], table["seeds"], table["λ values"]) == (24, 6, 2, 3)
+    support = pd.read_csv(out / "sp_support.csv").set_index("projection")
+    assert support.loc["sparsemax"].iloc[0] == "0.310 ± 0.010 (2)"
 
 
 def test_runs_that_differ_in_another_setting_are_their_own_rows(tmp_path):
