@@ -33,10 +33,21 @@ def analysis_config(cfg: DictConfig, run_dir: Path) -> DictConfig:
 def analyze(cfg: DictConfig) -> dict:
     """Test the run at ``cfg.ckpt_path`` with ``cfg.analysis``; return the rebuilt run summary."""
     from attn_study.build import build_analyses, build_datamodule, build_model, component
-    from attn_study.run import _finish_wandb, build_loggers, rebuild_summary
+    from attn_study.config import check_config
+    from attn_study.run import _finish_wandb, build_loggers, ensure_writable, rebuild_summary
+    from attn_study.sweep import state
 
     run_dir, ckpt = saved.locate(cfg.ckpt_path)
+    force = bool(cfg.get("force"))
+    saved.require_complete(run_dir, "ckpt_path", force)
+    complete = state.is_complete(run_dir)
+    ensure_writable(run_dir, "ckpt_path (a copy of the run directory you can write to)")
     run_cfg = analysis_config(cfg, run_dir)
+    try:
+        check_config(run_cfg)
+    except UserError as err:
+        raise UserError(f"{run_dir} was made by another version of attn_study, whose config this one does not "
+                        f"know: {err}") from None
     datamodule = build_datamodule(run_cfg)
     datamodule.setup()
     saved.attach_reference(run_cfg, datamodule, run_dir)  # a pre-loaded-attention run: its source's attention
@@ -49,11 +60,13 @@ def analyze(cfg: DictConfig) -> dict:
         analysis.check(module.model, datamodule)
     saved.load_state(module, ckpt)
     loggers = build_loggers(run_cfg, run_dir) if cfg.use_loggers else []
-    trainer = component(run_cfg.trainer, logger=loggers or False, callbacks=analyses, default_root_dir=str(run_dir),
+    trainer = component(run_cfg.trainer, option="trainer", logger=loggers or False, callbacks=analyses, default_root_dir=str(run_dir),
                         enable_checkpointing=False, enable_progress_bar=False)
     trainer.test(module, datamodule=datamodule, verbose=False)
-    if saved.soft_token_attention(module.model) and not (run_dir / keys.ATTENTION).is_file():
-        saved.write_attention(module.model, datamodule, run_dir / keys.ATTENTION)  # a run from before the file existed
+    # a run from before the file existed gets it — a complete one only: an unfinished run analysed with
+    # force=true must not look like a base other runs can build on
+    if complete and saved.soft_token_attention(module.model) and not (run_dir / keys.ATTENTION).is_file():
+        saved.write_attention(module.model, datamodule, run_dir / keys.ATTENTION)
     for lg in loggers:
         lg.finalize("success")
     _finish_wandb()

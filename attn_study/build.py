@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import logging
 from pathlib import Path
 
 import numpy as np
 from hydra.errors import InstantiationException
-from hydra.utils import instantiate
+from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from attn_study.data.datamodule import TextDataModule
@@ -18,10 +20,13 @@ from attn_study.models.module import AttentionModule
 log = logging.getLogger(__name__)
 
 
-def component(node: DictConfig, partial: bool = False, drop: tuple[str, ...] = ("name",), **kwargs):
+def component(node: DictConfig, partial: bool = False, drop: tuple[str, ...] = ("name",), option: str = "",
+              **kwargs):
     """Instantiate ``node`` without the keys in ``drop`` (``name`` labels a group option; it is not a
-    constructor argument)."""
+    constructor argument). ``option``, the node's place in the config (``encoder``,
+    ``analysis.jain_wallace``), names it when a setting is not one its constructor takes."""
     params = {k: v for k, v in OmegaConf.to_container(node, resolve=True).items() if k not in drop}
+    check_settings(params, option)
     if partial:
         params["_partial_"] = True
     try:
@@ -32,10 +37,57 @@ def component(node: DictConfig, partial: bool = False, drop: tuple[str, ...] = (
         raise
 
 
+#: the config's nodes built from a ``_target_`` (their settings are their constructors' parameters)
+COMPONENTS = ("encoder", "attention", "projection", "trainer", "model.network", "dataset.source")
+
+
+def check_components(cfg: DictConfig) -> None:
+    """:func:`check_settings` of every node built from a ``_target_`` (the groups, callbacks, loggers,
+    analyses), before anything is built: a typo is refused without reading any data."""
+    nodes = [(path, OmegaConf.select(cfg, path)) for path in COMPONENTS]
+    for group in ("callbacks", "logger", "analysis"):
+        nodes += [(f"{group}.{name}", node) for name, node in (cfg.get(group) or {}).items()]
+    for option, node in nodes:
+        if isinstance(node, DictConfig) and "_target_" in node:
+            params = OmegaConf.to_container(node, resolve=True)
+            check_settings({k: v for k, v in params.items() if k != "name" or option.startswith("logger")}, option)
+
+
+def check_settings(params: dict, option: str) -> None:
+    """Every key of ``params`` (but ``_target_``…) is a parameter of its ``_target_``'s constructor — following
+    ``**kwargs`` up the class hierarchy —, else a one-line ``UserError`` naming ``option.<key>``. Targets
+    that take arbitrary keywords all the way up are not checked."""
+    target = params.get("_target_")
+    if not option or not isinstance(target, str):
+        return
+    try:
+        obj = get_object(target)
+    except Exception:
+        return  # Hydra says what is wrong with the target itself
+    accepted: set[str] = set()
+    functions = [c.__init__ for c in obj.__mro__ if "__init__" in vars(c)] if inspect.isclass(obj) else [obj]
+    for function in functions:
+        try:
+            parameters = inspect.signature(function).parameters.values()
+        except (TypeError, ValueError):
+            return
+        accepted |= {p.name for p in parameters if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+        if not any(p.kind == p.VAR_KEYWORD for p in parameters):
+            break
+    else:
+        return  # **kwargs all the way: anything goes
+    for key in params:
+        if not key.startswith("_") and key not in accepted:
+            close = difflib.get_close_matches(key, sorted(accepted - {"self"}), n=1)
+            raise UserError(f"{option}.{key}: no such setting{f' (did you mean {close[0]}?)' if close else ''}; "
+                            f"{option} takes {sorted(accepted - {'self'})}")
+
+
 def build_analyses(cfg: DictConfig) -> list:
     """The chosen test families (``cfg.analysis``, a node per family) as Lightning callbacks."""
     # a node without _target_ holds options for a family that is not chosen (a recipe sets them): skipped
-    return [component(node) for node in (cfg.get("analysis") or {}).values() if node and "_target_" in node]
+    return [component(node, option=f"analysis.{name}") for name, node in (cfg.get("analysis") or {}).items()
+            if node and "_target_" in node]
 
 
 def build_callbacks(cfg: DictConfig, run_dir: Path) -> list:
@@ -45,7 +97,7 @@ def build_callbacks(cfg: DictConfig, run_dir: Path) -> list:
         if not node:
             continue
         extra = {"dirpath": str(Path(run_dir) / "checkpoints")} if name == "model_checkpoint" else {}
-        callbacks.append(component(node, **extra))
+        callbacks.append(component(node, option=f"callbacks.{name}", **extra))
     return callbacks
 
 
@@ -58,7 +110,7 @@ def model_seed(cfg: DictConfig) -> int:
 def build_datamodule(cfg: DictConfig) -> TextDataModule:
     data = cfg.dataset
     return TextDataModule(
-        source=component(data.source),
+        source=component(data.source, option="dataset.source"),
         preprocessing={**OmegaConf.to_container(data.preprocessing, resolve=True),
                        "inject": _injection(data)},
         batch_size=data.batch_size,
@@ -89,11 +141,12 @@ def build_model(cfg: DictConfig, datamodule: TextDataModule) -> AttentionModule:
         log.info("pretrained embeddings cover %.1f%% of the vocabulary", 100 * coverage)
     classifier = component(
         m.network,
+        option="model.network",
         vocab_size=len(vocab),
         num_classes=datamodule.num_classes,
-        encoder=component(cfg.encoder, partial=True),
-        scorer=component(cfg.attention, partial=True),
-        projection=component(cfg.projection),
+        encoder=component(cfg.encoder, partial=True, option="encoder"),
+        scorer=component(cfg.attention, partial=True, option="attention"),
+        projection=component(cfg.projection, option="projection"),
         pretrained=pretrained,
         freeze_embeddings=m.embeddings.freeze,
     )

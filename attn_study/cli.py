@@ -51,17 +51,19 @@ def _sweep_settings(cfg: DictConfig) -> bool:
     return True
 
 
-def _stop_on_sigterm() -> None:
-    """SIGTERM stops the process at once (Lightning alone would wait for the current batch, minutes on
-    very long inputs). The run's state stays ``running`` with its last checkpoint — written
-    atomically — so launching it again resumes it."""
+def _stop_on_signals() -> None:
+    """SIGTERM and SIGINT (Ctrl-C) stop the process at once (Lightning alone would wait for the current
+    batch, minutes on very long inputs), saying so. The run's state stays ``running`` with its last
+    checkpoint — written atomically — so launching it again resumes it."""
     def stop(signum, frame):
-        print("attn-study: stopped by SIGTERM; launch the run again to resume it from its last checkpoint",
+        name = signal.Signals(signum).name
+        print(f"attn-study: stopped by {name}; launch the run again to resume it from its last checkpoint",
               file=sys.stderr, flush=True)
-        os._exit(128 + signal.SIGTERM)
+        os._exit(128 + signum)
 
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, stop)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, stop)
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
@@ -71,10 +73,12 @@ def train_main(cfg: DictConfig) -> float | None:
     from attn_study.run import run  # heavy imports after Hydra has parsed --help etc.
 
     _quiet_third_party()
-    _stop_on_sigterm()
+    _stop_on_signals()
     in_sweep = _sweep_settings(cfg)
+    hydra_cfg = HydraConfig.get()
     try:
-        summary = run(cfg, HydraConfig.get().runtime.output_dir, keep_going=in_sweep)
+        summary = run(cfg, hydra_cfg.runtime.output_dir, keep_going=in_sweep,
+                      overrides=list(hydra_cfg.overrides.task), hydra=hydra_cfg)
     except UserError as err:
         print(f"attn-study: error: {err}", file=sys.stderr)
         sys.exit(2)

@@ -9,11 +9,15 @@ state: running / complete / failed, see ``attn_study.sweep.state``), ``summary.j
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import logging
 import netrc
 import os
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -26,7 +30,16 @@ from lightning.pytorch.plugins.environments import SLURMEnvironment
 from omegaconf import DictConfig, OmegaConf
 
 from attn_study import keys, saved
-from attn_study.build import build_analyses, build_callbacks, build_datamodule, build_model, component, model_seed
+from attn_study.build import (
+    build_analyses,
+    build_callbacks,
+    build_datamodule,
+    build_model,
+    check_components,
+    component,
+    model_seed,
+)
+from attn_study.config import check_config
 from attn_study.data.checks import check_data, check_embeddings
 from attn_study.errors import UserError
 from attn_study.io import atomic_open, read_json, write_json_atomic
@@ -46,38 +59,61 @@ def _canonical(ident: dict) -> str:
     return json.dumps(ident, sort_keys=True, default=str)
 
 
-def run(cfg: DictConfig, run_dir: str | Path, keep_going: bool = False) -> dict | None:
+def run(cfg: DictConfig, run_dir: str | Path, keep_going: bool = False, overrides: list[str] | None = None,
+        hydra=None) -> dict | None:
     """One job with its state in ``run_dir``: the way both ``attn-study`` and every sweep job run.
 
+    - the config is checked first (``config.check_config``, :func:`check_options`), and that ``run_dir``
+      can be written; any refusal changes nothing in ``run_dir``;
     - complete already with the same config identity → skipped (its summary returned) unless
-      ``force=true``; complete with a *different* identity → refused, the results are left alone;
-    - an earlier attempt that was killed (state ``running``) with the same identity and a
-      ``checkpoints/last.ckpt`` → training resumes from it (``resume=true``, the default: SLURM
-      requeues after a timeout land here); any other unfinished attempt's outputs are removed first;
+      ``force=true``; complete with a *different* identity → refused, the results are left alone; a
+      directory holding results but no readable status (unknown) → refused, nothing deleted;
+    - an earlier attempt that was killed (state ``running``, its process gone) with the same identity and a
+      ``checkpoints/last.ckpt`` → training resumes from it (``resume=true``, the default: SLURM requeues
+      after a timeout land here); any other unfinished attempt's outputs are removed first;
+    - the run's record of its config (``.hydra/``: ``overrides`` and ``hydra`` from the CLI) is written only
+      once the attempt goes ahead, so a refused relaunch never relabels the results;
     - an exception → ``failed`` with the traceback in ``error.txt``; re-raised, unless ``keep_going``
       (sweeps), where it is logged in one line and ``None`` returned so the other jobs go on.
     """
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    elsewhere = "hydra.sweep.dir" if keep_going else "hydra.run.dir"
+    try:
+        check_recipe(cfg, warn=False)
+        check_config(cfg)
+        check_components(cfg)
+        check_options(cfg)
+        build_analyses(cfg)  # their constructors check their options: refused here, before any state changes
+    except UserError as err:
+        return _refuse(str(err), keep_going)
     ident = json.loads(_canonical(state.identity(cfg)))
     previous = state.read_status(run_dir)
-    same_config = _canonical(previous.get("identity", {})) == _canonical(ident)
-    if state.is_complete(run_dir, previous) and not cfg.get("force"):
+    same_config = state.same_identity(previous.get("identity", {}), ident)
+    force = bool(cfg.get("force"))
+    if state.is_complete(run_dir, previous) and not force:
         if same_config:
             print(f"complete already, skipped (force=true re-runs it): {run_dir}", flush=True)
             return read_json(run_dir / "summary.json")
         diffs = state.identity_differences(previous.get("identity", {}), ident)
-        message = (f"{run_dir} holds complete results of a different configuration ({'; '.join(diffs)}); "
-                   "re-run it with force=true or choose another hydra.sweep.dir")
-        state.record_conflict(run_dir, previous, message)
+        message = (f"{run_dir} holds complete results of another configuration ({'; '.join(diffs)}); nothing was "
+                   f"changed: re-run it with force=true (replaces them) or choose another {elsewhere}")
+        with contextlib.suppress(OSError):  # a note on the run, where it can be written
+            state.record_conflict(run_dir, previous, message)
         return _refuse(message, keep_going)
-    if previous.get("state") == "unreadable" and not cfg.get("force"):
-        return _refuse(f"{run_dir / state.STATUS} is unreadable, so what {run_dir} holds is unknown; nothing was "
-                       "changed: re-run it with force=true (replaces its results) or choose another directory",
-                       keep_going)
-    if previous.get("state") == "running" and state.still_running(previous):
-        return _refuse(f"{run_dir} is being run by process {previous['pid']} on this host; wait for it or stop it",
-                       keep_going)
+    try:
+        ensure_writable(run_dir, elsewhere)
+    except UserError as err:
+        return _refuse(str(err), keep_going)
+    unknown = previous.get("state") == "unreadable" or (not previous and state.holds_results(run_dir))
+    if unknown and not force:
+        why = (f"{run_dir / state.STATUS} is unreadable" if previous else f"{run_dir} holds results but no "
+               f"{state.STATUS}")
+        return _refuse(f"{why}, so what it holds is unknown; nothing was changed: re-run it with force=true "
+                       f"(replaces its results) or choose another {elsewhere}", keep_going)
+    if previous.get("state") == "running" and state.still_running(previous) and not force:
+        return _refuse(f"{run_dir} is being run by process {previous['pid']} on this host (started "
+                       f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(previous.get('started', 0)))}); wait for it "
+                       "or stop it, or force=true if that process is not attn-study", keep_going)
     last = run_dir / "checkpoints" / "last.ckpt"
     resume = bool(cfg.get("resume", True)) and previous.get("state") == "running" and last.is_file() and same_config
     if resume:
@@ -87,20 +123,103 @@ def run(cfg: DictConfig, run_dir: str | Path, keep_going: bool = False) -> dict 
             return _refuse(f"{last}: unreadable checkpoint ({type(err).__name__}); re-run with resume=false to start "
                            "this run's training over", keep_going)
     state.clear_attempt(run_dir, keep_checkpoints=resume)
+    state.write_record(run_dir, cfg, overrides, hydra)
     running = state.mark_running(run_dir, ident, previous)
     details: dict = {}
     try:
-        summary = train_and_test(cfg, run_dir, resume_from=last if resume else None, details=details)
+        summary = train_and_test(cfg, run_dir, resume_from=last if resume else None, details=details,
+                                 attempt=running["attempt"])
     except Exception as err:  # recorded in the run dir; a sweep goes on with its other jobs
+        err = out_of_space(err, run_dir, elsewhere) or err
         _finish_wandb(exit_code=1)
-        state.mark_failed(run_dir, running, err)
+        with contextlib.suppress(OSError):  # a full disk may not take the record either
+            state.mark_failed(run_dir, running, err)
         if not keep_going:
-            raise
+            raise err
         log.error("job failed: %s (traceback: %s)", f"{type(err).__name__}: {err}".splitlines()[0],
                   run_dir / state.ERROR)
         return None
     state.mark_complete(run_dir, running, **details)
     return summary
+
+
+def ensure_writable(path: Path, option: str) -> None:
+    """``path`` exists and a file can be written in it, or a one-line ``UserError`` naming ``option``."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-check-"):
+            pass
+    except OSError as err:
+        raise UserError(f"{path}: cannot write there ({err.strerror or err}); choose another {option}") from None
+
+
+def out_of_space(error: BaseException, path: Path, option: str) -> UserError | None:
+    """A ``UserError`` saying so when ``error`` came from a full disk (``ENOSPC`` anywhere in its chain, or
+    torch's "unexpected pos" from a truncated write with no room left), else None."""
+    chain, seen, full = error, set(), False
+    while chain is not None and id(chain) not in seen and not full:
+        seen.add(id(chain))
+        full = getattr(chain, "errno", None) == errno.ENOSPC or "No space left" in str(chain)
+        chain = chain.__cause__ or chain.__context__
+    if not full and "unexpected pos" in str(error):
+        with contextlib.suppress(OSError):
+            full = shutil.disk_usage(path).free < 64 * 2**20
+    if not full:
+        return None
+    return UserError(f"no space left on the device of {path}: free some space, or choose another {option}; "
+                     "relaunching resumes from the last checkpoint")
+
+
+def check_options(cfg: DictConfig) -> None:
+    """What the schema cannot see, before anything is read: the epochs leave a checkpoint to choose, the
+    monitored key is one the run logs, a GPU asked for exists."""
+    trainer = cfg.get("trainer") or {}
+    epochs = trainer.get("max_epochs")
+    callbacks = cfg.get("callbacks") or {}
+    training = cfg.get("training") or {}
+    if epochs is not None:
+        if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs == 0 or epochs < -1:
+            raise UserError(f"trainer.max_epochs={epochs}: give a number of epochs >= 1 (or -1 with early stopping)")
+        if epochs == -1 and not callbacks.get("early_stopping"):
+            raise UserError("trainer.max_epochs=-1 trains until early stopping, and callbacks has none: add "
+                            "callbacks=[model_checkpoint,early_stopping] or give a number of epochs")
+        first = int(training.get("select_from_epoch") or 0)
+        if training.get("schedule") == "random_attention_pretraining":
+            first = max(first, int(training.get("pretrain_epochs") or 0))
+        if epochs > 0 and first >= epochs:
+            raise UserError(f"trainer.max_epochs={epochs}: no epoch can be chosen as the best checkpoint — epochs "
+                            f"before {first} never are (training.select_from_epoch / pretrain_epochs); train at "
+                            f"least {first + 1} epochs")
+    for name in ("model_checkpoint", "early_stopping"):
+        node = callbacks.get(name)
+        monitor = node.get("monitor") if node else None
+        if monitor and monitor not in monitored_keys(cfg) and not _tracked(cfg, monitor):
+            raise UserError(f"callbacks.{name}.monitor={monitor}: the run logs no such key; choose from "
+                            f"{sorted(monitored_keys(cfg))}")
+    accelerator = str(trainer.get("accelerator", "auto"))
+    if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+        raise UserError("trainer=gpu: this machine has no CUDA GPU that torch can use; use trainer=auto (GPU when "
+                        "there is one, else CPU) or trainer=cpu")
+
+
+def monitored_keys(cfg: DictConfig) -> set[str]:
+    """The per-epoch dev keys a run logs (what model selection and early stopping can watch)."""
+    keys_ = {"val/loss", "val/acc", "val/f1", "val/auroc"}
+    if (cfg.get("training") or {}).get("schedule") == "model_consistent_adversary":
+        keys_ |= {"val/adversary_loss", "val/adversary_tvd", "val/adversary_kl", "val/fidelity"}
+    if (cfg.get("explainer") or {}).get("target"):
+        keys_.add("val/fidelity")
+    return keys_
+
+
+def _tracked(cfg: DictConfig, monitor: str) -> bool:
+    """A family's statistic tracked during training (``val/<namespace>/…`` with ``every_n_epochs`` set)."""
+    name = keys.tracked_key(monitor)
+    if name is None:
+        return False
+    family = {ns: f for f, ns in keys.FAMILIES.items()}.get(keys.namespace(name))
+    node = (cfg.get("analysis") or {}).get(family) or {}
+    return bool(node.get("_target_") and node.get("every_n_epochs"))
 
 
 def _refuse(message: str, keep_going: bool) -> None:
@@ -138,24 +257,24 @@ def build_loggers(cfg: DictConfig, run_dir: Path) -> list:
             continue
         if name == "wandb":
             _check_wandb_login(node)
-        loggers.append(component(node, drop=(), save_dir=str(run_dir)))
+        loggers.append(component(node, drop=(), option=f"logger.{name}", save_dir=str(run_dir)))
         log.debug("logger %s enabled", name)
     return loggers
 
 
 def train_and_test(cfg: DictConfig, run_dir: str | Path, resume_from: Path | None = None,
-                   details: dict | None = None) -> dict:
+                   details: dict | None = None, attempt: int = 1) -> dict:
     """Train ``cfg``'s model (continuing from ``resume_from``, a Lightning checkpoint, when given),
     test the checkpoint best on dev, analyse, write and return the summary. ``details``, when given,
-    receives the class names and where the loggers wrote."""
+    receives the class names and where the loggers wrote; ``attempt`` is this attempt's number."""
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    config_file = run_dir / ".hydra" / "config.yaml"
-    if not config_file.is_file():  # Hydra's CLI writes it; runs composed in Python need it too
-        config_file.parent.mkdir(exist_ok=True)
-        OmegaConf.save(cfg, config_file)
-    started = time.time()
     check_recipe(cfg)
+    check_config(cfg)
+    check_options(cfg)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if not (run_dir / state.RECORD / "config.yaml").is_file():  # run() writes it; runs composed in Python need it too
+        state.write_record(run_dir, cfg)
+    started = time.time()
     if (cfg.get("logger") or {}).get("wandb"):
         _check_wandb_login(cfg.logger.wandb)  # before the data is read, not after
     if cfg.get("threads"):
@@ -176,7 +295,7 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path, resume_from: Path | Non
     warnings += embedding_warnings
     target = (cfg.get("explainer") or {}).get("target")
     if target:  # an explainer: trained to reproduce a black-box run's predictions
-        black_box = saved.load(target, option="explainer.target")
+        black_box = saved.load(target, option="explainer.target", force=bool(cfg.get("force")))
         saved.check_same_data(black_box, datamodule, "explainer.target")
         module.use_soft_targets(saved.predictions(black_box))
     analyses = build_analyses(cfg)
@@ -190,7 +309,7 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path, resume_from: Path | Non
     extra = {}
     if SLURMEnvironment.detect():  # submitit requeues on time-out and we resume from last.ckpt;
         extra["plugins"] = [SLURMEnvironment(auto_requeue=False)]  # Lightning's own requeue stays off
-    trainer: L.Trainer = component(cfg.trainer, logger=loggers or False,
+    trainer: L.Trainer = component(cfg.trainer, option="trainer", logger=loggers or False,
                                    callbacks=build_callbacks(cfg, run_dir) + analyses,
                                    default_root_dir=str(run_dir), plugins=[AtomicCheckpointIO(), *extra.pop("plugins", [])],
                                    **extra)
@@ -199,6 +318,7 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path, resume_from: Path | Non
         print(f"resuming training from {resume_from}", flush=True)
     trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None)
     fit_seconds = module.train_seconds  # every attempt's, when resumed
+    earlier_seconds = module.seconds_before  # the earlier attempts' training, up to their last checkpoint
     best = checkpoint.best_model_path if checkpoint is not None else ""
     recording = soft_token_attention(module.model)
     module.test_recorder = saved.AttentionRecorder(len(datamodule.split("test"))) if recording else None
@@ -224,7 +344,10 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path, resume_from: Path | Non
     })
     for analysis in analyses:
         summary.update(analysis.summary)
-    summary["run/seconds"] = time.time() - started
+    # this attempt's wall time and the earlier attempts' training (what they did after their last checkpoint
+    # is lost with them)
+    summary["run/seconds"] = time.time() - started + earlier_seconds
+    summary["run/attempts"] = attempt
     summary, undefined = finite_summary(summary)
     summary.update(undefined=undefined, warnings=warnings)
     for lg in loggers:
@@ -247,7 +370,7 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path, resume_from: Path | Non
 RECIPE_DATASETS = Path(__file__).resolve().parent.parent / "conf" / "recipe_dataset"
 
 
-def check_recipe(cfg: DictConfig) -> None:
+def check_recipe(cfg: DictConfig, warn: bool = True) -> None:
     """A paper's recipe (``recipe=...``): say in one line each what it cannot reproduce here; refuse a
     model its table has no row for; note a dataset the paper did not use."""
     recipe = cfg.get("recipe")
@@ -260,6 +383,8 @@ def check_recipe(cfg: DictConfig) -> None:
         raise UserError(f"recipe={recipe.name} has no settings for dataset={cfg.dataset.name} model={cfg.model.name} "
                         f"encoder={cfg.encoder.name}; its table covers dataset {sorted(table)} × model {models} × "
                         f"encoder {encoders}")
+    if not warn:
+        return
     for line in recipe.get("differs") or []:
         log.warning("recipe=%s differs from the authors' run: %s", recipe.name, line)
     if "table" not in recipe and not (RECIPE_DATASETS / recipe.name / f"{cfg.dataset.name}.yaml").is_file():

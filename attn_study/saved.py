@@ -3,6 +3,7 @@ explainer's black box, a teacher's outputs)."""
 
 from __future__ import annotations
 
+import logging
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,8 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from attn_study.errors import UserError
+
+log = logging.getLogger(__name__)
 
 
 def locate(ckpt_path: str | Path, option: str = "ckpt_path") -> tuple[Path, Path]:
@@ -37,12 +40,22 @@ def run_config(run_dir: Path) -> DictConfig:
 
 
 def load_state(module, ckpt: Path) -> None:
+    """The checkpoint's weights into ``module``; a checkpoint of another model (made by another version of
+    attn_study, or of another config) is one line naming the weights that differ."""
     try:
         state = torch.load(ckpt, map_location="cpu", weights_only=False)["state_dict"]
     except Exception as err:  # truncated or not a checkpoint
         raise UserError(f"{ckpt}: not a readable checkpoint ({type(err).__name__}); train the run again") from None
     for name in getattr(module, "non_persistent_keys", set)():
         state.pop(name, None)
+    expected = module.state_dict()
+    missing, unexpected = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
+    resized = sorted(k for k in set(state) & set(expected) if tuple(state[k].shape) != tuple(expected[k].shape))
+    if missing or unexpected or resized:
+        parts = [f"{what}: {', '.join(names[:4])}{' …' if len(names) > 4 else ''}" for what, names in
+                 (("missing", missing), ("unexpected", unexpected), ("other shapes", resized)) if names]
+        raise UserError(f"{ckpt}: its weights are not this model's ({'; '.join(parts)}): the run was made by another "
+                        "version of attn_study or with another config")
     module.load_state_dict(state)
 
 
@@ -58,11 +71,29 @@ class SavedRun:
         return self.module.model
 
 
-def load(run: str | Path, option: str = "ckpt_path") -> SavedRun:
-    """The run at ``run`` (a run directory or its checkpoint) with its data and best model, in eval mode."""
+def require_complete(run_dir: Path, option: str, force: bool = False) -> None:
+    """A run another builds on (or that is analysed) must be complete: its numbers and its checkpoint are
+    final only then. ``force`` accepts any other state (said in the log)."""
+    from attn_study.sweep import state
+
+    status = state.read_status(run_dir)
+    if state.is_complete(run_dir, status):
+        return
+    current = status.get("state") or "never started"
+    if force:
+        log.warning("%s=%s is not complete (state: %s); used anyway (force=true)", option, run_dir, current)
+        return
+    raise UserError(f"{option}={run_dir}: that run is not complete (state: {current}), so its model may be "
+                    "half-trained; finish it first, or set force=true to use it anyway")
+
+
+def load(run: str | Path, option: str = "ckpt_path", force: bool = False) -> SavedRun:
+    """The run at ``run`` (a run directory or its checkpoint) with its data and best model, in eval mode;
+    it must be complete (:func:`require_complete`) unless ``force``."""
     from attn_study.build import build_datamodule, build_model
 
     run_dir, ckpt = locate(run, option)
+    require_complete(run_dir, option, force)
     cfg = run_config(run_dir)
     datamodule = build_datamodule(cfg)
     datamodule.setup()
@@ -133,6 +164,13 @@ def predictions(saved: SavedRun, batch_size: int = 256) -> dict[str, torch.Tenso
     return out
 
 
+def hard_selection(model) -> bool:
+    """Whether ``model``'s attention is a hard selection of tokens (a selector's k-token mask)."""
+    from attn_study.models.selector import SelectorPredictor
+
+    return isinstance(model, SelectorPredictor)
+
+
 def soft_token_attention(model) -> bool:
     """Whether ``model``'s attention is a distribution over its input tokens (flat and pair models; not a
     HAN's sentence attention, not a selector's hard k-subset)."""
@@ -161,7 +199,7 @@ def attach_reference(cfg: DictConfig, datamodule, run_dir: str | Path) -> dict |
     option, value = reference
     if not value:
         raise UserError(f"{option} is not set: give the run directory of the trained model to build on")
-    base = load(resolve_run(value, option, run_dir), option=option)
+    base = load(resolve_run(value, option, run_dir), option=option, force=bool(cfg.get("force")))
     if not soft_token_attention(base.model):
         raise UserError(f"{option}={value}: {type(base.model).__name__} has no soft attention over tokens to reuse")
     check_same_data(base, datamodule, option, this_run=run_dir)

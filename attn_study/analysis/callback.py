@@ -74,12 +74,27 @@ def analysis_mode(model):
             model.train(was_training)
 
 
-def _positive_or_none(option: str, value) -> int | None:
-    if value is None:
+def whole(option: str, value, low: int = 1, optional: bool = False) -> int | None:
+    """``value`` as a whole number ≥ ``low`` (null allowed when ``optional``), or a one-line ``UserError``
+    naming ``option``: ``abc`` and ``1.5`` are refused, never read as something else."""
+    if value is None and optional:
         return None
-    if int(value) < 1:
-        raise UserError(f"{option}={value}: must be a positive number (or null)")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not value.is_integer()):
+        raise UserError(f"{option}={value}: must be a whole number{' (or null)' if optional else ''}")
+    if value < low:
+        raise UserError(f"{option}={value}: must be >= {low}{' (or null)' if optional else ''}")
     return int(value)
+
+
+def probability(option: str, value) -> float:
+    """``value`` in (0, 1) — a significance level, a threshold — or a one-line ``UserError``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+        raise UserError(f"{option}={value}: must lie strictly between 0 and 1")
+    return float(value)
+
+
+def _positive_or_none(option: str, value) -> int | None:
+    return whole(option, value, 1, optional=True)
 
 
 class AnalysisCallback(Callback):

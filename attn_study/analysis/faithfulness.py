@@ -38,7 +38,7 @@ from scipy import stats
 from tqdm.auto import tqdm
 
 from attn_study import keys
-from attn_study.analysis.callback import AnalysisCallback, Measured
+from attn_study.analysis.callback import AnalysisCallback, Measured, whole
 from attn_study.analysis.figures.faithfulness import faithfulness_figure
 from attn_study.analysis.importance import (
     deletion_probabilities,
@@ -305,8 +305,8 @@ class Faithfulness(AnalysisCallback):
             raise UserError(f"{self._option('fractions')}={list(fractions)}: give fractions of the length in (0, 1)")
         if len({ff_fraction(f) for f in self.fractions}) != len(self.fractions):
             raise UserError(f"{self._option('fractions')}={list(fractions)}: two fractions round to the same percent")
-        self.ig_steps = max(1, int(ig_steps))
-        self.internal_batch_size = max(1, int(internal_batch_size))
+        self.ig_steps = whole(self._option("ig_steps"), ig_steps)
+        self.internal_batch_size = whole(self._option("internal_batch_size"), internal_batch_size)
 
     def check_model(self, model) -> None:
         if not getattr(model, "token_attention", True):

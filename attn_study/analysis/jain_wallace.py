@@ -19,7 +19,7 @@ from attn_study.analysis.adversarial import (
     authors_emax_jsd,
     epsilon_max_jsd,
 )
-from attn_study.analysis.callback import AnalysisCallback, Measured
+from attn_study.analysis.callback import AnalysisCallback, Measured, probability, whole
 from attn_study.analysis.figures.heatmaps import attention_heatmaps_html
 from attn_study.analysis.figures.jain_wallace import jain_wallace_figures
 from attn_study.analysis.importance import gradient_importance, leave_one_out, predict, token_mask
@@ -35,6 +35,7 @@ from attn_study.analysis.measures import (
 from attn_study.analysis.permutation import permutation_tvd
 from attn_study.analysis.seeding import instance_draws
 from attn_study.errors import UserError
+from attn_study.saved import hard_selection
 from attn_study.keys import CORRELATIONS
 
 
@@ -66,18 +67,32 @@ class JainWallace(AnalysisCallback):
                 raise UserError(f"{self._option(option)}={value}: choose from {list(allowed)}")
         self.gradient_classes, self.lam_per_adversary, self.diversity = gradient_classes, lam_per_adversary, diversity
         self.multiclass_output_distance, self.selection = multiclass_output_distance, selection
-        self.p_threshold, self.detach_attention = p_threshold, detach_attention
-        self.internal_batch_size = max(1, int(internal_batch_size))
-        self.permutations, self.perturbations_per_eval = int(permutations), max(1, int(perturbations_per_eval))
-        self.adversaries, self.steps, self.lr, self.lam = int(adversaries), int(steps), lr, lam
+        self.p_threshold, self.detach_attention = probability(self._option("p_threshold"), p_threshold), detach_attention
+        self.internal_batch_size = whole(self._option("internal_batch_size"), internal_batch_size)
+        self.permutations = whole(self._option("permutations"), permutations)
+        self.perturbations_per_eval = whole(self._option("perturbations_per_eval"), perturbations_per_eval)
+        self.adversaries, self.steps = whole(self._option("adversaries"), adversaries), whole(self._option("steps"), steps)
+        for option, value in (("lr", lr), ("lam", lam), ("init_scale", init_scale)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise UserError(f"{self._option(option)}={value}: must be a number >= 0")
+        self.lr, self.lam = lr, lam
+        for option, value in (("epsilon", epsilon), ("select_epsilon", select_epsilon)):
+            if value is not None:
+                probability(self._option(option), value)
         self.epsilon, self.select_epsilon, self.init_scale = epsilon, select_epsilon, init_scale
-        self.heatmaps = int(heatmaps)
+        self.heatmaps = whole(self._option("heatmaps"), heatmaps, 0)
 
     def check_model(self, model) -> None:
-        """The battery compares attention with token importance: the attention must be over tokens."""
+        """The battery compares attention with token importance: a soft attention over tokens (not a HAN's
+        sentences; not a selector's hard k-token mask, whose ties and zeros make τ and adversaries
+        meaningless — its family is analysis=[shortcuts] or [faithfulness])."""
         if not getattr(model, "token_attention", True):
             raise UserError(f"analysis=jain_wallace needs attention over tokens, and {type(model).__name__}'s final "
                             "attention is over sentences; use analysis=serrano_smith (or model=flat)")
+        if hard_selection(model):
+            raise UserError("analysis=jain_wallace compares a soft attention with token importance; a selector's "
+                            "attention is its k selected tokens (all tied, the rest 0): use analysis=[shortcuts] "
+                            "or [faithfulness]")
 
     # -- measuring -------------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from scipy import stats
 from tqdm.auto import tqdm
 
 from attn_study import keys
-from attn_study.analysis.callback import AnalysisCallback, Measured
+from attn_study.analysis.callback import AnalysisCallback, Measured, whole
 from attn_study.analysis.erasure import (
     decision_gradient,
     first_flips,
@@ -40,7 +40,9 @@ from attn_study.analysis.figures.serrano_smith import serrano_smith_figures
 from attn_study.analysis.importance import predict
 from attn_study.analysis.measures import UNDEFINED, summarise, undefined_code
 from attn_study.analysis.seeding import instance_draws
+from attn_study.errors import UserError
 from attn_study.keys import CELLS, PAIRED, RANKINGS, SINGLE_TABLES, single_flip_columns
+from attn_study.saved import hard_selection
 
 
 class SerranoSmith(AnalysisCallback):
@@ -58,7 +60,13 @@ class SerranoSmith(AnalysisCallback):
     def __init__(self, *, rankings: Sequence[str] = RANKINGS, perturbations_per_eval: int = 16, **common):
         super().__init__(**common)
         self.rankings = self._choose("rankings", rankings, RANKINGS)
-        self.perturbations_per_eval = max(1, int(perturbations_per_eval))
+        self.perturbations_per_eval = whole(self._option("perturbations_per_eval"), perturbations_per_eval)
+
+    def check_model(self, model) -> None:
+        """Erasure renormalises a soft attention; a selector's hard k-token mask has no ranking of its own."""
+        if hard_selection(model):
+            raise UserError("analysis=serrano_smith erases weights of a soft attention in order; a selector's attention "
+                            "is its k selected tokens, all tied: use analysis=[shortcuts] or [faithfulness]")
 
     # -- measuring -------------------------------------------------------------------------------
 

@@ -37,7 +37,7 @@ from scipy import stats
 from tqdm.auto import tqdm
 
 from attn_study import keys, saved
-from attn_study.analysis.callback import AnalysisCallback, Measured
+from attn_study.analysis.callback import AnalysisCallback, Measured, whole
 from attn_study.analysis.importance import kept_sub_batch, predict, token_mask
 from attn_study.analysis.measures import summarise
 from attn_study.data.text import UNK_ID
@@ -86,8 +86,14 @@ class Shortcuts(AnalysisCallback):
 
     def __init__(self, *, top_k: int = 5, target: str | None = None, **common):
         super().__init__(**common)
-        self.top_k, self.target = int(top_k), target
+        self.top_k, self.target = whole(self._option("top_k"), top_k), target
         self._black_box = None
+
+    def check(self, model, data=None) -> None:
+        """Also, before training, that the explained run is complete."""
+        super().check(model, data)
+        if self.target:
+            saved.require_complete(saved.locate(self.target, self._option("target"))[0], self._option("target"))
 
     def black_box(self, data):
         """The explained run (``target``), loaded once and checked to hold the same data."""

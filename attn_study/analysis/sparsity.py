@@ -28,7 +28,7 @@ import torch
 from tqdm.auto import tqdm
 
 from attn_study import keys
-from attn_study.analysis.callback import AnalysisCallback, Measured
+from attn_study.analysis.callback import AnalysisCallback, Measured, probability, whole
 from attn_study.analysis.erasure import erase_each
 from attn_study.analysis.figures.sparsity import sparsity_figures
 from attn_study.analysis.importance import (
@@ -42,6 +42,7 @@ from attn_study.analysis.importance import (
 )
 from attn_study.analysis.measures import dropped_counts, entropy, kendall_tau_b, summarise, undefined_code, undefined_reason
 from attn_study.errors import UserError
+from attn_study.saved import hard_selection
 from attn_study.keys import SP_CORRELATIONS, SP_DISTRIBUTIONS
 
 
@@ -65,15 +66,18 @@ class Sparsity(AnalysisCallback):
     def __init__(self, *, p_threshold: float = 0.05, internal_batch_size: int = 256, perturbations_per_eval: int = 64,
                  heatmaps: int = 4, **common):
         super().__init__(**common)
-        self.p_threshold = p_threshold
-        self.internal_batch_size = max(1, int(internal_batch_size))
-        self.perturbations_per_eval = max(1, int(perturbations_per_eval))
-        self.heatmaps = int(heatmaps)
+        self.p_threshold = probability(self._option("p_threshold"), p_threshold)
+        self.internal_batch_size = whole(self._option("internal_batch_size"), internal_batch_size)
+        self.perturbations_per_eval = whole(self._option("perturbations_per_eval"), perturbations_per_eval)
+        self.heatmaps = whole(self._option("heatmaps"), heatmaps, 0)
 
     def check_model(self, model) -> None:
         if not getattr(model, "token_attention", True):
             raise UserError(f"analysis=sparsity needs attention over tokens, and {type(model).__name__}'s final "
                             "attention is over sentences; use model=flat")
+        if hard_selection(model):
+            raise UserError("analysis=sparsity asks how sparse a learned attention is; a selector's is k tokens by "
+                            "construction (support = k): use analysis=[shortcuts] or [faithfulness]")
 
     # -- measuring -------------------------------------------------------------------------------
 

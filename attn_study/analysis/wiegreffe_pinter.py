@@ -32,6 +32,7 @@ def read_reference(run_dir: Path, option: str) -> pd.DataFrame:
     path = Path(run_dir) / keys.ATTENTION
     if not Path(run_dir).is_dir():
         raise UserError(f"{option}={run_dir}: no such run directory")
+    saved.require_complete(Path(run_dir), option)
     if not path.is_file():
         raise UserError(f"{option}={run_dir}: no {keys.ATTENTION} there; the base run must have finished "
                         "(runs write it after testing)")
@@ -62,10 +63,29 @@ class WiegreffePinter(AnalysisCallback):
                             "has none (use model=flat or pair)")
 
     def check(self, model, data=None) -> None:
-        """Also, when the run directory is known (before training), that the base has its attention file."""
+        """Also, when the run directory is known (before training), that the base is complete, has its attention
+        file, and recorded the very texts this run will analyse."""
         super().check(model, data)
         if self.out_dir is not None:
-            read_reference(self._base(self.out_dir), self._option("base"))
+            base = self._base(self.out_dir)
+            reference = read_reference(base, self._option("base"))
+            if data is not None:
+                self._same_instances(reference, data, self.split, base)
+
+    def _same_instances(self, reference: pd.DataFrame, data, split: str, base: Path) -> None:
+        """The base's recorded instances are this run's ``split``, text for text where the base recorded a
+        digest of each text (uids alone can agree on other texts), else uid and length."""
+        rows = data.split(split)
+        if "text" in reference:
+            mine, theirs = saved.text_digests(rows), list(reference["text"])
+        else:
+            mine = [f"{u}:{len(ids)}" for u, ids in zip(rows.uids, rows.ids)]
+            theirs = [f"{u}:{len(a)}" for u, a in zip(reference["uid"], reference["attention"])]
+        if mine != theirs:
+            first = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), min(len(mine), len(theirs)))
+            raise UserError(f"{self._option('base')}={base}: its {split} instances differ from this run's ({len(theirs)} "
+                            f"vs {len(mine)}, first difference at position {first}: another dataset, filter or seed); "
+                            "compare runs on the same data")
 
     def _base(self, run_dir: Path) -> Path:
         if not self.base:
@@ -80,14 +100,7 @@ class WiegreffePinter(AnalysisCallback):
         device = next(model.parameters()).device
         reference = read_reference(self.base_dir, self._option("base"))
         uids = list(data.split(split).uids)
-        # by text where the base recorded it (uids alone can agree on other texts), else by uid and length
-        mine = (saved.text_digests(data.split(split)) if "text" in reference
-                else [f"{u}:{len(ids)}" for u, ids in zip(uids, data.split(split).ids)])
-        theirs = (list(reference["text"]) if "text" in reference
-                  else [f"{u}:{len(a)}" for u, a in zip(reference["uid"], reference["attention"])])
-        if mine != theirs:
-            raise UserError(f"{self._option('base')}={self.base_dir}: its {split} instances differ from this run's "
-                            f"({len(reference)} vs {len(uids)}); compare runs on the same dataset options and seed")
+        self._same_instances(reference, data, split, self.base_dir)
         started = time.time()
         rows = []
         for batch in tqdm(data.loader(split, batch_size=self.batch_size_for(data, split, indices, device),

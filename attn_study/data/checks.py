@@ -40,6 +40,10 @@ def check_data(datamodule, max_length: int | None = None) -> tuple[dict, list[st
         if rate > 0.5:
             warnings.append(f"{100 * rate:.0f}% of the {split} tokens are <unk> (dataset.preprocessing.min_count="
                             f"{datamodule.preprocessing.min_count}): the model sees mostly unknown words")
+    if data.stats.get("markers_in_text"):
+        warnings.append(f"dataset.inject.tokens: {data.stats['markers_in_text']} texts already hold one of the marker "
+                        "tokens, so the markers are not label-independent (a real word's occurrences can carry the "
+                        "label); choose tokens that never occur in the text, e.g. the default <m1>, <m2>")
     longest = max(int(data.splits[s].lengths.max()) for s in ("train", "dev", "test"))
     if max_length is None and longest > LONG_INSTANCE:
         lengths = sorted(np.concatenate([data.splits[s].lengths for s in ("train", "dev", "test")]))[-3:][::-1]

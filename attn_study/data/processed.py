@@ -146,7 +146,12 @@ def load_or_build(source, prep: Preprocessing, cache_dir: str | Path | None) -> 
         except (ValueError, OSError, EOFError, pickle.UnpicklingError, AttributeError, TypeError) as err:
             log.warning("cache entry %s is unreadable (%s); rebuilding it", entry, err)
     dataset = build(source, prep)
-    _write_atomic(entry, dataset)
+    try:
+        _write_atomic(entry, dataset)
+    except OSError as err:  # a read-only (or full) cache: the run goes on with the dataset built in memory
+        log.warning("cache %s cannot be written (%s): the processed dataset is not cached, every run builds it "
+                    "again; set ATTN_STUDY_CACHE or paths.cache_dir to a writable folder", cache_dir,
+                    err.strerror or err)
     return dataset
 
 
@@ -270,6 +275,9 @@ def _inject(injection: Injection | None, tokenized: dict, rationales: dict, sour
     if injection is None:
         return {}
     out = {}
+    markers = set(injection.tokens)
+    in_text = sum(1 for kept in tokenized.values() for _, tokens, _ in kept if markers.intersection(tokens))
+    stats["markers_in_text"] = in_text  # texts that already hold a marker token: not label-independent markers
     for split, kept in tokenized.items():
         counts = {t: dict.fromkeys(source.label_names, 0) for t in injection.tokens}
         positions = []

@@ -235,6 +235,11 @@ class AttentionModule(L.LightningModule):
         self._fit_started = time.time()
 
     @property
+    def seconds_before(self) -> float:
+        """The earlier attempts' training seconds (0 unless resumed), as of their last checkpoint."""
+        return self._seconds_before
+
+    @property
     def train_seconds(self) -> float:
         """Seconds of training over every attempt: the earlier attempts' (as of their last checkpoint)
         and this one's so far."""

@@ -32,7 +32,12 @@ def build_report(root: Path, out_dir: Path | None = None) -> Path:
     if not runs and not missing:
         raise UserError(f"attn-study-report: no runs under {root} (a run directory has .hydra/config.yaml)")
     used, older = latest_per_model(runs)
-    work = make_temporary_dir(out_dir.parent, prefix=f".{out_dir.name}.partial-")
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        work = make_temporary_dir(out_dir.parent, prefix=f".{out_dir.name}.partial-")
+    except OSError as err:
+        raise UserError(f"attn-study-report: cannot write {out_dir} ({err.strerror or err}); give a folder you can "
+                        "write to with --out") from None
     try:
         sections = _write_all(root, work, out_dir, runs, missing, used, older)
         (work / "index.html").write_text(html_page(f"attn_study report: {root.name}", sections))

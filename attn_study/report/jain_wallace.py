@@ -113,7 +113,7 @@ def accuracy_table(runs: list[Run]) -> pd.DataFrame:
              "test/acc": r.summary.get("test/acc", np.nan), "test/f1": r.summary.get("test/f1", np.nan),
              "test/auroc": r.summary.get("test/auroc", np.nan), "val/acc_best": r.summary.get("val/acc_best", np.nan),
              "epochs": r.summary.get("train/epochs", np.nan), "minutes": r.summary.get("run/seconds", np.nan) / 60,
-             "paper test/acc": (r.config.get("paper_accuracy") or np.nan) / 100}
+             "attempts": r.summary.get("run/attempts", 1), "paper test/acc": (r.config.get("paper_accuracy") or np.nan) / 100}
             for r in runs if r.state == "complete"]
     frame = pd.DataFrame(rows)
     if not rows:
@@ -121,6 +121,8 @@ def accuracy_table(runs: list[Run]) -> pd.DataFrame:
     frame = frame.sort_values(["dataset", "model", "encoder", "attention", "projection", "variant", "seed"])
     if frame["paper test/acc"].isna().all():  # only runs of a recipe that knows the paper's accuracy have it
         frame = frame.drop(columns="paper test/acc")
+    if (frame["attempts"].fillna(1) == 1).all():  # minutes of a resumed run add up its attempts (run/seconds)
+        frame = frame.drop(columns="attempts")
     return without_empty_variant(frame)
 
 

@@ -10,6 +10,7 @@ already done" from "different experiment in the same directory".
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import socket
@@ -19,11 +20,12 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from attn_study.io import read_json, write_json_atomic
+from attn_study.io import read_json, write_json_atomic, write_text_atomic
 from attn_study.sweep.naming import NOT_RESULTS
 
 STATUS = "status.json"
 ERROR = "error.txt"
+RECORD = ".hydra"  # the run's config record (written by the run itself, see write_record)
 # outputs of an unfinished attempt, removed before the next attempt starts
 ATTEMPT_OUTPUTS = ("summary.json", ERROR, "analysis", "csv", "wandb", "checkpoints")
 
@@ -51,22 +53,53 @@ def identity(cfg: DictConfig) -> dict:
     return {k: v for k, v in flat.items() if not k.endswith("cache_dir")}
 
 
-def identity_differences(stored: dict, current: dict, limit: int = 4) -> list[str]:
-    keys = sorted(set(stored) | set(current))
-    diffs = [f"{k}: {stored.get(k, '<absent>')!r} → {current.get(k, '<absent>')!r}"
-             for k in keys if stored.get(k, "<absent>") != current.get(k, "<absent>")]
+def identity_differences(stored: dict, current: dict, limit: int | None = 4) -> list[str]:
+    """``key: old → new`` for every setting where two identities differ, the model-defining ones first (the
+    groups' chosen options, ``encoder/name: 'lstm' → 'cnn'``), constructor paths last; at most ``limit``."""
+    absent = object()
+
+    def differs(key) -> bool:
+        old, new = stored.get(key, absent), current.get(key, absent)
+        if old is absent or new is absent:  # a setting one side lacks: the same when the other's is null
+            return (new if old is absent else old) is not None
+        return old != new
+
+    keys = sorted(set(stored) | set(current), key=lambda k: (not k.endswith("/name"), k == "run_name",
+                                                            k.endswith("/_target_"), k.count("/"), k))
+    diffs = [f"{k.replace('/', '.')}: {_shown(stored.get(k, absent))} → {_shown(current.get(k, absent))}"
+             for k in keys if differs(k)]
+    if limit is None:
+        return diffs
     return diffs[:limit] + ([f"… {len(diffs) - limit} more"] if len(diffs) > limit else [])
 
 
+def _shown(value) -> str:
+    return "<absent>" if not isinstance(value, (str, int, float, bool, list, dict, type(None))) else repr(value)
+
+
 def read_status(run_dir: Path) -> dict:
-    """The run's status, ``{}`` when it has none (never started), ``{'state': 'unreadable'}`` when corrupt."""
+    """The run's status, ``{}`` when it has none (never started), ``{'state': 'unreadable'}`` when corrupt
+    (not JSON, or JSON that is not a status: ``[]``, a string, no ``state``)."""
     path = Path(run_dir) / STATUS
     if not path.is_file():
         return {}
     try:
-        return read_json(path)
+        status = read_json(path)
     except (OSError, ValueError):
         return {"state": "unreadable"}
+    return status if isinstance(status, dict) and isinstance(status.get("state"), str) else {"state": "unreadable"}
+
+
+def holds_results(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a run's outputs (a summary, checkpoints, analyses, logs): with no status
+    beside them, what it holds is unknown and must not be deleted."""
+    return any((Path(run_dir) / name).exists() for name in (*ATTEMPT_OUTPUTS, "attention.parquet"))
+
+
+def same_identity(stored: dict, current: dict) -> bool:
+    """Whether two config identities are the same experiment: equal settings, a setting that one of them
+    lacks counting as equal when the other's is null (a setting added later, off by default)."""
+    return not identity_differences(stored, current, limit=None)
 
 
 def is_complete(run_dir: Path, status: dict | None = None) -> bool:
@@ -128,16 +161,45 @@ def record_conflict(run_dir: Path, status: dict, message: str) -> None:
 
 
 def still_running(status: dict) -> bool:
-    """Whether the process recorded in a ``running`` status is alive on this host."""
+    """Whether the process recorded in a ``running`` status is alive on this host — the same process: a
+    process with that PID that started after the status was written (the PID reused after a reboot, or by
+    another program) is not it."""
     if status.get("host") != socket.gethostname() or not status.get("pid") or status["pid"] == os.getpid():
         return False
+    pid = int(status["pid"])
     try:
-        os.kill(int(status["pid"]), 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    started = process_start_time(pid)
+    return started is None or started <= float(status.get("started", math.inf)) + 1.0
+
+
+def process_start_time(pid: int) -> float | None:
+    """When process ``pid`` started (seconds since the epoch), from Linux's /proc; None where unknown."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = int(fields[19])  # starttime, the 22nd field: clock ticks after boot
+        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def write_record(run_dir: Path, cfg: DictConfig, overrides: list[str] | None = None, hydra=None) -> None:
+    """The run's own record of what it is, ``.hydra/{config,overrides,hydra}.yaml``, written when an attempt
+    starts — never by a launch that is refused, so a refused relaunch cannot relabel the results (Hydra's
+    own copy is off: ``hydra.output_subdir: null``)."""
+    folder = Path(run_dir) / RECORD
+    folder.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(folder / "config.yaml", OmegaConf.to_yaml(cfg))
+    if overrides is not None:
+        write_text_atomic(folder / "overrides.yaml", OmegaConf.to_yaml(OmegaConf.create(list(overrides))))
+    if hydra is not None:
+        write_text_atomic(folder / "hydra.yaml", OmegaConf.to_yaml(OmegaConf.create({"hydra": hydra})))
 
 
 def record_lost_job(run_dir: Path, message: str) -> None:

@@ -23,7 +23,7 @@ from attn_study.analysis.permutation import permute_among_real
 from attn_study.analysis.sparsity import Sparsity
 from attn_study.keys import ATTENTION
 from attn_study.models import attention, encoders, projection
-from attn_study.run import train_and_test
+from attn_study.run import run as run_job
 from tests.helpers import StubData, compose_config, tiny_model, token_batch
 
 TEXTS = [[5, 6, 7, 8, 9, 10, 11], [12, 13, 14], [15], [16, 17, 18, 19, 20, 4], [4, 9]]
@@ -148,7 +148,7 @@ def test_every_recorded_attention_is_zero_at_the_first_and_last_position(tmp_pat
                          "dataset.source.n_test=32", "model.network.embedding_dim=16", "encoder.hidden_size=8",
                          "analysis=[]", *setting, "training.select_from_epoch=0")
     run = tmp_path / "run"
-    train_and_test(cfg, run)
+    run_job(cfg, run)
     recorded = pd.read_parquet(run / ATTENTION)
     assert len(recorded) == 32
     for weights in recorded["attention"]:

@@ -19,7 +19,7 @@ from attn_study.analysis.jain_wallace import JainWallace
 from attn_study.analyze import analyze
 from attn_study.errors import UserError
 from attn_study.report.cli import build_report
-from attn_study.run import train_and_test
+from attn_study.run import run as run_job
 from tests.helpers import REPO, TINY, cli_env, compose_config, wandb_run_history, wandb_run_summary
 
 BOTH = ["analysis=[jain_wallace,serrano_smith]", "analysis.jain_wallace.steps=5", "analysis.jain_wallace.permutations=6",
@@ -38,7 +38,7 @@ def tracked_run(tmp_path_factory):
     """One run with both families, J&W tracked every epoch, W&B and CSV loggers."""
     run = tmp_path_factory.mktemp("tracked") / "run"
     os.environ.setdefault("WANDB_MODE", "offline")
-    summary = train_and_test(tiny(*BOTH, *TRACKED, "logger=[wandb,csv]"), run)
+    summary = run_job(tiny(*BOTH, *TRACKED, "logger=[wandb,csv]"), run)
     return run, summary
 
 
@@ -80,14 +80,14 @@ def test_tracking_logs_one_row_per_epoch_on_a_fixed_dev_subsample(tracked_run):
 
 def test_tracking_does_not_change_the_trained_model(tracked_run, tmp_path):
     _, tracked = tracked_run
-    plain = train_and_test(tiny(*BOTH, "trainer.max_epochs=3", "logger=none"), tmp_path / "plain")
+    plain = run_job(tiny(*BOTH, "trainer.max_epochs=3", "logger=none"), tmp_path / "plain")
     for key in ("test/loss", "test/acc", "jw/tau_grad/mean", "ss/multi/attention/frac_removed/median"):
         assert plain[key] == tracked[key] or (math.isnan(plain[key]) and math.isnan(tracked[key])), key
 
 
 def test_analysing_again_replaces_a_familys_keys(make_cfg, tmp_path):
     run = tmp_path / "run"
-    train_and_test(tiny(*BOTH, *TRACKED, "logger=csv"), run)
+    run_job(tiny(*BOTH, *TRACKED, "logger=csv"), run)
     first = json.loads((run / "summary.json").read_text())
     assert "jw/adv/emax_jsd/mean" in first and "ss/multi/gradient/frac_removed/median" in first
 
@@ -151,7 +151,7 @@ def test_analysis_options_are_checked_before_training(tmp_path):
              "analysis.serrano_smith.rankings=[attention,alphabetical]": "analysis.serrano_smith.rankings"}
     for override, named in cases.items():
         with pytest.raises(UserError, match=re.escape(named)):
-            train_and_test(tiny(*BOTH, override, "logger=none"), tmp_path / "run")
+            run_job(tiny(*BOTH, override, "logger=none"), tmp_path / "run")
         assert not (tmp_path / "run" / "checkpoints").exists(), override
 
 

@@ -29,7 +29,7 @@ from attn_study.analysis.faithfulness import (
 from attn_study.analysis.importance import kept_probabilities, kept_sub_batch, predict
 from attn_study.analysis.measures import bootstrap_ci_of
 from attn_study.models import attention, encoders
-from attn_study.run import train_and_test
+from attn_study.run import run as run_job
 from tests.helpers import TINY, compose_config, tiny_model, token_batch
 
 FRACTIONS = (0.01, 0.05, 0.1, 0.2, 0.5)
@@ -238,7 +238,7 @@ def trained(tmp_path_factory):
     cfg = compose_config(*TINY, "encoder=lstm", "encoder.hidden_size=16", "dataset.source.n_train=3000",
                          "dataset.source.n_test=120", "trainer.max_epochs=6", "trainer.limit_train_batches=1.0", "model.optimizer.lr=0.01",
                          "analysis=[faithfulness]", "analysis.faithfulness.ig_steps=8", "logger=csv")
-    return run, train_and_test(cfg, run)
+    return run, run_job(cfg, run)
 
 
 def test_known_rationales_rank_above_chance(trained):

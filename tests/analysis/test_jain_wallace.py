@@ -16,7 +16,7 @@ from attn_study.analysis.permutation import permutation_tvd, permute_among_real
 from attn_study.analyze import analyze
 from attn_study.errors import UserError
 from attn_study.models import encoders
-from attn_study.run import train_and_test
+from attn_study.run import run as run_job
 from tests.helpers import TINY, tiny_model, token_batch
 
 SEQS = [[5, 6, 7, 8, 9, 10, 11, 12, 13], [12, 13, 14], [16, 17, 18, 19, 20, 2, 3], [4, 9]]
@@ -88,7 +88,7 @@ def test_battery_after_training_and_again_from_the_checkpoint(make_cfg, tmp_path
                    "analysis.jain_wallace.steps=5", "analysis.jain_wallace.permutations=6",
                    "analysis.jain_wallace.max_instances=20", "analysis.jain_wallace.heatmaps=3")
     run = tmp_path / "run"
-    summary = train_and_test(cfg, run)
+    summary = run_job(cfg, run)
     folder = run / "analysis" / "jain_wallace"
     for name in ("instances.parquet", "summary.json", "heatmaps.html", "fig2_tau_grad_by_class.png",
                  "fig6_perm_median_tvd_vs_max_attention.png", "fig7_adv_emax_jsd_by_class.png",
@@ -143,7 +143,7 @@ def test_battery_runs_unchanged_on_a_pair_task(make_cfg, tmp_path):
     cfg = make_cfg("dataset=babi1", f"dataset.path={release}", "trainer=debug", "logger=none",
                    "analysis=[jain_wallace]", "analysis.jain_wallace.steps=5", "analysis.jain_wallace.permutations=4")
     assert cfg.model.name == "pair" and cfg.model.network.embedding_dim == 50
-    summary = train_and_test(cfg, tmp_path / "run")
+    summary = run_job(cfg, tmp_path / "run")
     for key in ("jw/tau_grad/mean", "jw/tau_loo/mean", "jw/perm/median_tvd/mean", "jw/adv/emax_jsd/mean"):
         assert key in summary
     assert summary["jw/adv/epsilon"] == 0.05  # QA: the paper's epsilon

@@ -27,7 +27,7 @@ from attn_study.analysis.serrano_smith import SerranoSmith
 from attn_study.keys import RANKINGS
 from attn_study.models import attention, encoders, projection
 from attn_study.models.classifier import AttentionClassifier
-from attn_study.run import train_and_test
+from attn_study.run import run as run_job
 from tests.helpers import TINY, tiny_model, token_batch
 
 # ------------------------------------------------------------------------------------------------
@@ -306,7 +306,7 @@ def test_serrano_smith_after_training(make_cfg, tmp_path):
                    "analysis.serrano_smith.max_instances=24", "analysis.serrano_smith.batch_size=10",
                    "analysis.serrano_smith.perturbations_per_eval=6")
     run = tmp_path / "run"
-    summary = train_and_test(cfg, run)
+    summary = run_job(cfg, run)
     folder = run / "analysis" / "serrano_smith"
     for name in ("instances.parquet", "summary.json", "fig3_delta_js_vs_delta_alpha.png", "fig4_negative_delta_js.png",
                  "fig5_frac_removed.png", "fig11_mass_removed.png"):

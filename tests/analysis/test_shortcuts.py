@@ -29,7 +29,7 @@ from attn_study.models.mitigation import shortcut_weights
 from attn_study.models.module import AttentionModule
 from attn_study.models.selector import SelectorPredictor, hard_top_k, random_subsets, relaxed_top_k
 from attn_study.report.cli import build_report
-from attn_study.run import train_and_test
+from attn_study.run import run as run_job
 from tests.helpers import REPO, TINY, cli_env, compose_config, tiny_model, token_batch
 
 INJECT = {"count": 2, "tokens": ["<m1>", "<m2>"], "positions": "random", "seed": 3}
@@ -272,7 +272,7 @@ def small(*overrides):
 
 
 def test_shortcut_measures_on_injected_data(tmp_path):
-    summary = train_and_test(small("dataset=synthetic_markers", "analysis=[shortcuts]", "logger=none"), tmp_path / "r")
+    summary = run_job(small("dataset=synthetic_markers", "analysis=[shortcuts]", "logger=none"), tmp_path / "r")
     for key in ("sc/accuracy", "sc/mask_only/accuracy", "sc/markers/mass/mean", "sc/markers/selected_frac",
                 "sc/markers/choice_label_accuracy", "sc/rationale/precision/mean"):
         assert 0.0 <= summary[key] <= 1.0, key
@@ -282,14 +282,14 @@ def test_shortcut_measures_on_injected_data(tmp_path):
 
 def test_an_explainer_reproduces_its_black_box_and_is_scored_post_hoc(tmp_path):
     black_box = tmp_path / "black_box"
-    train_and_test(small("logger=none"), black_box)
-    summary = train_and_test(small("model=selector", f"explainer.target={black_box}", "analysis=[shortcuts]",
+    run_job(small("logger=none"), black_box)
+    summary = run_job(small("model=selector", f"explainer.target={black_box}", "analysis=[shortcuts]",
                                    "logger=csv"), tmp_path / "explainer")
     assert 0.0 <= summary["sc/posthoc/accuracy"] <= 1.0
     metrics = pd.read_csv(tmp_path / "explainer" / "csv" / "metrics.csv")
     assert metrics["val/fidelity"].notna().any()
     with pytest.raises(UserError, match=f"explainer.target={black_box}.*differ"):
-        train_and_test(small("model=selector", f"explainer.target={black_box}", "seed=99", "logger=none"),
+        run_job(small("model=selector", f"explainer.target={black_box}", "seed=99", "logger=none"),
                        tmp_path / "other")
 
 

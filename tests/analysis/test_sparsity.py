@@ -23,7 +23,7 @@ from attn_study.analysis.importance import (
 from attn_study.analysis.measures import entropy
 from attn_study.analysis.sparsity import Sparsity
 from attn_study.models import encoders, projection
-from attn_study.run import train_and_test
+from attn_study.run import run as run_job
 from tests.helpers import TINY, StubData, compose_config, tiny_model, token_batch
 
 SEQS = [[5, 6, 7, 8, 9, 10, 11, 12, 13], [12, 13, 14], [15], [16, 17, 18, 19, 20, 2, 3], [4, 9]]
@@ -199,7 +199,7 @@ def trained(tmp_path_factory):
         run = tmp_path_factory.mktemp(name) / "run"
         cfg = compose_config(*TINY, *overrides, "analysis=[sparsity]", "analysis.sparsity.max_instances=20",
                              "trainer.max_epochs=2", "trainer.limit_train_batches=1.0", "logger=csv")
-        out[name] = (run, train_and_test(cfg, run))
+        out[name] = (run, run_job(cfg, run))
     return out
 
 

@@ -15,7 +15,7 @@ from attn_study.analysis.callback import analysis_mode
 from attn_study.analysis.wiegreffe_pinter import WiegreffePinter, compare
 from attn_study.errors import UserError
 from attn_study.models import attention, projection
-from attn_study.run import train_and_test
+from attn_study.run import run as run_job
 from tests.helpers import TINY, StubData, compose_config, tiny_model, token_batch
 
 SEQS = [[5, 6, 7, 8, 9], [12, 13, 14], [15], [16, 17, 18, 19, 20, 2, 3]]
@@ -76,6 +76,8 @@ def test_the_family_compares_a_run_with_its_base_file_by_instance(tmp_path):
     shifted = torch.stack([probs[:, 1], probs[:, 0]], dim=1)  # the base predicts the other way round
     pd.DataFrame({"uid": [f"t{i}" for i in range(4)], "attention": theirs,
                   "probabilities": shifted.tolist()}).to_parquet(tmp_path / keys.ATTENTION)
+    (tmp_path / "summary.json").write_text("{}")  # a finished base run
+    (tmp_path / "status.json").write_text('{"state": "complete"}')
     family = WiegreffePinter(base=str(tmp_path))
     family.base_dir = tmp_path
     with analysis_mode(model):
@@ -102,12 +104,12 @@ RUN = [*TINY, "logger=csv", "encoder.hidden_size=8", "trainer.max_epochs=6", "tr
 @pytest.fixture(scope="module")
 def base_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("wp") / "base"
-    train_and_test(compose_config(*RUN), run_dir)
+    run_job(compose_config(*RUN), run_dir)
     return run_dir
 
 
 def test_a_preloaded_run_reproduces_its_source_attention_bit_for_bit(base_run, tmp_path):
-    train_and_test(compose_config(*RUN, "attention=preloaded", f"attention.source={base_run}",
+    run_job(compose_config(*RUN, "attention=preloaded", f"attention.source={base_run}",
                                   "analysis=[wiegreffe_pinter]", f"analysis.wiegreffe_pinter.base={base_run}"),
                    tmp_path / "preloaded")
     source, preloaded = saved.load(base_run), saved.load(tmp_path / "preloaded")
@@ -128,7 +130,7 @@ def test_a_preloaded_run_reproduces_its_source_attention_bit_for_bit(base_run, t
 
 def test_a_preloaded_run_on_other_instances_names_both_runs(base_run, tmp_path):
     with pytest.raises(UserError) as err:
-        train_and_test(compose_config(*RUN, "dataset.source.n_test=40", "attention=preloaded",
+        run_job(compose_config(*RUN, "dataset.source.n_test=40", "attention=preloaded",
                                       f"attention.source={base_run}"), tmp_path / "other")
     assert str(base_run) in str(err.value) and str(tmp_path / "other") in str(err.value)
 
@@ -137,7 +139,7 @@ def test_the_adversary_distils_at_lambda_zero_and_moves_its_attention_with_lambd
     results, last = {}, {}
     for lam in (0.0, 1.0):
         run_dir = tmp_path / f"lam{lam}"
-        results[lam] = train_and_test(compose_config(
+        results[lam] = run_job(compose_config(
             *RUN, "trainer.max_epochs=14", "training=model_consistent_adversary", f"training.base={base_run}",
             f"training.lam={lam}", "analysis=[wiegreffe_pinter]", f"analysis.wiegreffe_pinter.base={base_run}"), run_dir)
         epochs = pd.read_csv(run_dir / "csv" / "metrics.csv").groupby("epoch").first()
@@ -189,7 +191,7 @@ def test_smoke_wiegreffe_pinter_sweep_then_report(tmp_path):
 
 def test_a_missing_base_is_refused_before_training(tmp_path):
     with pytest.raises(UserError, match="no such run directory"):
-        train_and_test(compose_config(*TINY, "logger=csv", "analysis=[wiegreffe_pinter]",
+        run_job(compose_config(*TINY, "logger=csv", "analysis=[wiegreffe_pinter]",
                                       f"analysis.wiegreffe_pinter.base={tmp_path / 'nowhere'}"), tmp_path / "run")
     assert not (tmp_path / "run" / "checkpoints").exists()
 
@@ -225,6 +227,6 @@ def test_leave_one_out_of_a_preloaded_attention_model_equals_deleting_and_renorm
 
 def test_preloaded_attention_on_a_model_without_token_attention_is_refused_before_training(tmp_path):
     with pytest.raises(UserError, match="model=flat or model=pair"):
-        train_and_test(compose_config(*TINY, "logger=csv", "model=han", "attention=preloaded",
+        run_job(compose_config(*TINY, "logger=csv", "model=han", "attention=preloaded",
                                       f"attention.source={tmp_path / 'nowhere'}"), tmp_path / "run")
     assert not (tmp_path / "run" / "checkpoints").exists()

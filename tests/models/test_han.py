@@ -249,11 +249,11 @@ def test_config_composes(make_cfg):
 
 
 def test_end_to_end_run(make_cfg, tmp_path):
-    from attn_study.run import train_and_test
+    from attn_study.run import run as run_job
 
     cfg = make_cfg("trainer=debug", "analysis=none", "logger=none", "dataset.source.n_train=64",
                    "dataset.source.n_dev=16", "dataset.source.n_test=16", "model=han", "encoder=gru",
                    "encoder.hidden_size=4", "model.network.embedding_dim=8")
-    summary = train_and_test(cfg, tmp_path / "run")
+    summary = run_job(cfg, tmp_path / "run")
     assert 0.0 <= summary["test/acc"] <= 1.0
     assert (tmp_path / "run" / "summary.json").is_file()

@@ -33,7 +33,7 @@ def test_complete_run_is_skipped_and_force_runs_it_again(make_cfg, tmp_path, cap
 def test_complete_results_of_another_config_are_never_overwritten(make_cfg, tmp_path):
     run(make_cfg(*QUICK), tmp_path)
     before = (tmp_path / "summary.json").read_bytes()
-    with pytest.raises(UserError, match=r"different configuration \(.*seed: 13 → 14.*force=true"):
+    with pytest.raises(UserError, match=r"another configuration \(.*seed: 13 → 14.*force=true"):
         run(make_cfg(*QUICK, "seed=14"), tmp_path)
     assert run(make_cfg(*QUICK, "seed=14"), tmp_path, keep_going=True) is None
     assert (tmp_path / "summary.json").read_bytes() == before
@@ -75,10 +75,11 @@ def test_a_live_attempt_on_this_host_is_not_run_twice(make_cfg, tmp_path):
         sleeper.kill()
 
 
-def launch_and_stop(args, tmp_path, sig) -> float:
+def launch_and_stop(args, tmp_path, sig, output: bool = False):
     """Start ``args``; once a few epochs have their ``last.ckpt``, send ``sig``; return the seconds the
-    process took to end after the signal."""
-    proc = subprocess.Popen(args, cwd=REPO, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process took to end after the signal (with ``output``: and its stderr and exit code)."""
+    errors = tmp_path.parent / f"{tmp_path.name}.stderr"
+    proc = subprocess.Popen(args, cwd=REPO, env=cli_env(), stdout=subprocess.DEVNULL, stderr=errors.open("w"))
     last = tmp_path / "checkpoints" / "last.ckpt"
     deadline = time.time() + 120
     while not last.is_file() and time.time() < deadline and proc.poll() is None:
@@ -87,7 +88,8 @@ def launch_and_stop(args, tmp_path, sig) -> float:
     sent = time.time()
     proc.send_signal(sig)
     proc.wait(timeout=60)
-    return time.time() - sent
+    took = time.time() - sent
+    return (took, errors.read_text(), proc.returncode) if output else took
 
 
 def test_training_killed_mid_way_resumes_to_the_uninterrupted_result(tmp_path):
@@ -112,6 +114,8 @@ def test_training_killed_mid_way_resumes_to_the_uninterrupted_result(tmp_path):
     assert final["state"] == "complete" and final["attempt"] == 2
     assert summary(resumed)["train/epochs"] == 40 and not (resumed / "checkpoints" / "last.ckpt").exists()
     assert summary(resumed)["train/seconds"] > seconds_before > 0
+    # the run's own time counts the earlier attempt's training too (the report's minutes)
+    assert summary(resumed)["run/attempts"] == 2 and summary(resumed)["run/seconds"] > summary(resumed)["train/seconds"]
     uninterrupted = tmp_path / "uninterrupted"
     out = subprocess.run(args(uninterrupted), cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -119,11 +123,13 @@ def test_training_killed_mid_way_resumes_to_the_uninterrupted_result(tmp_path):
         assert summary(resumed)[key] == summary(uninterrupted)[key], key
 
 
-def test_sigterm_stops_training_at_once_and_leaves_a_resumable_run(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_training_at_once_says_so_and_leaves_a_resumable_run(tmp_path, sig):
     args = [sys.executable, "-m", "attn_study.cli", *QUICK, "trainer.max_epochs=400", "trainer.limit_train_batches=3",
             f"hydra.run.dir={tmp_path}"]
-    took = launch_and_stop(args, tmp_path, signal.SIGTERM)
+    took, stderr, code = launch_and_stop(args, tmp_path, sig, output=True)
     assert took < 10
+    assert code == 128 + sig and f"stopped by {signal.Signals(sig).name}; launch the run again to resume" in stderr
     assert status(tmp_path)["state"] == "running"
     import torch
 

@@ -1,0 +1,262 @@
+"""Nothing lost, nothing mislabelled: what a run directory holds survives every relaunch that is refused, runs
+are built only on finished runs, meaningless settings are refused before training, and every user mistake
+is one line naming the option or file."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from attn_study import saved
+from attn_study.analyze import analyze
+from attn_study.errors import UserError
+from attn_study.run import out_of_space, run
+from attn_study.sweep import state
+from tests.helpers import REPO, TINY, cli_env, compose_config, status, summary
+
+QUICK = [*TINY, "logger=csv", "encoder=average", "encoder.hidden_size=8"]
+
+
+def files_of(run_dir: Path) -> dict:
+    return {p: p.read_bytes() for p in Path(run_dir).rglob("*") if p.is_file()}
+
+
+@pytest.fixture
+def complete_run(tmp_path):
+    run_dir = tmp_path / "run"
+    run(compose_config(*QUICK), run_dir)
+    return run_dir
+
+
+# -- results lost or relabelled ----------------------------------------------------------------------
+
+def test_results_without_a_status_are_unknown_and_never_deleted(complete_run):
+    (complete_run / "status.json").unlink()
+    before = files_of(complete_run)
+    with pytest.raises(UserError, match=r"holds results but no status.json.*unknown.*nothing was changed.*force=true"):
+        run(compose_config(*QUICK[:-2], "encoder=lstm", "encoder.hidden_size=8"), complete_run)
+    assert run(compose_config(*QUICK, "seed=14"), complete_run, keep_going=True) is None
+    assert files_of(complete_run) == before
+
+
+def test_a_status_that_is_not_a_status_is_unreadable(complete_run):
+    (complete_run / "status.json").write_text("[]")
+    before = files_of(complete_run)
+    with pytest.raises(UserError, match="status.json is unreadable"):
+        run(compose_config(*QUICK), complete_run)
+    assert files_of(complete_run) == before
+
+
+def cli(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "attn_study.cli", *args], cwd=REPO, env=cli_env(),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_refused_relaunch_leaves_the_runs_record_of_itself_untouched(tmp_path):
+    """Through the CLI (Hydra writes its config files before the job starts): the relaunch with another
+    encoder and seed is refused, and the run's .hydra/ still says what the results are, so the report and
+    attn-study-analyze read the LSTM of seed 13."""
+    run_dir = tmp_path / "run"
+    base = [*TINY, "logger=csv", "encoder.hidden_size=8"]
+    first = cli(*base, f"hydra.run.dir={run_dir}")
+    assert first.returncode == 0, first.stderr[-2000:]
+    record = {p.name: p.read_bytes() for p in (run_dir / ".hydra").iterdir()}
+    assert set(record) == {"config.yaml", "overrides.yaml", "hydra.yaml"}
+    again = cli(*base, "encoder=gru", "seed=14", f"hydra.run.dir={run_dir}")
+    assert again.returncode == 2
+    assert again.stderr.strip().splitlines()[-1].startswith("attn-study: error: ")
+    assert "encoder.name: 'lstm' → 'gru'" in again.stderr and "hydra.run.dir" in again.stderr
+    assert {p.name: p.read_bytes() for p in (run_dir / ".hydra").iterdir()} == record
+    assert saved.run_config(run_dir).encoder.name == "lstm" and saved.run_config(run_dir).seed == 13
+
+
+def test_a_run_is_built_only_on_a_complete_run(complete_run, tmp_path):
+    state._write(complete_run, {**status(complete_run), "state": "running", "pid": 999999999})  # killed
+    options = (["attention=preloaded", f"attention.source={complete_run}"],
+               ["training=model_consistent_adversary", f"training.base={complete_run}"],
+               ["analysis=[wiegreffe_pinter]", f"analysis.wiegreffe_pinter.base={complete_run}"],
+               ["model=selector", f"explainer.target={complete_run}", "analysis=[]"])
+    for i, extra in enumerate(options):
+        with pytest.raises(UserError, match=r"is not complete \(state: running\).*force=true"):
+            run(compose_config(*QUICK, *extra), tmp_path / f"built{i}")
+        assert not (tmp_path / f"built{i}" / "checkpoints").exists(), extra  # refused before training
+    summary_ = run(compose_config(*QUICK, *options[0], "force=true"), tmp_path / "forced")
+    assert summary_["test/acc"] >= 0
+
+
+def test_analysing_an_unfinished_run_does_not_make_it_look_finished(complete_run):
+    (complete_run / "attention.parquet").unlink()
+    state._write(complete_run, {**status(complete_run), "state": "failed"})
+    args = [f"ckpt_path={complete_run}", "analysis=[jain_wallace]", "analysis.jain_wallace.tests=[correlation]",
+            "use_loggers=false"]
+    with pytest.raises(UserError, match=r"ckpt_path=.*not complete \(state: failed\)"):
+        analyze(compose_config(*args, name="analyze"))
+    analyze(compose_config(*args, "force=true", name="analyze"))
+    assert (complete_run / "analysis" / "jain_wallace" / "summary.json").is_file()
+    assert not (complete_run / "attention.parquet").exists() and status(complete_run)["state"] == "failed"
+    with pytest.raises(UserError, match="not complete"):  # still no base for another run
+        run(compose_config(*QUICK, "attention=preloaded", f"attention.source={complete_run}"),
+            complete_run.parent / "on_it")
+
+
+# -- configurations that produce meaningless numbers ----------------------------------------------------
+
+REFUSED = {
+    "trainer.max_epochs=0": "trainer.max_epochs=0: give a number of epochs",
+    "trainer.max_epochs=-1": "trainer.max_epochs=-1 trains until early stopping, and callbacks has none",
+    "recipe=jain_wallace trainer.max_epochs=1": r"no epoch can be chosen as the best checkpoint",
+    "training=random_attention_pretraining training.pretrain_epochs=1": r"no epoch can be chosen",
+    "training=model_consistent_adversary training.lam=-1": r"training.lam=-1: must be >= 0",
+    "analysis.jain_wallace.p_threshold=2": r"analysis.jain_wallace.p_threshold=2: must lie strictly between 0 and 1",
+    "analysis=[faithfulness] analysis.faithfulness.ig_steps=0": r"analysis.faithfulness.ig_steps=0: must be >= 1",
+    "dataset=synthetic_markers dataset.inject.count=-1": r"dataset.inject.count=-1: must be >= 0",
+    "analysis.jain_wallace.every_n_epochs=1.5": r"every_n_epochs=1.5: must be a whole number",
+    "model=selector": r"analysis=jain_wallace compares a soft attention.*selector",
+    "model=selector analysis=[sparsity]": r"analysis=sparsity .*selector",
+    "model=selector analysis=[serrano_smith]": r"analysis=serrano_smith .*selector",
+    "+model.optimizer.lrr=0.01": r"model.optimizer.lrr: no such setting \(did you mean lr\?\)",
+    "seed=-1": r"seed=-1: must be >= 0",
+    "seed=abc": r"seed=abc: must be a whole number",
+    "threads=-1": r"threads=-1: must be >= 1",
+    "dataset=synthetic_markers dataset.inject.count=abc": r"dataset.inject.count=abc: must be a whole number",
+    "dataset=synthetic_markers dataset.inject.seed=xyz": r"dataset.inject.seed=xyz: must be a whole number",
+    "analysis.jain_wallace.every_n_epochs=abc": r"every_n_epochs=abc: must be a whole number",
+    "++analysis.jain_wallace.max_instance=20": r"analysis.jain_wallace.max_instance: no such setting \(did you mean "
+                                                r"max_instances\?\)",
+    "callbacks.model_checkpoint.monitor=val/bogus": r"monitor=val/bogus: the run logs no such key; choose from",
+    "analysis.jain_wallace.permutations=0": r"permutations=0: must be >= 1",
+    "analysis.jain_wallace.adversaries=0": r"adversaries=0: must be >= 1",
+    "+trainer.max_epoch=3": r"trainer.max_epoch: no such setting \(did you mean max_epochs\?\)",
+    "+encoder.hiden_size=3": r"encoder.hiden_size: no such setting \(did you mean hidden_size\?\)",
+}
+
+
+@pytest.mark.parametrize("overrides", list(REFUSED))
+def test_meaningless_settings_are_refused_in_one_line_before_anything_runs(overrides, tmp_path):
+    extra = overrides.split()
+    family = [] if any(o.startswith("analysis=") for o in extra) else ["analysis=[jain_wallace]"]
+    with pytest.raises(UserError, match=REFUSED[overrides]) as err:
+        run(compose_config(*[o for o in QUICK if o != "analysis=[]"], *family, *extra), tmp_path / "run")
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / "run" / "checkpoints").exists()  # before training
+    if not overrides.startswith("model=selector"):  # these are known from the config alone: nothing written
+        assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
+
+
+def test_a_gpu_asked_for_on_a_machine_without_one_is_refused(tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(UserError, match="trainer=gpu: this machine has no CUDA GPU.*trainer=auto"):
+        run(compose_config(*QUICK, "trainer=gpu"), tmp_path / "run")
+
+
+def test_real_words_as_markers_are_flagged(tmp_path):
+    done = run(compose_config(*QUICK, "analysis=[]", "dataset=synthetic_markers", "dataset.inject.tokens=[not,good]"),
+               tmp_path / "run")
+    assert any("dataset.inject.tokens" in w and "already hold" in w for w in done["warnings"])
+    assert any("already hold" in w for w in status(tmp_path / "run")["warnings"])
+
+
+# -- one line where a traceback was -------------------------------------------------------------------
+
+def test_a_process_that_reused_the_pid_does_not_block_the_run(complete_run):
+    other = os.getppid()  # alive, and started long before this status was written ...
+    state._write(complete_run, {**status(complete_run), "state": "running", "pid": other, "started": time.time()})
+    with pytest.raises(UserError, match=f"being run by process {other}.*force=true"):
+        run(compose_config(*QUICK), complete_run)
+    run(compose_config(*QUICK, "force=true"), complete_run)  # the user knows better
+    assert status(complete_run)["state"] == "complete"
+    # ... a status written before that process started is not that process's
+    state._write(complete_run, {**status(complete_run), "state": "running", "pid": other, "started": 1.0})
+    assert not state.still_running(status(complete_run))
+
+
+def test_a_directory_that_cannot_be_written_is_one_line(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    with pytest.raises(UserError, match=r"a_file/run: cannot write there.*choose another hydra.run.dir"):
+        run(compose_config(*QUICK), blocker / "run")
+    from attn_study.report.cli import build_report
+
+    run(compose_config(*QUICK, "analysis=[]"), tmp_path / "one")
+    with pytest.raises(UserError, match=r"cannot write .*a_file/report.*--out"):
+        build_report(tmp_path / "one", blocker / "report")
+
+
+def test_a_read_only_cache_builds_the_data_in_memory(tmp_path, monkeypatch):
+    from attn_study.data import processed
+
+    def refuse(*_args, **_kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(processed, "_write_atomic", refuse)
+    assert run(compose_config(*QUICK, "analysis=[]"), tmp_path / "run")["test/acc"] >= 0
+
+
+def test_a_full_disk_is_said_in_one_line(tmp_path, monkeypatch):
+    full = OSError(errno.ENOSPC, "No space left on device")
+    assert "no space left on the device of" in str(out_of_space(full, tmp_path, "hydra.run.dir"))
+    err = RuntimeError("[enforce fail at inline_container.cc] unexpected pos 512 vs 128")
+    err.__context__ = full
+    assert "no space left on the device of" in str(out_of_space(err, tmp_path, "hydra.run.dir"))
+    assert out_of_space(RuntimeError("something else"), tmp_path, "hydra.run.dir") is None
+    import shutil
+
+    monkeypatch.setattr(shutil, "disk_usage", lambda _path: shutil._ntuple_diskusage(100, 100, 0))
+    assert out_of_space(RuntimeError("unexpected pos 1 vs 2"), tmp_path, "hydra.run.dir") is not None
+
+
+def test_another_version_of_a_checkpoint_or_config_is_named(complete_run):
+    config = complete_run / ".hydra" / "config.yaml"
+    original = config.read_text()
+    config.write_text(original.replace("hidden_size: 8", "hidden_size: 9"))
+    with pytest.raises(UserError, match=r"best.ckpt: its weights are not this model's \(other shapes: .*another version"):
+        analyze(compose_config(f"ckpt_path={complete_run}", "use_loggers=false", name="analyze"))
+    config.write_text(original.replace("amsgrad: true", "amsgrad: true\n    momentum: 0.9"))
+    with pytest.raises(UserError, match=r"made by another version of attn_study.*model.optimizer.momentum"):
+        analyze(compose_config(f"ckpt_path={complete_run}", "use_loggers=false", name="analyze"))
+
+
+def test_a_base_run_on_other_texts_is_refused_before_training(complete_run, tmp_path):
+    """The synthetic task's uids are test-0 … for every seed: the texts are compared, not only the uids."""
+    with pytest.raises(UserError, match=r"its test instances differ"):
+        run(compose_config(*QUICK, "seed=14", "analysis=[wiegreffe_pinter]",
+                           f"analysis.wiegreffe_pinter.base={complete_run}"), tmp_path / "other")
+    assert not (tmp_path / "other" / "checkpoints").exists()
+    frame = pd.read_parquet(complete_run / "attention.parquet")
+    assert frame["text"].str.startswith("test-").all()
+
+
+def config_options() -> list[str]:
+    """``group=option`` for every option of every group the schema covers (experiments and sweeps included)."""
+    conf = REPO / "conf"
+    out = []
+    for group in ("dataset", "model", "training", "encoder", "attention", "projection", "trainer", "logger",
+                  "recipe", "experiment", "sweep", "callbacks", "analysis"):
+        for path in sorted((conf / group).rglob("*.yaml")):
+            name = str(path.relative_to(conf / group).with_suffix(""))
+            if not Path(name).name.startswith("_") and name != "none":
+                out.append(f"{group}=[{name}]" if group in ("callbacks", "analysis", "logger") else f"{group}={name}")
+    # early stopping watches what the checkpoint does; Serrano & Smith's recipe has rows for its own datasets
+    return [{"callbacks=[early_stopping]": "callbacks=[model_checkpoint,early_stopping]",
+             "recipe=serrano_smith": "recipe=serrano_smith dataset=yelp model=han encoder=gru"}.get(o, o) for o in out]
+
+
+@pytest.mark.parametrize("option", config_options())
+def test_every_option_of_every_group_passes_the_schema(option):
+    """The schema (attn_study/config.py) and the constructors' parameters know every setting the configs
+    themselves use: adding a setting to a YAML without it fails here."""
+    from attn_study.build import check_components
+    from attn_study.config import check_config
+
+    cfg = compose_config(*option.split())
+    check_config(cfg)
+    check_components(cfg)
