@@ -4,6 +4,8 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 ARGS   ?=
+# pytest-xdist workers for `make test` (one torch thread each: tests/conftest.py)
+WORKERS ?= 2
 
 .PHONY: setup run test test-slow clean-cache
 
@@ -21,7 +23,7 @@ run: setup
 	$(BIN)/attn-study $(ARGS)
 
 test: setup
-	$(BIN)/python -m pytest $(ARGS)
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadscope $(ARGS)
 
 test-slow: setup
 	$(BIN)/python -m pytest -m slow $(ARGS)

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import os
+
+if os.environ.get("PYTEST_XDIST_WORKER"):  # `make test` runs two workers: one torch thread each, subprocesses too
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = "1"
+
 import pytest
+import torch
 
 from tests.helpers import compose_config
+
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    torch.set_num_threads(1)
 
 
 @pytest.fixture(autouse=True)

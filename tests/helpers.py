@@ -108,12 +108,17 @@ class StubData:
 
     name = "toy"
 
-    def __init__(self, batch: dict, num_classes: int = 2):
+    def __init__(self, batch: dict, num_classes: int = 2, serve_order=None):
+        """``serve_order``: a permutation of the instances — the loader then serves row r as instance
+        ``serve_order[r]``, so that a batch's rows are not the split's positions (a lookup by row shows)."""
         self.batch, self.num_classes = batch, num_classes
         lengths = batch["lengths"].tolist()
         ids = [batch["ids"][r, :n].numpy() for r, n in enumerate(lengths)]
         self._split = SimpleNamespace(ids=ids, uids=[f"t{i}" for i in range(len(ids))], lengths=np.array(lengths),
                                       labels=batch["labels"].numpy(), boundary="token_mask" in batch)
+        if serve_order is not None:
+            order = torch.as_tensor(list(serve_order))
+            self.batch = {k: v[order] if torch.is_tensor(v) and v.shape[:1] == order.shape else v for k, v in batch.items()}
         self.data = SimpleNamespace(label_names=[f"class {k}" for k in range(num_classes)])
         self.vocab = SimpleNamespace(decode=lambda ids: [str(i) for i in ids])
 

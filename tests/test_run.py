@@ -131,3 +131,16 @@ def test_user_mistakes_of_the_command_line_get_one_line(tmp_path):
         errors = [line for line in proc.stderr.splitlines() if ": error:" in line]
         assert proc.returncode == 2 and len(errors) == 1 and says in errors[0], (args, proc.stderr[-1500:])
         assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("rule", [["training.select_from_epoch=2"],
+                                  ["training=random_attention_pretraining", "training.pretrain_epochs=2"]])
+def test_the_checkpoint_tested_is_the_best_of_the_epochs_that_may_be_chosen(make_cfg, tmp_path, rule):
+    """With a learning rate too small to change anything, every epoch scores the same on dev and the first
+    candidate stays the best (ties never replace it): the tested checkpoint is epoch 2 — the first that the rule
+    (Jain & Wallace's select_from_epoch, or the end of random-attention pretraining) lets be chosen — not 0."""
+    import torch
+
+    run_dir = tmp_path / "run"
+    train_and_test(make_cfg(*TINY, "trainer.max_epochs=3", "model.optimizer.lr=1e-12", "logger=csv", *rule), run_dir)
+    assert torch.load(run_dir / "checkpoints" / "best.ckpt", weights_only=False)["epoch"] == 2

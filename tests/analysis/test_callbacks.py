@@ -201,3 +201,21 @@ def test_the_readme_plain_lightning_example_runs_as_written(tmp_path):
     assert summary["jw/tau_grad/mean"] == pytest.approx(tau)
     assert len(pd.read_csv(folder / "epochs.csv")) == 4
     assert summary["jw/n_instances"] == 100
+
+
+def test_every_familys_own_summary_is_strict_json_with_undefined_values_as_null(make_cfg, tmp_path):
+    """Uniform attention leaves every τ with attention undefined: each family's analysis/<family>/summary.json
+    (not only the run's) must say null, never the bare NaN that strict JSON readers refuse, and hold the same
+    values as the run's summary."""
+    run = tmp_path / "run"
+    run_job(tiny("attention=uniform", "analysis=[jain_wallace,sparsity]", "analysis.jain_wallace.tests=[correlation]",
+                 "analysis.sparsity.tests=[input]", "logger=csv"), run)
+    whole = json.loads((run / "summary.json").read_text())
+
+    def strict(text):
+        return json.loads(text, parse_constant=lambda name: pytest.fail(f"bare {name} in a summary"))
+
+    for family, key in (("jain_wallace", "jw/tau_grad/mean"), ("sparsity", "sp/tau/attn_g_input/mean")):
+        own = strict((run / "analysis" / family / "summary.json").read_text())
+        assert own[key] is None and whole[key] is None
+        assert {k: v for k, v in whole.items() if k in own} == own

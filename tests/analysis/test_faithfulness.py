@@ -168,7 +168,7 @@ def test_auprc_and_ap_equal_the_threshold_by_threshold_definition():
         assert (auprc[r].item(), ap[r].item()) == pytest.approx(expected)
 
 
-@pytest.mark.parametrize(("length", "positives"), [(1, 1), (2, 1), (5, 2), (6, 3), (7, 1), (6, 6)])
+@pytest.mark.parametrize(("length", "positives"), [(1, 1), (2, 1), (2, 2), (5, 2), (6, 3), (7, 1), (6, 6)])
 def test_chance_levels_are_the_means_over_every_permutation(length, positives):
     truth = [True] * positives + [False] * (length - positives)
     ranks = [float(length - i) for i in range(length)]  # distinct scores: a ranking
@@ -258,6 +258,25 @@ def test_known_rationales_rank_above_chance(trained):
     assert summary["ff/loo/sufficiency/aopc/mean"] <= summary["ff/random/sufficiency/aopc/mean"]
 
 
+def test_the_trained_runs_curves_are_its_models(trained):
+    """The end-to-end run's comprehensiveness and sufficiency of leave-one-out and attention at 20 % and 50 %,
+    recomputed from the saved model instance by instance (tests/reference.py)."""
+    from attn_study import saved
+    from tests import reference as ref
+
+    run, _ = trained
+    loaded = saved.load(run)
+    model, split = loaded.model.double(), loaded.datamodule.split("test")
+    frame = pd.read_parquet(run / "analysis" / "faithfulness" / "instances.parquet").set_index("index")
+    for i in frame.index[:5]:
+        text = split.ids[i].tolist()
+        for method, scores in (("attention", ref.attention(model, text)), ("loo", ref.signed_leave_one_out(model, text))):
+            for fraction, part in ((0.2, "k20"), (0.5, "k50")):
+                comp, suff = ref.removal(model, text, scores, fraction)
+                assert frame.loc[i, f"{method}_comp_{part}"] == pytest.approx(comp, abs=1e-5), (i, method, part)
+                assert frame.loc[i, f"{method}_suff_{part}"] == pytest.approx(suff, abs=1e-5), (i, method, part)
+
+
 def test_faithfulness_outputs(trained):
     run, summary = trained
     folder = run / "analysis" / "faithfulness"
@@ -282,3 +301,69 @@ def test_faithfulness_outputs(trained):
     on_disk = json.loads((run / "summary.json").read_text())
     assert on_disk["ff/loo/auprc/mean"] == summary["ff/loo/auprc/mean"]
     assert "ff/loo/auprc/mean" in (run / "csv" / "metrics.csv").read_text().splitlines()[0]
+
+
+@pytest.mark.parametrize("boundary", [False, True])
+def test_every_curve_and_rationale_score_equals_its_definition_instance_by_instance(boundary):
+    """Comprehensiveness and sufficiency at every k, and AUPRC / AP / token F1 against known rationales, in the
+    family's frame — batches of 2 whose rows are not the split's order — equal ERASER's definitions worked out
+    for each instance alone, for the methods whose scores have no ties (tests/reference.py)."""
+    from attn_study.analysis.callback import analysis_mode
+    from attn_study.analysis.faithfulness import Faithfulness
+    from attn_study.data.datamodule import collate
+    from tests import reference as ref
+    from tests.helpers import SOS_ID, EOS_ID, StubData
+
+    model = tiny_model(partial(encoders.RNNEncoder, hidden_size=4), num_classes=3, double=True, seed=5)
+    texts = [[5, 6, 7, 8, 9, 10, 11, 12, 13, 14], [12, 13, 14, 15], [16, 17, 18, 19, 20, 21, 2], [4, 9], [7]]
+    truths = [(1, 4), (0,), (2, 3, 5), (1,), (0,)]
+    shift = 1 if boundary else 0
+    items = [{"index": i, "ids": ([SOS_ID, *t, EOS_ID] if boundary else t), "label": i % 3, "boundary": boundary,
+              "rationale": tuple(p + shift for p in truth)} for i, (t, truth) in enumerate(zip(texts, truths))]
+    batch = collate(items, num_classes=3)
+    data = StubData(batch, 3, serve_order=[3, 0, 4, 2, 1])
+    methods = ["attention", "gradient", "input_x_gradient", "loo"]
+    with analysis_mode(model):
+        frame = Faithfulness(batch_size=2, methods=methods).measure(
+            model, data, "test", np.arange(len(texts)), ["removal", "rationale"]).frame.set_index("index")
+    for i, text in enumerate(texts):
+        row = frame.loc[i]
+        scores = {"attention": ref.attention(model, text, boundary), "gradient": ref.gradient_jw(model, text, boundary),
+                  "input_x_gradient": ref.input_x_gradient(model, text, boundary),
+                  "loo": ref.signed_leave_one_out(model, text, boundary)}
+        truth = [t in truths[i] for t in range(len(text))]
+        for method, values in scores.items():
+            for fraction in FRACTIONS:
+                comp, suff = ref.removal(model, text, values, fraction, boundary)
+                percent = f"k{round(fraction * 100, 6):g}"
+                assert row[f"{method}_comp_{percent}"] == pytest.approx(comp, abs=1e-9, nan_ok=True), (i, method, fraction)
+                assert row[f"{method}_suff_{percent}"] == pytest.approx(suff, abs=1e-9, nan_ok=True), (i, method, fraction)
+            auprc, ap = pr_curve_by_hand(list(values), truth)
+            assert (row[f"{method}_auprc"], row[f"{method}_ap"]) == pytest.approx((auprc, ap)), (i, method)
+            top = set(np.argsort(-values, kind="stable")[:sum(truth)].tolist())
+            assert row[f"{method}_token_f1"] == pytest.approx(sum(truth[t] for t in top) / sum(truth)), (i, method)
+
+
+def test_rankings_left_to_the_tie_break_are_counted_and_iou_f1_has_its_interval():
+    """Uniform attention scores every token alike: each instance of two tokens or more has its attention ranking
+    decided by the random tie-break alone, and the summary counts them all (one-token texts are too short);
+    IOU F1 is the F1 of the mean IOU precision and recall, inside its bootstrap interval."""
+    from attn_study.analysis.callback import analysis_mode
+    from attn_study.analysis.faithfulness import Faithfulness
+    from attn_study.data.datamodule import collate
+    from tests.helpers import StubData
+
+    model = tiny_model(scorer=attention.UniformScorer, double=True)
+    texts = [[5, 6, 7, 8], [9, 10], [11], [12, 13, 14, 15, 16]]
+    batch = collate([{"index": i, "ids": t, "label": 0, "rationale": (0,)} for i, t in enumerate(texts)], num_classes=2)
+    analysis = Faithfulness(methods=["attention", "gradient"], fractions=[0.5])
+    with analysis_mode(model):
+        measured = analysis.measure(model, StubData(batch), "test", np.arange(4), ["removal", "rationale"])
+    summary = analysis.summarise(measured, ["removal", "rationale"])
+    assert summary["ff/attention/constant_scores"] == 3 and summary["ff/gradient/constant_scores"] == 0
+    assert summary["ff/dropped/too_short"] == 1
+    frame = measured.frame
+    p, r = frame["attention_iou_precision"].mean(), frame["attention_iou_recall"].mean()
+    value = summary["ff/attention/iou_f1/value"]
+    assert value == pytest.approx(2 * p * r / (p + r) if p + r else 0.0)
+    assert summary["ff/attention/iou_f1/ci_low"] <= value <= summary["ff/attention/iou_f1/ci_high"]

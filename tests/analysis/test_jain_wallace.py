@@ -237,3 +237,107 @@ def test_predicted_class_gradient_equals_per_instance_autograd():
                                    rtol=1e-5, atol=1e-7)
     summed = gradient_importance(model, batch, normalise=False, classes="sum")
     assert not torch.allclose(summed, got)  # three classes: the sum is another importance
+
+
+@pytest.mark.parametrize("boundary", [False, True])
+@pytest.mark.parametrize("num_classes", [2, 3])
+def test_correlations_equal_their_definition_instance_by_instance(num_classes, boundary):
+    """τ(α, g), τ(α, Δŷ), τ(g, Δŷ) and their p-values in the family's frame — batches of 2 whose rows are not the
+    split's order — equal scipy's on the quantities worked out for each instance alone (tests/reference.py);
+    the frame's length, prediction and largest weight too."""
+    import numpy as np
+
+    from attn_study.analysis.callback import analysis_mode
+    from attn_study.analysis.jain_wallace import JainWallace
+    from tests import reference as ref
+    from tests.helpers import StubData
+
+    model = tiny_model(num_classes=num_classes, double=True, seed=11)
+    texts = [*SEQS, [7], [8, 8, 8]]
+    batch = token_batch(texts, boundary=boundary)
+    data = StubData(batch, num_classes, serve_order=[4, 1, 5, 0, 3, 2])
+    with analysis_mode(model):
+        frame = JainWallace(batch_size=2, tests=["correlation"]).measure(
+            model, data, "test", np.arange(len(texts)), ["correlation"]).frame.set_index("index")
+    for i, text in enumerate(texts):
+        row = frame.loc[i]
+        alpha = ref.attention(model, text, boundary)
+        grad, loo = ref.gradient_jw(model, text, boundary), ref.leave_one_out(model, text, boundary)
+        assert row["length"] == len(text) and row["prediction"] == ref.predicted(model, text, boundary)
+        assert row["max_attention"] == pytest.approx(alpha.max())
+        for name, (a, b) in {"tau_grad": (alpha, grad), "tau_loo": (alpha, loo), "tau_grad_loo": (grad, loo)}.items():
+            tau, p = ref.tau(a, b)
+            assert row[name] == pytest.approx(tau, abs=1e-7, nan_ok=True), (i, name)
+            assert row[name.replace("tau", "p")] == pytest.approx(p, rel=1e-6, abs=1e-12, nan_ok=True), (i, name)
+            assert pd.isna(row[f"{name}_dropped"]) == (not math.isnan(tau)), (i, name)
+
+
+def test_the_summary_of_a_hand_made_frame():
+    """Every key of the family's summary from a frame whose numbers are chosen by hand: the per-class means, the
+    significant fractions (p ≤ 0.05 among the defined τ), the Figs 3–4 differences, the permutation and
+    adversarial statistics and the ε settings."""
+    import numpy as np
+
+    from attn_study.analysis.callback import Measured
+    from attn_study.analysis.jain_wallace import JainWallace
+
+    frame = pd.DataFrame({
+        "prediction": [0, 0, 1, 1],
+        "tau_grad": [0.2, 0.4, float("nan"), 0.8], "p_grad": [0.01, 0.2, float("nan"), 0.05],
+        "tau_loo": [0.1, 0.3, 0.5, 0.7], "p_loo": [0.5, 0.5, 0.04, 0.5],
+        "tau_grad_loo": [0.6, 0.6, 0.9, 0.9], "p_grad_loo": [0.0, 0.0, 0.0, 0.0],
+        "tau_grad_dropped": [None, None, "too_short", None], "tau_loo_dropped": [None] * 4,
+        "tau_grad_loo_dropped": [None] * 4,
+        "perm_median_tvd": [0.01, 0.03, 0.2, 0.4], "adv_emax_jsd": [0.6, 0.2, 0.0, 0.69],
+        "adv_feasible": [3, 1, 0, 5]})
+    family = JainWallace(p_threshold=0.05)
+    summary = family.summarise(Measured(frame, {"correlation": 1.5}, {"epsilon": 0.01, "select_epsilon": 0.05}),
+                               ["correlation", "permutation", "adversarial"])
+    assert summary["jw/n_instances"] == 4
+    assert (summary["jw/adv/epsilon"], summary["jw/adv/select_epsilon"]) == (0.01, 0.05)
+    assert summary["jw/tau_grad/mean"] == pytest.approx(np.mean([0.2, 0.4, 0.8]))
+    assert summary["jw/tau_grad/n"] == 3 and summary["jw/tau_grad/sig_frac"] == pytest.approx(2 / 3)
+    assert summary["jw/tau_grad/class_0/mean"] == pytest.approx(0.3)
+    assert summary["jw/tau_grad/class_1/sig_frac"] == 1.0 and summary["jw/tau_grad/class_1/n"] == 1
+    assert summary["jw/tau_loo/sig_frac"] == 0.25 and summary["jw/tau_loo/class_1/std"] == pytest.approx(0.1)
+    assert summary["jw/dropped/tau_grad/total"] == 1 and summary["jw/dropped/tau_grad/too_short"] == 1
+    assert summary["jw/diff/grad_loo_minus_attn_loo/mean"] == pytest.approx(np.mean([0.5, 0.3, 0.4, 0.2]))
+    assert summary["jw/diff/grad_loo_minus_attn_grad/class_0/mean"] == pytest.approx(np.mean([0.4, 0.2]))
+    assert summary["jw/perm/median_tvd/median"] == pytest.approx(0.115)
+    assert summary["jw/perm/median_tvd/class_1/mean"] == pytest.approx(0.3)
+    assert summary["jw/adv/emax_jsd/mean"] == pytest.approx(np.mean([0.6, 0.2, 0.0, 0.69]))
+    assert summary["jw/adv/emax_jsd/frac_above_0.5"] == 0.5 and summary["jw/adv/emax_jsd/class_0/frac_above_0.5"] == 0.5
+    assert summary["jw/adv/none_feasible_frac"] == 0.25 and summary["jw/adv/class_1/none_feasible_frac"] == 0.5
+    assert summary["jw/seconds/correlation"] == 1.5
+
+
+def test_permutations_and_adversaries_are_each_instances_own():
+    """The frame's median permutation TVD and ε-max JSD of each instance — batches of 2 whose rows are not the
+    split's order — are those of that instance's own draws (seeding.instance_draws) worked out on it alone."""
+    import numpy as np
+
+    from attn_study.analysis.callback import analysis_mode
+    from attn_study.analysis.jain_wallace import JainWallace
+    from attn_study.analysis.seeding import instance_draws
+    from tests.helpers import StubData
+
+    model = tiny_model(num_classes=2, double=True, seed=3)
+    texts = [*SEQS, [7, 8, 9, 10, 11]]
+    family = JainWallace(batch_size=2, seed=4, permutations=9, adversaries=3, steps=15,
+                         tests=["permutation", "adversarial"])
+    with analysis_mode(model):
+        frame = family.measure(model, StubData(token_batch(texts), serve_order=[2, 4, 0, 3, 1]), "test",
+                               np.arange(len(texts)), ["permutation", "adversarial"]).frame.set_index("index")
+        for i, text in enumerate(texts):
+            single = token_batch([text])
+            enc, alpha, probs = predict(model, single)
+            index = torch.tensor([i])
+            draws = instance_draws(index, enc.mask, 4, "permutation", (9,), dtype=alpha.dtype)
+            change = permutation_tvd(model, enc, alpha, probs, draws)
+            assert frame.loc[i, "perm_median_tvd"] == pytest.approx(float(change.quantile(0.5)), abs=1e-12)
+            noise = instance_draws(index, enc.mask, 4, "adversary_init", (3,), normal=True, dtype=alpha.dtype)
+            _, tvds, jsds = adversarial_attention(model, enc, alpha, probs, k=3, steps=15, lr=family.lr, lam=family.lam,
+                                                  epsilon=0.01, noise=noise)
+            best, _, feasible = epsilon_max_jsd(tvds, jsds, 0.01)
+            assert frame.loc[i, "adv_emax_jsd"] == pytest.approx(float(best[0]), abs=1e-9)
+            assert frame.loc[i, "adv_feasible"] == int(feasible[0])

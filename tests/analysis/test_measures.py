@@ -253,12 +253,23 @@ def test_kendall_no_mask_and_tiny_rows():
 # ---------------------------------------------------------------- summarise
 
 
+def bootstrap_by_hand(values, resamples=1000, seed=0):
+    """The percentile interval, resample by resample: each draws n values with replacement (numpy's seeded
+    generator, one call of rng.integers per chunk of resamples, as the contract says), takes their mean."""
+    values = np.asarray(values, dtype=float)
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(0, len(values), size=(resamples, len(values)))
+    means = [values[r].mean() for r in rows]
+    return tuple(np.quantile(means, [0.025, 0.975]))
+
+
 def test_summarise_known_values():
     s = summarise(np.array([1.0, 2.0, np.nan, 4.0]))
-    low, high = bootstrap_ci([1.0, 2.0, 4.0])
+    low, high = bootstrap_by_hand([1.0, 2.0, 4.0])
     assert s == pytest.approx({"mean": 7 / 3, "ci_low": low, "ci_high": high, "std": math.sqrt(14 / 9),
                                "median": 2.0, "n": 3})
-    assert 1.0 <= low < 7 / 3 < high <= 4.0
+    # three values: every resample's mean is one of the 10 multisets' means, from 1 to 4
+    assert 1.0 <= low < 7 / 3 < high <= 4.0 and low in {1.0, 4 / 3, 5 / 3, 2.0} and high in {3.0, 10 / 3, 4.0}
     assert all(type(v) is float for k, v in s.items() if k != "n") and type(s["n"]) is int
     assert "sig_frac" not in s
 
@@ -286,6 +297,14 @@ def test_bootstrap_interval_covers_a_known_mean_at_the_nominal_rate():
         low, high = bootstrap_ci(rng.normal(mu, 1.0, size=n), seed=t)
         covered += low <= mu <= high
     assert 0.91 <= covered / trials <= 0.975
+
+
+@pytest.mark.parametrize("n", [7, 1000])
+def test_bootstrap_interval_is_the_quantiles_of_resampled_means(n):
+    """n = 1000 = the number of resamples: a mean over the wrong axis would not even change a shape there."""
+    values = np.random.default_rng(n).exponential(size=n)
+    assert bootstrap_ci(values) == pytest.approx(bootstrap_by_hand(values), rel=1e-12)
+    assert bootstrap_ci(values, seed=5) == pytest.approx(bootstrap_by_hand(values, seed=5), rel=1e-12)
 
 
 def test_bootstrap_interval_shrinks_as_n_grows_and_is_reproducible():

@@ -272,25 +272,56 @@ def small(*overrides):
 
 
 def test_shortcut_measures_on_injected_data(tmp_path):
+    """End to end on the synthetic task with markers: the summary's marker numbers are those recomputed from the
+    trained model itself, instance by instance (the markers' attention mass; whether one of the top 5 tokens is
+    a marker; the accuracy)."""
+    from attn_study import saved
+
     summary = run_job(small("dataset=synthetic_markers", "analysis=[shortcuts]", "logger=none"), tmp_path / "r")
-    for key in ("sc/accuracy", "sc/mask_only/accuracy", "sc/markers/mass/mean", "sc/markers/selected_frac",
-                "sc/markers/choice_label_accuracy", "sc/rationale/precision/mean"):
-        assert 0.0 <= summary[key] <= 1.0, key
-    assert summary["sc/markers/mass/mean"] > 0
+    trained = saved.load(tmp_path / "r")
+    split = trained.datamodule.split("test")
+    mass, selected, correct = [], [], []
+    frame = pd.read_parquet(tmp_path / "r" / "analysis" / "shortcuts" / "instances.parquet").set_index("index")
+    for i in range(len(split)):
+        batch = token_batch([split.ids[i].tolist()])
+        _, alpha, probs = predict(trained.model, batch)
+        markers = list(split.markers[i])
+        most = markers[int(alpha[0, markers].argmax())]  # the most attended marker: which token it is
+        assert frame.loc[i, "top_marker"] == split.ids[i][most]
+        mass.append(float(alpha[0, markers].sum()))
+        selected.append(bool(set(alpha[0].topk(min(5, alpha.shape[1])).indices.tolist()) & set(markers)))
+        correct.append(int(probs.argmax()) == int(split.labels[i]))
+    assert summary["sc/markers/mass/mean"] == pytest.approx(np.mean(mass), abs=1e-6)
+    assert summary["sc/markers/selected_frac"] == pytest.approx(np.mean(selected))
+    assert summary["sc/accuracy"] == pytest.approx(np.mean(correct))
     assert "sc/posthoc/accuracy" not in summary  # not an explainer
 
 
 def test_an_explainer_reproduces_its_black_box_and_is_scored_post_hoc(tmp_path):
+    """The explainer's post-hoc accuracy is recomputed by hand: the black box on each test text's selected
+    tokens alone (in order) against the black box on the whole text."""
+    from attn_study import saved
+
     black_box = tmp_path / "black_box"
     run_job(small("logger=none"), black_box)
     summary = run_job(small("model=selector", f"explainer.target={black_box}", "analysis=[shortcuts]",
-                                   "logger=csv"), tmp_path / "explainer")
-    assert 0.0 <= summary["sc/posthoc/accuracy"] <= 1.0
+                            "logger=csv"), tmp_path / "explainer")
+    explainer, box = saved.load(tmp_path / "explainer"), saved.load(black_box)
+    split = explainer.datamodule.split("test")
+    agree = []
+    for i in range(len(split)):
+        ids = split.ids[i].tolist()
+        _, alpha, _ = predict(explainer.model, token_batch([ids]))
+        kept = [w for t, w in enumerate(ids) if alpha[0, t] > 0]
+        full = predict(box.model, token_batch([ids]))[2].argmax().item()
+        alone = predict(box.model, token_batch([kept]))[2].argmax().item()
+        agree.append(full == alone)
+    assert summary["sc/posthoc/accuracy"] == pytest.approx(np.mean(agree))
     metrics = pd.read_csv(tmp_path / "explainer" / "csv" / "metrics.csv")
     assert metrics["val/fidelity"].notna().any()
     with pytest.raises(UserError, match=f"explainer.target={black_box}.*differ"):
         run_job(small("model=selector", f"explainer.target={black_box}", "seed=99", "logger=none"),
-                       tmp_path / "other")
+                tmp_path / "other")
 
 
 def test_smoke_bai_sweep_then_report(tmp_path):
@@ -309,3 +340,73 @@ def test_smoke_bai_sweep_then_report(tmp_path):
     one = json.loads(next(sweep.glob("model=flat,training=standard*/summary.json")).read_text())
     row = table[(table["method"] == "flat lstm") & (table["variant"] == "standard")].iloc[0]
     assert row["mask-only acc."] == pytest.approx(one["sc/mask_only/accuracy"])
+
+
+def hand_model():
+    """The by-hand model of test_mask_only_and_selected_only_by_hand: noenc, <unk> embedding 0, bias −0.25."""
+    model = tiny_model(encoders.NoEncoder, num_classes=2, double=True, seed=3, vocab=30)
+    model.embedding.weight[1].zero_()
+    model.output.bias.fill_(-0.25)
+    return model
+
+
+def test_a_selectors_mask_only_prediction_keeps_its_selection_and_blanks_the_content():
+    """For a selector the mask-only input is its predictor on <unk> everywhere with the selector's own choice of
+    positions (from the real text); selected-only is its ordinary prediction."""
+    model = SelectorPredictor(30, 2, partial(encoders.RNNEncoder, hidden_size=3), attention.AdditiveScorer, k=2,
+                              embedding_dim=4).double().eval()
+    batch = token_batch([[5, 6, 7, 8, 9], [10, 11, 12]])
+    enc, alpha, probs = predict(model, batch)
+    selection = (alpha > 0).double()
+    assert selection.sum(-1).tolist() == [2.0, 2.0]
+    blank = model.encode_selected({**batch, "ids": torch.full_like(batch["ids"], 1)}, selection)
+    expected = model.probabilities(model.decode(blank, alpha))
+    torch.testing.assert_close(neutral_predictions(model, batch, alpha), expected)
+    torch.testing.assert_close(neutral_predictions(model, batch, alpha, keep=selection.bool()), probs)
+
+
+def test_the_family_measures_what_its_definitions_say(tmp_path):
+    """The frame and summary of analysis=[shortcuts] on the by-hand model — batches of 2 whose rows are not the
+    split's order: mask-only predictions are σ(−0.25)'s class (0) for every text, so its accuracy is the share
+    of label 0; selected-only predictions and post-hoc agreement are recomputed by hand from the top-2 tokens;
+    rationale precision is |selected ∩ truth| / |selected|."""
+    from types import SimpleNamespace
+
+    from attn_study.data.datamodule import collate
+    from tests.helpers import StubData
+
+    model = hand_model()
+    black_box = tiny_model(encoders.NoEncoder, num_classes=2, double=True, seed=1, vocab=30)
+    texts = [[5, 6, 7, 8, 9, 10], [12, 13, 14], [20, 21, 22, 23], [24, 25, 26, 27, 28], [9, 8, 7, 6]]
+    labels, truths = [0, 1, 1, 0, 1], [(0, 1), (2,), (1, 2, 3), (4,), (0, 3)]
+    batch = collate([{"index": i, "ids": t, "label": y, "rationale": r}
+                     for i, (t, y, r) in enumerate(zip(texts, labels, truths))], num_classes=2)
+    analysis = Shortcuts(top_k=2, target="black_box", batch_size=2)
+    analysis._black_box = SimpleNamespace(model=black_box)
+    with analysis_mode(model):
+        measured = analysis.measure(model, StubData(batch, 2, serve_order=[2, 4, 0, 3, 1]), "test", np.arange(5),
+                                    ["mask_only", "selected_only", "rationale", "posthoc"])
+    frame = measured.frame.set_index("index")
+    summary = analysis.summarise(measured, ["mask_only", "selected_only", "rationale", "posthoc"])
+    assert (frame["mask_only_prediction"] == 0).all()
+    assert summary["sc/mask_only/accuracy"] == pytest.approx(np.mean(np.array(labels) == 0))
+    agree, kept_correct = [], []
+    for i, text in enumerate(texts):
+        single = token_batch([text])
+        _, alpha, probs = predict(model, single)
+        top = set(alpha[0].topk(2).indices.tolist())
+        emb = model.embedding.weight[torch.tensor(text)] * torch.tensor([[t in top] for t in range(len(text))])
+        logit = (alpha[0][:, None] * emb).sum(0) @ model.output.weight[0] - 0.25
+        assert frame.loc[i, "selected_only_prediction"] == int(logit > 0)
+        kept_correct.append(int(logit > 0) == labels[i])
+        assert frame.loc[i, "rationale_precision"] == pytest.approx(len(top & set(truths[i])) / 2)
+        full = predict(black_box, single)[2].argmax().item()
+        alone = predict(black_box, token_batch([[w for t, w in enumerate(text) if t in top]]))[2].argmax().item()
+        agree.append(full == alone)
+        assert frame.loc[i, "posthoc_agree"] == float(full == alone)
+    assert summary["sc/selected_only/accuracy"] == pytest.approx(np.mean(kept_correct))
+    chance = max(labels.count(0), labels.count(1)) / len(labels)
+    assert summary["sc/chance"] == pytest.approx(chance)
+    assert summary["sc/mask_only/above_chance"] == pytest.approx(summary["sc/mask_only/accuracy"] - chance)
+    assert summary["sc/posthoc/accuracy"] == pytest.approx(np.mean(agree))
+    assert not all(agree)  # the case is one where the selection alone changes the black box's mind

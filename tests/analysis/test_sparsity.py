@@ -24,6 +24,7 @@ from attn_study.analysis.measures import entropy
 from attn_study.analysis.sparsity import Sparsity
 from attn_study.models import encoders, projection
 from attn_study.run import run as run_job
+from tests import reference as ref
 from tests.helpers import TINY, StubData, compose_config, tiny_model, token_batch
 
 SEQS = [[5, 6, 7, 8, 9, 10, 11, 12, 13], [12, 13, 14], [15], [16, 17, 18, 19, 20, 2, 3], [4, 9]]
@@ -203,6 +204,73 @@ def trained(tmp_path_factory):
     return out
 
 
+@pytest.mark.parametrize("boundary", [False, True])
+@pytest.mark.parametrize("name", ["lstm", "cnn", "average"])
+def test_every_column_equals_its_definition_instance_by_instance(name, boundary):
+    """Each entropy and τ of the family's frame — batches of 2 whose rows are not the split's order, boundary
+    tokens or not, a sparse attention with zeros — equals the same statistic worked out from its definition on
+    the instance alone (tests/reference.py: ŷ's own gradients in float64, deletions re-running the model,
+    scipy's τ; the T×T gradients by one backward pass per position), and the summary's significant fractions
+    are those of those p-values."""
+    model = tiny_model(ENCODERS[name], proj=projection.Sparsemax, num_classes=3, double=True, seed=7)
+    model.scorer.v.weight.mul_(6.0)  # sharper scores: sparsemax leaves tokens at exactly 0
+    texts = [t for t in SEQS if len(t) > 1] + [[15]]
+    batch = token_batch(texts, labels=[0, 1, 2, 0, 1], boundary=boundary)
+    data = StubData(batch, 3, serve_order=[3, 0, 4, 2, 1])
+    tests = ["input", "intermediate", "input_hidden"]
+    analysis = Sparsity(batch_size=2, tests=tests)
+    with analysis_mode(model):
+        measured = analysis.measure(model, data, "test", np.arange(len(texts)), tests)
+    frame, summary = measured.frame.set_index("index"), analysis.summarise(measured, tests)
+    pvalues: dict[str, list] = {}
+    zeros = 0
+    for i, text in enumerate(texts):
+        row = frame.loc[i]
+        alpha = ref.attention(model, text, boundary)
+        zeros += int((alpha == 0).sum())
+        importances = {"attention": alpha, "g_input": ref.gradient_norm(model, text, boundary),
+                       "loo_input": ref.leave_one_out(model, text, boundary, predicted_class=True),
+                       "g_intermediate": ref.hidden_gradient(model, text, boundary),
+                       "loo_intermediate": ref.erase_each(model, text, boundary)}
+        assert row["length"] == len(text) and row["support"] == int((alpha > 0).sum())
+        for stat, values in importances.items():
+            expected = ref.normalised_entropy(values)
+            assert row[f"entropy_{stat}"] == pytest.approx(expected, abs=1e-7, nan_ok=True), (i, stat)
+            if stat != "attention":
+                tau, p = ref.tau(alpha, values / values.sum() if len(text) > 1 else values)
+                assert row[f"tau_attn_{stat}"] == pytest.approx(tau, abs=1e-7, nan_ok=True), (i, stat)
+                assert row[f"p_attn_{stat}"] == pytest.approx(p, rel=1e-6, abs=1e-12, nan_ok=True), (i, stat)
+                pvalues.setdefault(stat, []).append(p)
+        grid = per_p_loop(model, token_batch([text], boundary=boundary))[0].numpy()
+        inner = slice(1, len(text) + 1) if boundary else slice(0, len(text))
+        grid = grid[inner, inner]
+        per_p = [ref.normalised_entropy(grid[p]) for p in range(len(text))]
+        assert row["entropy_g_hidden"] == pytest.approx(np.mean(per_p) if len(text) > 1 else np.nan, abs=1e-7,
+                                                        nan_ok=True), i
+    assert zeros > 0  # the case has tokens sparsemax gives no weight
+    for stat, ps in pvalues.items():
+        ps = np.array([p for p in ps if not np.isnan(p)])
+        assert summary[f"sp/tau/attn_{stat}/n"] == len(ps)
+        assert summary[f"sp/tau/attn_{stat}/sig_frac"] == pytest.approx(np.mean(ps <= 0.05)), stat
+
+
+def test_an_importance_that_vanishes_is_dropped_with_its_reason():
+    """A decoder that ignores its input (output weights 0): every gradient and deletion changes nothing, so the
+    importance distributions are undefined — dropped, counted, and named zero_<importance>, not too_short."""
+    model = tiny_model(ENCODERS["lstm"], num_classes=2, double=True)
+    model.output.weight.zero_()
+    batch = token_batch(SEQS)
+    analysis = Sparsity(tests=["input"])
+    with analysis_mode(model):
+        measured = analysis.measure(model, StubData(batch), "test", np.arange(len(SEQS)), ["input"])
+    summary = analysis.summarise(measured, ["input"])
+    longer = sum(len(t) > 1 for t in SEQS)
+    for stat in ("g_input", "loo_input"):
+        assert summary[f"sp/dropped/entropy_{stat}/zero_{stat}"] == longer
+        assert summary[f"sp/dropped/entropy_{stat}/too_short"] == len(SEQS) - longer
+        assert summary[f"sp/entropy/{stat}/n"] == 0
+
+
 def test_sparsity_end_to_end_known_answers(trained):
     noenc, lstm, sparse = (trained[k][1] for k in ("noenc", "lstm", "sparsemax"))
     assert noenc["sp/entropy/g_hidden/mean"] <= 1e-6 and noenc["sp/diag_share/mean"] == pytest.approx(1.0)
@@ -214,6 +282,28 @@ def test_sparsity_end_to_end_known_answers(trained):
                 "sp/tau/attn_g_input/sig_frac", "sp/seconds/input_hidden"):
         assert key in lstm, key
         assert 0.0 <= lstm[key] <= 1.0 or key.startswith("sp/tau") and -1.0 <= lstm[key] <= 1.0, key
+
+
+def test_the_trained_runs_numbers_are_its_models(trained):
+    """The end-to-end run's per-instance entropies and τ, and its summary's means, recomputed from the saved model
+    instance by instance (tests/reference.py)."""
+    from attn_study import saved
+
+    run, summary = trained["sparsemax"]
+    model = saved.load(run).model.double()
+    split = saved.load(run).datamodule.split("test")
+    frame = pd.read_parquet(run / "analysis" / "sparsity" / "instances.parquet").set_index("index")
+    for i in frame.index[:6]:
+        text = split.ids[i].tolist()
+        alpha = ref.attention(model, text)
+        g = ref.gradient_norm(model, text)
+        loo = ref.leave_one_out(model, text, predicted_class=True)
+        assert frame.loc[i, "entropy_attention"] == pytest.approx(ref.normalised_entropy(alpha), abs=1e-5, nan_ok=True)
+        assert frame.loc[i, "entropy_g_input"] == pytest.approx(ref.normalised_entropy(g), abs=1e-5, nan_ok=True)
+        assert frame.loc[i, "tau_attn_loo_input"] == pytest.approx(ref.tau(alpha, loo / loo.sum())[0], abs=1e-5,
+                                                                   nan_ok=True)
+    assert summary["sp/entropy/g_input/mean"] == pytest.approx(frame["entropy_g_input"].mean())
+    assert summary["sp/support/frac/mean"] == pytest.approx((frame["support"] / frame["length"]).mean())
 
 
 def test_sparsity_outputs(trained):

@@ -78,10 +78,11 @@ def test_the_family_compares_a_run_with_its_base_file_by_instance(tmp_path):
                   "probabilities": shifted.tolist()}).to_parquet(tmp_path / keys.ATTENTION)
     (tmp_path / "summary.json").write_text("{}")  # a finished base run
     (tmp_path / "status.json").write_text('{"state": "complete"}')
-    family = WiegreffePinter(base=str(tmp_path))
+    family = WiegreffePinter(base=str(tmp_path), batch_size=2)  # batches whose rows are not the split's order
     family.base_dir = tmp_path
     with analysis_mode(model):
-        frame = family.measure(model, StubData(batch), "test", np.arange(4), ["comparison"]).frame
+        frame = family.measure(model, StubData(batch, serve_order=[2, 0, 3, 1]), "test", np.arange(4),
+                               ["comparison"]).frame
     # identical, disjoint (ln 2), identical (a single token), disjoint
     np.testing.assert_allclose(frame["jsd"], [0.0, math.log(2), 0.0, math.log(2)], atol=1e-12)
     np.testing.assert_allclose(frame["tvd"], (probs[:, 0] - probs[:, 1]).abs().numpy(), atol=1e-12)

@@ -16,9 +16,10 @@ from attn_study.data.text import EOS, SOS, Vocab
 from attn_study.data.twenty_news import TwentyNewsSource
 from attn_study.data.twenty_news import jain_wallace_split as news_split
 from attn_study.errors import UserError
+from attn_study.run import run as run_job
 from attn_study.run import train_and_test
 from tests.data.canonical_files import write_news_tree
-from tests.helpers import compose_config, shared_data
+from tests.helpers import TINY, compose_config, shared_data
 
 
 class ListSource:
@@ -176,3 +177,38 @@ def test_serrano_smith_recipe_has_the_appendix_row_of_every_model():
 def test_a_model_outside_the_serrano_smith_table_is_refused_in_one_line(tmp_path):
     with pytest.raises(UserError, match="recipe=serrano_smith has no settings for dataset=synthetic"):
         train_and_test(compose_config("recipe=serrano_smith", "trainer=debug", "logger=none"), tmp_path / "run")
+
+
+def test_each_setting_of_the_recipe_takes_effect(tmp_path):
+    """A run under recipe=jain_wallace (the synthetic task, 4 epochs): the loss weighs the positive class by
+    #negative / #positive of the training split; the checkpoint tested is the epoch of best dev ROC-AUC among
+    epochs 1 … 3 (epoch 0 never); every sequence is <sos> … <eos> with no weight on either; the battery's
+    adversary is the authors' (λ per adversary, K² diversity, their selection)."""
+    import torch
+
+    from attn_study import saved
+    from attn_study.build import build_analyses
+
+    cfg = recipe_config(*TINY, "trainer.max_epochs=4", "trainer.limit_train_batches=null", "logger=csv")
+    run_dir = tmp_path / "run"
+    run_job(cfg, run_dir)
+    trained = saved.load(run_dir)
+    labels = trained.datamodule.split("train").labels
+    weight = trained.module.class_weights.tolist()
+    assert weight == pytest.approx([1.0, float((labels == 0).sum() / (labels == 1).sum())])
+    logits, targets = torch.tensor([[0.3], [-1.2]]), torch.tensor([1, 0])
+    expected = -(weight[1] * torch.log(torch.sigmoid(torch.tensor(0.3))) + torch.log(1 - torch.sigmoid(torch.tensor(-1.2)))) / 2
+    assert float(trained.module.loss(logits, targets)) == pytest.approx(float(expected), rel=1e-6)
+    epochs = pd.read_csv(run_dir / "csv" / "metrics.csv").dropna(subset=["val/early/auroc", "val/auroc"], how="all")
+    by_epoch = epochs.groupby("epoch")["val/auroc"].first()
+    assert np.isnan(by_epoch.loc[0])  # epoch 0 is never a candidate
+    best = int(by_epoch.loc[1:].idxmax())
+    assert torch.load(run_dir / "checkpoints" / "best.ckpt", weights_only=False)["epoch"] == best
+    split = trained.datamodule.split("test")
+    vocab = trained.datamodule.vocab
+    assert all(vocab.itos[ids[0]] == SOS and vocab.itos[ids[-1]] == EOS for ids in split.ids)
+    recorded = pd.read_parquet(run_dir / "attention.parquet")
+    assert all(a[0] == 0 and a[-1] == 0 for a in recorded["attention"])
+    battery = build_analyses(recipe_config("analysis=[jain_wallace]"))[0]
+    assert (battery.lam_per_adversary, battery.diversity, battery.selection, battery.epsilon, battery.select_epsilon,
+            battery.multiclass_output_distance) == (True, "k_squared", "authors", 0.01, 0.05, "l1")

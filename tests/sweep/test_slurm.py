@@ -13,7 +13,7 @@ import pytest
 
 from tests.helpers import CLI, REPO, TINY, TWO_JOBS, cli_env, job_dir, job_dirs, launch, status, summary
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("slurm")]  # one cluster: one worker
 CLUSTER = REPO / "scripts" / "slurm" / "cluster.sh"
 # what fits the test node (its CPUs and memory), one CPU per job
 RESOURCES = ["hydra/launcher=slurm", "cluster.partition=debug", "cluster.cpus=1", "cluster.mem_gb=2",
