@@ -7,7 +7,7 @@ ARGS   ?=
 # pytest-xdist workers for `make test` (one torch thread each: tests/conftest.py)
 WORKERS ?= 2
 
-.PHONY: setup run test test-slow clean-cache
+.PHONY: setup run test test-slow lint clean-cache
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 10), "attn_study needs Python >= 3.10"'
@@ -24,6 +24,10 @@ run: setup
 
 test: setup
 	$(BIN)/python -m pytest -n $(WORKERS) --dist loadscope $(ARGS)
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 test-slow: setup
 	$(BIN)/python -m pytest -m slow $(ARGS)

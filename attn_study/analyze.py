@@ -7,8 +7,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from attn_study import keys, saved
+from attn_study import layout, saved
 from attn_study.errors import UserError
+from attn_study.models.selector import soft_token_attention
 
 
 def analysis_config(cfg: DictConfig, run_dir: Path) -> DictConfig:
@@ -32,7 +33,8 @@ def analysis_config(cfg: DictConfig, run_dir: Path) -> DictConfig:
 
 def analyze(cfg: DictConfig) -> dict:
     """Test the run at ``cfg.ckpt_path`` with ``cfg.analysis``; return the rebuilt run summary."""
-    from attn_study.build import build_analyses, build_datamodule, build_model, component
+    from attn_study import assemble
+    from attn_study.build import component
     from attn_study.config import check_config
     from attn_study.run import _finish_wandb, build_loggers, ensure_writable, rebuild_summary
     from attn_study.sweep import state
@@ -46,27 +48,29 @@ def analyze(cfg: DictConfig) -> dict:
     try:
         check_config(run_cfg)
     except UserError as err:
-        raise UserError(f"{run_dir} was made by another version of attn_study, whose config this one does not "
-                        f"know: {err}") from None
-    datamodule = build_datamodule(run_cfg)
-    datamodule.setup()
-    saved.attach_reference(run_cfg, datamodule, run_dir)  # a pre-loaded-attention run: its source's attention
-    module = build_model(run_cfg, datamodule)
-    analyses = build_analyses(run_cfg)
+        raise UserError(
+            f"{run_dir} was made by another version of attn_study, whose config this one does not know: {err}"
+        ) from None
+    assembled = assemble.with_analyses(assemble.data_and_model(run_cfg, run_dir), run_cfg, run_dir)
+    datamodule, module, analyses = assembled.datamodule, assembled.module, assembled.analyses
     if not analyses:
         raise UserError("attn-study-analyze: no analysis chosen; e.g. analysis=[jain_wallace,serrano_smith]")
-    for analysis in analyses:
-        analysis.out_dir = analysis.out_dir or run_dir
-        analysis.check(module.model, datamodule)
     saved.load_state(module, ckpt)
     loggers = build_loggers(run_cfg, run_dir) if cfg.use_loggers else []
-    trainer = component(run_cfg.trainer, option="trainer", logger=loggers or False, callbacks=analyses, default_root_dir=str(run_dir),
-                        enable_checkpointing=False, enable_progress_bar=False)
+    trainer = component(
+        run_cfg.trainer,
+        option="trainer",
+        logger=loggers or False,
+        callbacks=analyses,
+        default_root_dir=str(run_dir),
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+    )
     trainer.test(module, datamodule=datamodule, verbose=False)
     # a run from before the file existed gets it — a complete one only: an unfinished run analysed with
     # force=true must not look like a base other runs can build on
-    if complete and saved.soft_token_attention(module.model) and not (run_dir / keys.ATTENTION).is_file():
-        saved.write_attention(module.model, datamodule, run_dir / keys.ATTENTION)
+    if complete and soft_token_attention(module.model) and not (run_dir / layout.ATTENTION).is_file():
+        saved.write_attention(module.model, datamodule, run_dir / layout.ATTENTION)
     for lg in loggers:
         lg.finalize("success")
     _finish_wandb()

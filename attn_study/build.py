@@ -12,6 +12,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from attn_study import layout
 from attn_study.data.datamodule import TextDataModule
 from attn_study.data.embeddings import load_embeddings
 from attn_study.errors import UserError
@@ -20,8 +21,7 @@ from attn_study.models.module import AttentionModule
 log = logging.getLogger(__name__)
 
 
-def component(node: DictConfig, partial: bool = False, drop: tuple[str, ...] = ("name",), option: str = "",
-              **kwargs):
+def component(node: DictConfig, partial: bool = False, drop: tuple[str, ...] = ("name",), option: str = "", **kwargs):
     """Instantiate ``node`` without the keys in ``drop`` (``name`` labels a group option; it is not a
     constructor argument). ``option``, the node's place in the config (``encoder``,
     ``analysis.jain_wallace``), names it when a setting is not one its constructor takes."""
@@ -79,15 +79,20 @@ def check_settings(params: dict, option: str) -> None:
     for key in params:
         if not key.startswith("_") and key not in accepted:
             close = difflib.get_close_matches(key, sorted(accepted - {"self"}), n=1)
-            raise UserError(f"{option}.{key}: no such setting{f' (did you mean {close[0]}?)' if close else ''}; "
-                            f"{option} takes {sorted(accepted - {'self'})}")
+            raise UserError(
+                f"{option}.{key}: no such setting{f' (did you mean {close[0]}?)' if close else ''}; "
+                f"{option} takes {sorted(accepted - {'self'})}"
+            )
 
 
 def build_analyses(cfg: DictConfig) -> list:
     """The chosen test families (``cfg.analysis``, a node per family) as Lightning callbacks."""
     # a node without _target_ holds options for a family that is not chosen (a recipe sets them): skipped
-    return [component(node, option=f"analysis.{name}") for name, node in (cfg.get("analysis") or {}).items()
-            if node and "_target_" in node]
+    return [
+        component(node, option=f"analysis.{name}")
+        for name, node in (cfg.get("analysis") or {}).items()
+        if node and "_target_" in node
+    ]
 
 
 def build_callbacks(cfg: DictConfig, run_dir: Path) -> list:
@@ -96,7 +101,7 @@ def build_callbacks(cfg: DictConfig, run_dir: Path) -> list:
     for name, node in (cfg.get("callbacks") or {}).items():
         if not node:
             continue
-        extra = {"dirpath": str(Path(run_dir) / "checkpoints")} if name == "model_checkpoint" else {}
+        extra = {"dirpath": str(Path(run_dir) / layout.CHECKPOINTS)} if name == "model_checkpoint" else {}
         callbacks.append(component(node, option=f"callbacks.{name}", **extra))
     return callbacks
 
@@ -111,8 +116,7 @@ def build_datamodule(cfg: DictConfig) -> TextDataModule:
     data = cfg.dataset
     return TextDataModule(
         source=component(data.source, option="dataset.source"),
-        preprocessing={**OmegaConf.to_container(data.preprocessing, resolve=True),
-                       "inject": _injection(data)},
+        preprocessing={**OmegaConf.to_container(data.preprocessing, resolve=True), "inject": _injection(data)},
         batch_size=data.batch_size,
         eval_batch_size=data.eval_batch_size,
         bucket=data.bucket,

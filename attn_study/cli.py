@@ -55,10 +55,14 @@ def _stop_on_signals() -> None:
     """SIGTERM and SIGINT (Ctrl-C) stop the process at once (Lightning alone would wait for the current
     batch, minutes on very long inputs), saying so. The run's state stays ``running`` with its last
     checkpoint — written atomically — so launching it again resumes it."""
+
     def stop(signum, frame):
         name = signal.Signals(signum).name
-        print(f"attn-study: stopped by {name}; launch the run again to resume it from its last checkpoint",
-              file=sys.stderr, flush=True)
+        print(
+            f"attn-study: stopped by {name}; launch the run again to resume it from its last checkpoint",
+            file=sys.stderr,
+            flush=True,
+        )
         os._exit(128 + signum)
 
     if threading.current_thread() is threading.main_thread():
@@ -77,8 +81,13 @@ def train_main(cfg: DictConfig) -> float | None:
     in_sweep = _sweep_settings(cfg)
     hydra_cfg = HydraConfig.get()
     try:
-        summary = run(cfg, hydra_cfg.runtime.output_dir, keep_going=in_sweep,
-                      overrides=list(hydra_cfg.overrides.task), hydra=hydra_cfg)
+        summary = run(
+            cfg,
+            hydra_cfg.runtime.output_dir,
+            keep_going=in_sweep,
+            overrides=list(hydra_cfg.overrides.task),
+            hydra=hydra_cfg,
+        )
     except UserError as err:
         print(f"attn-study: error: {err}", file=sys.stderr)
         sys.exit(2)
@@ -91,7 +100,7 @@ def unquoted_path_error(argv: list[str], options: tuple[str, ...]) -> str | None
     for arg in argv:
         name, sep, value = arg.partition("=")
         if sep and name.lstrip("+~") in options and value[:1] not in "'\"" and ("=" in value or "," in value):
-            return (f"{name}={value}: quote a path holding '=' or ',' for Hydra: \"{name}='{value}'\"")
+            return f"{name}={value}: quote a path holding '=' or ',' for Hydra: \"{name}='{value}'\""
     return None
 
 

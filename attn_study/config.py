@@ -37,8 +37,10 @@ def register_resolvers() -> None:
 
 # -- the schema --------------------------------------------------------------------------------------
 
+
 def integer(low: int | None = None, optional: bool = False) -> Callable:
     """A whole number (≥ ``low``); null too when ``optional``. ``True``/``1.5``/``"abc"`` are not."""
+
     def check(value):
         if value is None and optional:
             return None
@@ -50,11 +52,13 @@ def integer(low: int | None = None, optional: bool = False) -> Callable:
         if low is not None and value < low:
             return f"must be >= {low}"
         return None
+
     return check
 
 
 def number(low: float | None = None, high: float | None = None, optional: bool = False) -> Callable:
     """A finite number in [low, high]; null too when ``optional``."""
+
     def check(value):
         if value is None and optional:
             return None
@@ -65,6 +69,7 @@ def number(low: float | None = None, high: float | None = None, optional: bool =
         if high is not None and value > high:
             return f"must be <= {high:g}"
         return None
+
     return check
 
 
@@ -80,38 +85,114 @@ CONFIG_FILE = Path(__file__).resolve().parent.parent / "conf" / "config.yaml"
 
 #: nodes instantiated from a ``_target_`` (their constructors check their options) or free-form (a recipe's
 #: table, Hydra's own node): not checked here
-OPEN = ("encoder", "attention", "projection", "trainer", "logger", "callbacks", "analysis", "model.network",
-        "dataset.source", "recipe", "hydra", "cluster.additional_parameters")
+OPEN = (
+    "encoder",
+    "attention",
+    "projection",
+    "trainer",
+    "logger",
+    "callbacks",
+    "analysis",
+    "model.network",
+    "dataset.source",
+    "recipe",
+    "hydra",
+    "cluster.additional_parameters",
+)
 
 #: every other node: its settings and what each must be
 SCHEMA: dict[str, dict[str, Callable]] = {
-    "": {"seed": integer(0), "model_seed": integer(0, optional=True), "threads": integer(1, optional=True),
-         "force": boolean, "resume": boolean, "run_name": anything, "analysis": anything, "callbacks": anything,
-         "training": anything, "model": anything, "dataset": anything, "encoder": anything, "attention": anything,
-         "projection": anything, "trainer": anything, "logger": anything, "recipe": anything, "explainer": anything,
-         "paths": anything, "sweep": anything, "cluster": anything},
-    "model": {"name": anything, "network": anything, "embeddings": anything, "optimizer": anything,
-              "class_weights": anything, "gradient_clip_val": number(0, optional=True)},
-    "model.optimizer": {"lr": number(0), "weight_decay": number(0), "attention_weight_decay": number(0),
-                        "amsgrad": boolean},
+    "": {
+        "seed": integer(0),
+        "model_seed": integer(0, optional=True),
+        "threads": integer(1, optional=True),
+        "force": boolean,
+        "resume": boolean,
+        "run_name": anything,
+        "analysis": anything,
+        "callbacks": anything,
+        "training": anything,
+        "model": anything,
+        "dataset": anything,
+        "encoder": anything,
+        "attention": anything,
+        "projection": anything,
+        "trainer": anything,
+        "logger": anything,
+        "recipe": anything,
+        "explainer": anything,
+        "paths": anything,
+        "sweep": anything,
+        "cluster": anything,
+    },
+    "model": {
+        "name": anything,
+        "network": anything,
+        "embeddings": anything,
+        "optimizer": anything,
+        "class_weights": anything,
+        "gradient_clip_val": number(0, optional=True),
+    },
+    "model.optimizer": {
+        "lr": number(0),
+        "weight_decay": number(0),
+        "attention_weight_decay": number(0),
+        "amsgrad": boolean,
+    },
     "model.embeddings": {"path": anything, "freeze": boolean},
-    "training": {"schedule": anything, "pretrain_epochs": integer(0), "instance_weighting": boolean,
-                 "weight_clip": anything, "select_from_epoch": integer(0), "base": anything, "lam": number(0)},
-    "dataset": {"name": anything, "path": anything, "source": anything, "preprocessing": anything, "inject": anything,
-                "batch_size": integer(1), "eval_batch_size": integer(1), "bucket": boolean, "num_workers": integer(0),
-                "rnn_hidden_size": integer(1), "decoder_dim": integer(1), "embedding_dim": integer(1)},
-    "dataset.preprocessing": {"min_count": integer(1), "min_length": integer(1), "max_length": integer(1, True),
-                              "truncate": integer(1, True), "sentences": boolean, "clean": anything,
-                              "digits": anything, "vocab_count": anything, "boundary_tokens": boolean,
-                              "drop_longest": boolean},
+    "training": {
+        "schedule": anything,
+        "pretrain_epochs": integer(0),
+        "instance_weighting": boolean,
+        "weight_clip": anything,
+        "select_from_epoch": integer(0),
+        "base": anything,
+        "lam": number(0),
+    },
+    "dataset": {
+        "name": anything,
+        "path": anything,
+        "source": anything,
+        "preprocessing": anything,
+        "inject": anything,
+        "batch_size": integer(1),
+        "eval_batch_size": integer(1),
+        "bucket": boolean,
+        "num_workers": integer(0),
+        "rnn_hidden_size": integer(1),
+        "decoder_dim": integer(1),
+        "embedding_dim": integer(1),
+    },
+    "dataset.preprocessing": {
+        "min_count": integer(1),
+        "min_length": integer(1),
+        "max_length": integer(1, True),
+        "truncate": integer(1, True),
+        "sentences": boolean,
+        "clean": anything,
+        "digits": anything,
+        "vocab_count": anything,
+        "boundary_tokens": boolean,
+        "drop_longest": boolean,
+    },
     "dataset.inject": {"count": integer(0), "tokens": anything, "positions": anything, "seed": integer()},
     "explainer": {"target": anything},
     "paths": {"cache_dir": anything, "data": anything},
     "paths.data": {name: anything for name in OmegaConf.load(CONFIG_FILE).paths.data},  # one path per source
     "sweep": {"name": anything},
-    "cluster": {"partition": anything, "account": anything, "qos": anything, "time_min": integer(1),
-                "cpus": integer(1), "mem_gb": number(0), "gpus": integer(0), "array_parallelism": integer(1),
-                "max_requeue": integer(0), "setup": anything, "additional_parameters": anything},
+    "cluster": {
+        "partition": anything,
+        "account": anything,
+        "qos": anything,
+        "time_min": integer(1),
+        "cpus": integer(1),
+        "mem_gb": number(0),
+        "gpus": integer(0),
+        "array_parallelism": integer(1),
+        "max_requeue": integer(0),
+        "setup": anything,
+        "additional_parameters": anything,
+    },
 }
 
 
@@ -128,8 +209,10 @@ def check_config(cfg: DictConfig) -> None:
             if option in OPEN:
                 continue
             if name not in allowed:
-                raise UserError(f"{option}: no such setting{_nearest(name, allowed)}; "
-                                f"{path or 'the top level'} has {sorted(allowed)}")
+                raise UserError(
+                    f"{option}: no such setting{_nearest(name, allowed)}; "
+                    f"{path or 'the top level'} has {sorted(allowed)}"
+                )
             problem = allowed[name](value)
             if problem:
                 raise UserError(f"{option}={value}: {problem}")

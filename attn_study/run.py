@@ -29,21 +29,19 @@ from lightning.pytorch.plugins import TorchCheckpointIO
 from lightning.pytorch.plugins.environments import SLURMEnvironment
 from omegaconf import DictConfig, OmegaConf
 
-from attn_study import keys, saved
+from attn_study import assemble, families, keys, layout, saved
 from attn_study.build import (
     build_analyses,
     build_callbacks,
-    build_datamodule,
-    build_model,
     check_components,
     component,
     model_seed,
 )
 from attn_study.config import check_config
-from attn_study.data.checks import check_data, check_embeddings
+from attn_study.data.checks import check_embeddings
 from attn_study.errors import UserError
 from attn_study.io import atomic_open, read_json, write_json_atomic
-from attn_study.saved import soft_token_attention
+from attn_study.models.selector import soft_token_attention
 from attn_study.sweep import state
 
 log = logging.getLogger(__name__)
@@ -59,8 +57,9 @@ def _canonical(ident: dict) -> str:
     return json.dumps(ident, sort_keys=True, default=str)
 
 
-def run(cfg: DictConfig, run_dir: str | Path, keep_going: bool = False, overrides: list[str] | None = None,
-        hydra=None) -> dict | None:
+def run(
+    cfg: DictConfig, run_dir: str | Path, keep_going: bool = False, overrides: list[str] | None = None, hydra=None
+) -> dict | None:
     """One job with its state in ``run_dir``: the way both ``attn-study`` and every sweep job run.
 
     - the config is checked first (``config.check_config``, :func:`check_options`), and that ``run_dir``
@@ -93,10 +92,12 @@ def run(cfg: DictConfig, run_dir: str | Path, keep_going: bool = False, override
     if state.is_complete(run_dir, previous) and not force:
         if same_config:
             print(f"complete already, skipped (force=true re-runs it): {run_dir}", flush=True)
-            return read_json(run_dir / "summary.json")
+            return read_json(run_dir / layout.SUMMARY)
         diffs = state.identity_differences(previous.get("identity", {}), ident)
-        message = (f"{run_dir} holds complete results of another configuration ({'; '.join(diffs)}); nothing was "
-                   f"changed: re-run it with force=true (replaces them) or choose another {elsewhere}")
+        message = (
+            f"{run_dir} holds complete results of another configuration ({'; '.join(diffs)}); nothing was "
+            f"changed: re-run it with force=true (replaces them) or choose another {elsewhere}"
+        )
         with contextlib.suppress(OSError):  # a note on the run, where it can be written
             state.record_conflict(run_dir, previous, message)
         return _refuse(message, keep_going)
@@ -104,31 +105,21 @@ def run(cfg: DictConfig, run_dir: str | Path, keep_going: bool = False, override
         ensure_writable(run_dir, elsewhere)
     except UserError as err:
         return _refuse(str(err), keep_going)
-    unknown = previous.get("state") == "unreadable" or (not previous and state.holds_results(run_dir))
-    if unknown and not force:
-        why = (f"{run_dir / state.STATUS} is unreadable" if previous else f"{run_dir} holds results but no "
-               f"{state.STATUS}")
-        return _refuse(f"{why}, so what it holds is unknown; nothing was changed: re-run it with force=true "
-                       f"(replaces its results) or choose another {elsewhere}", keep_going)
-    if previous.get("state") == "running" and state.still_running(previous) and not force:
-        return _refuse(f"{run_dir} is being run by process {previous['pid']} on this host (started "
-                       f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(previous.get('started', 0)))}); wait for it "
-                       "or stop it, or force=true if that process is not attn-study", keep_going)
-    last = run_dir / "checkpoints" / "last.ckpt"
+    refusal = _unfinished_state_refusal(run_dir, previous, force, elsewhere)
+    last = run_dir / layout.CHECKPOINTS / layout.LAST
     resume = bool(cfg.get("resume", True)) and previous.get("state") == "running" and last.is_file() and same_config
-    if resume:
-        try:
-            torch.load(last, map_location="cpu", weights_only=False)
-        except Exception as err:  # a truncated or damaged checkpoint: say so, delete nothing
-            return _refuse(f"{last}: unreadable checkpoint ({type(err).__name__}); re-run with resume=false to start "
-                           "this run's training over", keep_going)
+    if resume and refusal is None:
+        refusal = _unreadable_checkpoint(last)
+    if refusal is not None:
+        return _refuse(refusal, keep_going)
     state.clear_attempt(run_dir, keep_checkpoints=resume)
     state.write_record(run_dir, cfg, overrides, hydra)
     running = state.mark_running(run_dir, ident, previous)
     details: dict = {}
     try:
-        summary = train_and_test(cfg, run_dir, resume_from=last if resume else None, details=details,
-                                 attempt=running["attempt"])
+        summary = train_and_test(
+            cfg, run_dir, resume_from=last if resume else None, details=details, attempt=running["attempt"]
+        )
     except Exception as err:  # recorded in the run dir; a sweep goes on with its other jobs
         err = out_of_space(err, run_dir, elsewhere) or err
         _finish_wandb(exit_code=1)
@@ -136,11 +127,46 @@ def run(cfg: DictConfig, run_dir: str | Path, keep_going: bool = False, override
             state.mark_failed(run_dir, running, err)
         if not keep_going:
             raise err
-        log.error("job failed: %s (traceback: %s)", f"{type(err).__name__}: {err}".splitlines()[0],
-                  run_dir / state.ERROR)
+        log.error(
+            "job failed: %s (traceback: %s)", f"{type(err).__name__}: {err}".splitlines()[0], run_dir / layout.ERROR
+        )
         return None
     state.mark_complete(run_dir, running, **details)
     return summary
+
+
+def _unfinished_state_refusal(run_dir: Path, previous: dict, force: bool, elsewhere: str) -> str | None:
+    """Why ``run_dir`` must be left alone (what it holds is unknown; another live process runs it), or None."""
+    unknown = previous.get("state") == "unreadable" or (not previous and state.holds_results(run_dir))
+    if unknown and not force:
+        why = (
+            f"{run_dir / layout.STATUS} is unreadable"
+            if previous
+            else f"{run_dir} holds results but no {layout.STATUS}"
+        )
+        return (
+            f"{why}, so what it holds is unknown; nothing was changed: re-run it with force=true "
+            f"(replaces its results) or choose another {elsewhere}"
+        )
+    if previous.get("state") == "running" and state.still_running(previous) and not force:
+        return (
+            f"{run_dir} is being run by process {previous['pid']} on this host (started "
+            f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(previous.get('started', 0)))}); wait for it "
+            "or stop it, or force=true if that process is not attn-study"
+        )
+    return None
+
+
+def _unreadable_checkpoint(last: Path) -> str | None:
+    """Why the resume point cannot be resumed from (a truncated or damaged file: deleted by nothing), or None."""
+    try:
+        torch.load(last, map_location="cpu", weights_only=False)
+    except Exception as err:
+        return (
+            f"{last}: unreadable checkpoint ({type(err).__name__}); re-run with resume=false to start this run's "
+            "training over"
+        )
+    return None
 
 
 def ensure_writable(path: Path, option: str) -> None:
@@ -166,8 +192,10 @@ def out_of_space(error: BaseException, path: Path, option: str) -> UserError | N
             full = shutil.disk_usage(path).free < 64 * 2**20
     if not full:
         return None
-    return UserError(f"no space left on the device of {path}: free some space, or choose another {option}; "
-                     "relaunching resumes from the last checkpoint")
+    return UserError(
+        f"no space left on the device of {path}: free some space, or choose another {option}; "
+        "relaunching resumes from the last checkpoint"
+    )
 
 
 def check_options(cfg: DictConfig) -> None:
@@ -181,25 +209,33 @@ def check_options(cfg: DictConfig) -> None:
         if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs == 0 or epochs < -1:
             raise UserError(f"trainer.max_epochs={epochs}: give a number of epochs >= 1 (or -1 with early stopping)")
         if epochs == -1 and not callbacks.get("early_stopping"):
-            raise UserError("trainer.max_epochs=-1 trains until early stopping, and callbacks has none: add "
-                            "callbacks=[model_checkpoint,early_stopping] or give a number of epochs")
+            raise UserError(
+                "trainer.max_epochs=-1 trains until early stopping, and callbacks has none: add "
+                "callbacks=[model_checkpoint,early_stopping] or give a number of epochs"
+            )
         first = int(training.get("select_from_epoch") or 0)
         if training.get("schedule") == "random_attention_pretraining":
             first = max(first, int(training.get("pretrain_epochs") or 0))
         if epochs > 0 and first >= epochs:
-            raise UserError(f"trainer.max_epochs={epochs}: no epoch can be chosen as the best checkpoint — epochs "
-                            f"before {first} never are (training.select_from_epoch / pretrain_epochs); train at "
-                            f"least {first + 1} epochs")
+            raise UserError(
+                f"trainer.max_epochs={epochs}: no epoch can be chosen as the best checkpoint — epochs "
+                f"before {first} never are (training.select_from_epoch / pretrain_epochs); train at "
+                f"least {first + 1} epochs"
+            )
     for name in ("model_checkpoint", "early_stopping"):
         node = callbacks.get(name)
         monitor = node.get("monitor") if node else None
         if monitor and monitor not in monitored_keys(cfg) and not _tracked(cfg, monitor):
-            raise UserError(f"callbacks.{name}.monitor={monitor}: the run logs no such key; choose from "
-                            f"{sorted(monitored_keys(cfg))}")
+            raise UserError(
+                f"callbacks.{name}.monitor={monitor}: the run logs no such key; choose from "
+                f"{sorted(monitored_keys(cfg))}"
+            )
     accelerator = str(trainer.get("accelerator", "auto"))
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
-        raise UserError("trainer=gpu: this machine has no CUDA GPU that torch can use; use trainer=auto (GPU when "
-                        "there is one, else CPU) or trainer=cpu")
+        raise UserError(
+            "trainer=gpu: this machine has no CUDA GPU that torch can use; use trainer=auto (GPU when "
+            "there is one, else CPU) or trainer=cpu"
+        )
 
 
 def monitored_keys(cfg: DictConfig) -> set[str]:
@@ -214,10 +250,10 @@ def monitored_keys(cfg: DictConfig) -> set[str]:
 
 def _tracked(cfg: DictConfig, monitor: str) -> bool:
     """A family's statistic tracked during training (``val/<namespace>/…`` with ``every_n_epochs`` set)."""
-    name = keys.tracked_key(monitor)
+    name = families.tracked_key(monitor)
     if name is None:
         return False
-    family = {ns: f for f, ns in keys.FAMILIES.items()}.get(keys.namespace(name))
+    family = {ns: f for f, ns in families.FAMILIES.items()}.get(keys.namespace(name))
     node = (cfg.get("analysis") or {}).get(family) or {}
     return bool(node.get("_target_") and node.get("every_n_epochs"))
 
@@ -246,8 +282,10 @@ def _check_wandb_login(node) -> None:
             return
     except (OSError, netrc.NetrcParseError):
         pass
-    raise UserError("logger.wandb.mode=online needs a W&B login: run `wandb login` or set WANDB_API_KEY "
-                    "(or keep the default logger.wandb.mode=offline and `wandb sync` later)")
+    raise UserError(
+        "logger.wandb.mode=online needs a W&B login: run `wandb login` or set WANDB_API_KEY "
+        "(or keep the default logger.wandb.mode=offline and `wandb sync` later)"
+    )
 
 
 def build_loggers(cfg: DictConfig, run_dir: Path) -> list:
@@ -262,94 +300,132 @@ def build_loggers(cfg: DictConfig, run_dir: Path) -> list:
     return loggers
 
 
-def train_and_test(cfg: DictConfig, run_dir: str | Path, resume_from: Path | None = None,
-                   details: dict | None = None, attempt: int = 1) -> dict:
+def train_and_test(
+    cfg: DictConfig, run_dir: str | Path, resume_from: Path | None = None, details: dict | None = None, attempt: int = 1
+) -> dict:
     """Train ``cfg``'s model (continuing from ``resume_from``, a Lightning checkpoint, when given),
     test the checkpoint best on dev, analyse, write and return the summary. ``details``, when given,
     receives the class names and where the loggers wrote; ``attempt`` is this attempt's number."""
     run_dir = Path(run_dir)
+    started = time.time()
+    _prepare(cfg, run_dir)
+    assembled, data_metrics, warnings = _assemble(cfg, run_dir)
+    module, datamodule = assembled.module, assembled.datamodule
+    loggers = build_loggers(cfg, run_dir)
+    for lg in loggers:
+        lg.log_hyperparams(flat_config(cfg))
+    trainer = _trainer(cfg, run_dir, loggers, assembled.analyses)
+    if resume_from is not None:
+        print(f"resuming training from {resume_from}", flush=True)
+    trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None)
+    tested = _test(trainer, module, datamodule, run_dir)
+    summary = {**_training_summary(trainer, module, datamodule, tested), **data_metrics}
+    for analysis in assembled.analyses:
+        summary.update(analysis.summary)
+    # this attempt's wall time and the earlier attempts' training (what they did after their last checkpoint
+    # is lost with them)
+    summary["run/seconds"] = time.time() - started + module.seconds_before
+    summary["run/attempts"] = attempt
+    summary, undefined = finite_summary(summary)
+    summary.update(undefined=undefined, warnings=warnings)
+    locations = _publish(summary, loggers, run_dir)
+    if details is not None:
+        details["labels"] = [str(name) for name in datamodule.data.label_names]
+        details["warnings"] = warnings
+        details["torch_threads"] = torch.get_num_threads()
+    print(locations, flush=True)
+    return summary
+
+
+def _prepare(cfg: DictConfig, run_dir: Path) -> None:
+    """The checks of the config, the run's record, the W&B login, torch's threads and the model's seed."""
     check_recipe(cfg)
     check_config(cfg)
     check_options(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
-    if not (run_dir / state.RECORD / "config.yaml").is_file():  # run() writes it; runs composed in Python need it too
+    if not (run_dir / layout.RECORD / layout.CONFIG).is_file():  # run() writes it; runs composed in Python need it too
         state.write_record(run_dir, cfg)
-    started = time.time()
     if (cfg.get("logger") or {}).get("wandb"):
         _check_wandb_login(cfg.logger.wandb)  # before the data is read, not after
     if cfg.get("threads"):
         torch.set_num_threads(int(cfg.threads))
     L.seed_everything(model_seed(cfg), workers=True, verbose=False)
 
-    datamodule = build_datamodule(cfg)
-    datamodule.setup()
-    data_metrics, warnings = check_data(datamodule, cfg.dataset.preprocessing.get("max_length"))
-    module = build_model(cfg, datamodule)
-    if saved.reference_option(cfg) and not soft_token_attention(module.model):
-        raise UserError(f"{saved.reference_option(cfg)[0]} builds on another run's attention over tokens, which "
-                        f"{type(module.model).__name__} does not have: use model=flat or model=pair")
-    reference = saved.attach_reference(cfg, datamodule, run_dir)  # attention=preloaded, the W&P adversary
-    if reference is not None and cfg.training.get("schedule") == "model_consistent_adversary":
-        module.use_soft_targets({split: recorder.probabilities() for split, recorder in reference.items()})
+
+def _assemble(cfg: DictConfig, run_dir: Path) -> tuple[assemble.Assembled, dict, list]:
+    """Data, model, the runs it builds on, its targets (a W&P adversary's base outputs, an explainer's black
+    box) and its analyses, all checked before training; the data metrics and warnings."""
+    assembled = assemble.data_and_model(cfg, run_dir)
+    datamodule, module = assembled.datamodule, assembled.module
+    if assembled.references is not None and cfg.training.get("schedule") == "model_consistent_adversary":
+        module.use_soft_targets({split: recorder.probabilities() for split, recorder in assembled.references.items()})
     embedding_metrics, embedding_warnings = check_embeddings(module.embedding_coverage)
-    warnings += embedding_warnings
     target = (cfg.get("explainer") or {}).get("target")
     if target:  # an explainer: trained to reproduce a black-box run's predictions
-        black_box = saved.load(target, option="explainer.target", force=bool(cfg.get("force")))
+        black_box = assemble.load(target, option="explainer.target", force=bool(cfg.get("force")))
         saved.check_same_data(black_box, datamodule, "explainer.target")
         module.use_soft_targets(saved.predictions(black_box))
-    analyses = build_analyses(cfg)
-    for analysis in analyses:  # before training (Lightning's setup checks again)
-        analysis.out_dir = analysis.out_dir or run_dir
-        analysis.check(module.model, datamodule)
+    assemble.with_analyses(assembled, cfg, run_dir)  # before training (Lightning's setup checks again)
+    return assembled, {**assembled.data_metrics, **embedding_metrics}, assembled.warnings + embedding_warnings
 
-    loggers = build_loggers(cfg, run_dir)
-    for lg in loggers:
-        lg.log_hyperparams(flat_config(cfg))
+
+def _trainer(cfg: DictConfig, run_dir: Path, loggers: list, analyses: list) -> L.Trainer:
     extra = {}
     if SLURMEnvironment.detect():  # submitit requeues on time-out and we resume from last.ckpt;
         extra["plugins"] = [SLURMEnvironment(auto_requeue=False)]  # Lightning's own requeue stays off
-    trainer: L.Trainer = component(cfg.trainer, option="trainer", logger=loggers or False,
-                                   callbacks=build_callbacks(cfg, run_dir) + analyses,
-                                   default_root_dir=str(run_dir), plugins=[AtomicCheckpointIO(), *extra.pop("plugins", [])],
-                                   **extra)
+    return component(
+        cfg.trainer,
+        option="trainer",
+        logger=loggers or False,
+        callbacks=build_callbacks(cfg, run_dir) + analyses,
+        default_root_dir=str(run_dir),
+        plugins=[AtomicCheckpointIO(), *extra.pop("plugins", [])],
+        **extra,
+    )
+
+
+def _test(trainer: L.Trainer, module, datamodule, run_dir: Path) -> dict:
+    """Test the checkpoint best on dev (the analyses run as its callbacks); each test instance's α and ŷ
+    recorded for a model with attention over tokens (what other runs compare with)."""
     checkpoint = trainer.checkpoint_callback
-    if resume_from is not None:
-        print(f"resuming training from {resume_from}", flush=True)
-    trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None)
-    fit_seconds = module.train_seconds  # every attempt's, when resumed
-    earlier_seconds = module.seconds_before  # the earlier attempts' training, up to their last checkpoint
     best = checkpoint.best_model_path if checkpoint is not None else ""
     recording = soft_token_attention(module.model)
     module.test_recorder = saved.AttentionRecorder(len(datamodule.split("test"))) if recording else None
     tested = trainer.test(module, datamodule=datamodule, ckpt_path=best or None, verbose=False)[0]
-    if recording:  # each test instance's α and ŷ: what other runs compare with
-        module.test_recorder.write(datamodule.split("test"), run_dir / keys.ATTENTION)
+    if recording:
+        module.test_recorder.write(datamodule.split("test"), run_dir / layout.ATTENTION)
+    return tested
 
+
+def _training_summary(trainer: L.Trainer, module, datamodule, tested: dict) -> dict:
+    """The test metrics, the selection score, the epochs and seconds of training, and the data's sizes."""
+    checkpoint = trainer.checkpoint_callback
     stats = datamodule.data.stats
+    fit_seconds = module.train_seconds  # every attempt's, when resumed
     summary = {k: float(v) for k, v in tested.items()}
     if len(np.unique(datamodule.split("test").labels)) < 2:  # torchmetrics reports 0; it is undefined
         summary["test/auroc"] = float("nan")
-    summary.update({
-        # the score the checkpoint was chosen by: val/acc_best (a W&P adversary: val/adversary_loss_best)
-        f"{checkpoint.monitor if checkpoint is not None and checkpoint.monitor else 'val/acc'}_best": (
-            float(checkpoint.best_model_score) if checkpoint is not None
-            and checkpoint.best_model_score is not None else float("nan")),
-        "train/epochs": trainer.current_epoch,
-        "train/seconds": fit_seconds,
-        "train/seconds_per_epoch": fit_seconds / max(trainer.current_epoch, 1),
-        "data/vocab_size": stats["vocab_size"],
-        **{f"data/{split}_size": stats[split]["kept"] for split in ("train", "dev", "test")},
-        **data_metrics, **embedding_metrics,
-    })
-    for analysis in analyses:
-        summary.update(analysis.summary)
-    # this attempt's wall time and the earlier attempts' training (what they did after their last checkpoint
-    # is lost with them)
-    summary["run/seconds"] = time.time() - started + earlier_seconds
-    summary["run/attempts"] = attempt
-    summary, undefined = finite_summary(summary)
-    summary.update(undefined=undefined, warnings=warnings)
+    summary.update(
+        {
+            # the score the checkpoint was chosen by: val/acc_best (a W&P adversary: val/adversary_loss_best)
+            f"{checkpoint.monitor if checkpoint is not None and checkpoint.monitor else 'val/acc'}_best": (
+                float(checkpoint.best_model_score)
+                if checkpoint is not None and checkpoint.best_model_score is not None
+                else float("nan")
+            ),
+            "train/epochs": trainer.current_epoch,
+            "train/seconds": fit_seconds,
+            "train/seconds_per_epoch": fit_seconds / max(trainer.current_epoch, 1),
+            "data/vocab_size": stats["vocab_size"],
+            **{f"data/{split}_size": stats[split]["kept"] for split in ("train", "dev", "test")},
+        }
+    )
+    return summary
+
+
+def _publish(summary: dict, loggers: list, run_dir: Path) -> str:
+    """The summary to every logger and to ``summary.json`` (last: the run's results are then whole); the
+    resume point removed. Returns where everything went, for the console."""
     for lg in loggers:
         lg.log_metrics({k: v for k, v in summary.items() if keys.namespace(k) in ("val", "train", "data", "run")})
         if isinstance(lg, WandbLogger):
@@ -357,14 +433,9 @@ def train_and_test(cfg: DictConfig, run_dir: str | Path, resume_from: Path | Non
         lg.finalize("success")
     locations = describe_locations(run_dir, loggers, summary)
     _finish_wandb()
-    write_json_atomic(run_dir / "summary.json", summary)
-    Path(run_dir / "checkpoints" / "last.ckpt").unlink(missing_ok=True)  # resume point, no longer needed
-    if details is not None:
-        details["labels"] = [str(name) for name in datamodule.data.label_names]
-        details["warnings"] = warnings
-        details["torch_threads"] = torch.get_num_threads()
-    print(locations, flush=True)
-    return summary
+    write_json_atomic(run_dir / layout.SUMMARY, summary)
+    Path(run_dir / layout.CHECKPOINTS / layout.LAST).unlink(missing_ok=True)  # resume point, no longer needed
+    return locations
 
 
 RECIPE_DATASETS = Path(__file__).resolve().parent.parent / "conf" / "recipe_dataset"
@@ -380,16 +451,21 @@ def check_recipe(cfg: DictConfig, warn: bool = True) -> None:
         table = recipe.table
         models = sorted({m for d in table.values() for m in d})
         encoders = sorted({e for d in table.values() for m in d.values() for e in m})
-        raise UserError(f"recipe={recipe.name} has no settings for dataset={cfg.dataset.name} model={cfg.model.name} "
-                        f"encoder={cfg.encoder.name}; its table covers dataset {sorted(table)} × model {models} × "
-                        f"encoder {encoders}")
+        raise UserError(
+            f"recipe={recipe.name} has no settings for dataset={cfg.dataset.name} model={cfg.model.name} "
+            f"encoder={cfg.encoder.name}; its table covers dataset {sorted(table)} × model {models} × "
+            f"encoder {encoders}"
+        )
     if not warn:
         return
     for line in recipe.get("differs") or []:
         log.warning("recipe=%s differs from the authors' run: %s", recipe.name, line)
     if "table" not in recipe and not (RECIPE_DATASETS / recipe.name / f"{cfg.dataset.name}.yaml").is_file():
-        log.warning("recipe=%s: %s is not one of the paper's datasets; only its general settings apply",
-                    recipe.name, cfg.dataset.name)
+        log.warning(
+            "recipe=%s: %s is not one of the paper's datasets; only its general settings apply",
+            recipe.name,
+            cfg.dataset.name,
+        )
 
 
 def finite_summary(summary: dict) -> tuple[dict, dict]:
@@ -398,8 +474,13 @@ def finite_summary(summary: dict) -> tuple[dict, dict]:
     for key, value in summary.items():
         if isinstance(value, float) and not np.isfinite(value):
             clean[key] = None
-            undefined[key] = ("undefined: the test split has one class" if key == "test/auroc" else
-                              "undefined: no instance where it is defined" if np.isnan(value) else f"{value}")
+            undefined[key] = (
+                "undefined: the test split has one class"
+                if key == "test/auroc"
+                else "undefined: no instance where it is defined"
+                if np.isnan(value)
+                else f"{value}"
+            )
         else:
             clean[key] = value
     return clean, undefined
@@ -419,11 +500,11 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 def rebuild_summary(run_dir: Path) -> dict:
     """``summary.json`` = its training keys + the summary of every analysis folder now in the run
     directory, so an analysis run again replaces its family's keys and none stay behind."""
-    path = Path(run_dir) / "summary.json"
-    summary = {k: v for k, v in (read_json(path) if path.is_file() else {}).items() if not keys.is_analysis_key(k)}
-    undefined = {k: v for k, v in summary.pop("undefined", {}).items() if not keys.is_analysis_key(k)}
-    for family in keys.FAMILIES:
-        family_summary = Path(run_dir) / "analysis" / family / keys.SUMMARY
+    path = Path(run_dir) / layout.SUMMARY
+    summary = {k: v for k, v in (read_json(path) if path.is_file() else {}).items() if not families.is_analysis_key(k)}
+    undefined = {k: v for k, v in summary.pop("undefined", {}).items() if not families.is_analysis_key(k)}
+    for family in families.FAMILIES:
+        family_summary = Path(run_dir) / layout.ANALYSIS / family / layout.SUMMARY
         if family_summary.is_file():
             values = read_json(family_summary)
             summary.update(values)
@@ -439,8 +520,10 @@ def describe_locations(run_dir: Path, loggers: list, summary: dict) -> str:
         return "undefined" if value is None else f"{value:.4f}"
 
     chosen_by = next((k for k in summary if k.startswith("val/") and k.endswith("_best")), "val/acc_best")
-    lines = [f"test/acc {number('test/acc')}  ({chosen_by} {number(chosen_by)})",
-             f"results:  {run_dir / 'summary.json'}"]
+    lines = [
+        f"test/acc {number('test/acc')}  ({chosen_by} {number(chosen_by)})",
+        f"results:  {run_dir / 'summary.json'}",
+    ]
     for lg in loggers:
         if isinstance(lg, WandbLogger):
             wandb_dir = Path(lg.experiment.dir).parent

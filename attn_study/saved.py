@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from attn_study import layout
 from attn_study.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -21,20 +22,22 @@ def locate(ckpt_path: str | Path, option: str = "ckpt_path") -> tuple[Path, Path
     """(run directory, checkpoint file) from a run directory or a checkpoint path."""
     path = Path(ckpt_path).expanduser().resolve()
     if path.is_dir():
-        run_dir, ckpt = path, path / "checkpoints" / "best.ckpt"
+        run_dir, ckpt = path, path / layout.CHECKPOINTS / layout.BEST
     else:
         ckpt = path
-        run_dir = path.parent.parent if path.parent.name == "checkpoints" else path.parent
+        run_dir = path.parent.parent if path.parent.name == layout.CHECKPOINTS else path.parent
     if not ckpt.is_file():
         raise UserError(f"{option}={ckpt_path}: no checkpoint at {ckpt}; give a run directory or its .ckpt file")
-    if not (run_dir / ".hydra" / "config.yaml").is_file():
-        raise UserError(f"{option}={ckpt_path}: {run_dir} has no .hydra/config.yaml; give a directory made by attn-study")
+    if not (run_dir / layout.RECORD / layout.CONFIG).is_file():
+        raise UserError(
+            f"{option}={ckpt_path}: {run_dir} has no .hydra/config.yaml; give a directory made by attn-study"
+        )
     return run_dir, ckpt
 
 
 def run_config(run_dir: Path) -> DictConfig:
     """The run's own config, resolved (its data and model are the trained ones whatever the caller's is)."""
-    cfg = OmegaConf.load(Path(run_dir) / ".hydra" / "config.yaml")
+    cfg = OmegaConf.load(Path(run_dir) / layout.RECORD / layout.CONFIG)
     OmegaConf.resolve(cfg)
     return cfg
 
@@ -52,10 +55,15 @@ def load_state(module, ckpt: Path) -> None:
     missing, unexpected = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
     resized = sorted(k for k in set(state) & set(expected) if tuple(state[k].shape) != tuple(expected[k].shape))
     if missing or unexpected or resized:
-        parts = [f"{what}: {', '.join(names[:4])}{' …' if len(names) > 4 else ''}" for what, names in
-                 (("missing", missing), ("unexpected", unexpected), ("other shapes", resized)) if names]
-        raise UserError(f"{ckpt}: its weights are not this model's ({'; '.join(parts)}): the run was made by another "
-                        "version of attn_study or with another config")
+        parts = [
+            f"{what}: {', '.join(names[:4])}{' …' if len(names) > 4 else ''}"
+            for what, names in (("missing", missing), ("unexpected", unexpected), ("other shapes", resized))
+            if names
+        ]
+        raise UserError(
+            f"{ckpt}: its weights are not this model's ({'; '.join(parts)}): the run was made by another "
+            "version of attn_study or with another config"
+        )
     module.load_state_dict(state)
 
 
@@ -83,25 +91,10 @@ def require_complete(run_dir: Path, option: str, force: bool = False) -> None:
     if force:
         log.warning("%s=%s is not complete (state: %s); used anyway (force=true)", option, run_dir, current)
         return
-    raise UserError(f"{option}={run_dir}: that run is not complete (state: {current}), so its model may be "
-                    "half-trained; finish it first, or set force=true to use it anyway")
-
-
-def load(run: str | Path, option: str = "ckpt_path", force: bool = False) -> SavedRun:
-    """The run at ``run`` (a run directory or its checkpoint) with its data and best model, in eval mode;
-    it must be complete (:func:`require_complete`) unless ``force``."""
-    from attn_study.build import build_datamodule, build_model
-
-    run_dir, ckpt = locate(run, option)
-    require_complete(run_dir, option, force)
-    cfg = run_config(run_dir)
-    datamodule = build_datamodule(cfg)
-    datamodule.setup()
-    attach_reference(cfg, datamodule, run_dir)
-    module = build_model(cfg, datamodule)
-    load_state(module, ckpt)
-    module.eval().requires_grad_(False)
-    return SavedRun(run_dir, cfg, datamodule, module)
+    raise UserError(
+        f"{option}={run_dir}: that run is not complete (state: {current}), so its model may be "
+        "half-trained; finish it first, or set force=true to use it anyway"
+    )
 
 
 def check_same_data(saved: SavedRun, datamodule, option: str, this_run: str | Path | None = None) -> None:
@@ -115,18 +108,22 @@ def check_same_data(saved: SavedRun, datamodule, option: str, this_run: str | Pa
         mine, others = text_digests(ours.splits[split]), text_digests(theirs.splits[split])
         if mine != others:  # uids alone can agree on other texts (the synthetic task's, for another seed)
             first = next((i for i, (a, b) in enumerate(zip(mine, others)) if a != b), min(len(mine), len(others)))
-            raise UserError(f"{option}={saved.path}: its {split} instances differ from {this}'s ({len(others)} vs "
-                            f"{len(mine)}, first difference at position {first}: another dataset, filter or "
-                            "seed); use the same dataset options")
+            raise UserError(
+                f"{option}={saved.path}: its {split} instances differ from {this}'s ({len(others)} vs "
+                f"{len(mine)}, first difference at position {first}: another dataset, filter or "
+                "seed); use the same dataset options"
+            )
 
 
 def text_digests(split) -> list[str]:
     """Per instance of a processed split, its uid and a digest of its token ids (and query): what two runs
     must share to be compared instance by instance."""
     queries = getattr(split, "query_ids", None) or [None] * len(split.uids)
-    return [f"{uid}:{zlib.crc32(np.asarray(ids, dtype=np.int64).tobytes()):08x}"
-            f"{'' if q is None else ':%08x' % zlib.crc32(np.asarray(q, dtype=np.int64).tobytes())}"
-            for uid, ids, q in zip(split.uids, split.ids, queries)]
+    return [
+        f"{uid}:{zlib.crc32(np.asarray(ids, dtype=np.int64).tobytes()):08x}"
+        f"{'' if q is None else f':{zlib.crc32(np.asarray(q, dtype=np.int64).tobytes()):08x}'}"
+        for uid, ids, q in zip(split.uids, split.ids, queries)
+    ]
 
 
 SIBLING = "sibling:"
@@ -143,12 +140,14 @@ def resolve_run(value: str, option: str, run_dir: str | Path) -> Path:
 
     from attn_study.sweep.naming import job_dir_name
 
-    overrides_file = Path(run_dir) / ".hydra" / "overrides.yaml"
+    overrides_file = layout.overrides_file(run_dir)
     if not overrides_file.is_file():
-        raise UserError(f"{option}={value}: only a sweep job has siblings, and {run_dir} has no .hydra/overrides.yaml;"
-                        " give the run directory instead")
+        raise UserError(
+            f"{option}={value}: only a sweep job has siblings, and {run_dir} has no .hydra/overrides.yaml;"
+            " give the run directory instead"
+        )
     overrides = [o for o in yaml.safe_load(overrides_file.read_text()) or [] if not o.startswith("experiment=")]
-    return Path(run_dir).parent / job_dir_name([*overrides, f"experiment={value[len(SIBLING):]}"])
+    return Path(run_dir).parent / job_dir_name([*overrides, f"experiment={value[len(SIBLING) :]}"])
 
 
 @torch.no_grad()
@@ -164,21 +163,6 @@ def predictions(saved: SavedRun, batch_size: int = 256) -> dict[str, torch.Tenso
     return out
 
 
-def hard_selection(model) -> bool:
-    """Whether ``model``'s attention is a hard selection of tokens (a selector's k-token mask)."""
-    from attn_study.models.selector import SelectorPredictor
-
-    return isinstance(model, SelectorPredictor)
-
-
-def soft_token_attention(model) -> bool:
-    """Whether ``model``'s attention is a distribution over its input tokens (flat and pair models; not a
-    HAN's sentence attention, not a selector's hard k-subset)."""
-    from attn_study.models.selector import SelectorPredictor
-
-    return bool(getattr(model, "token_attention", False)) and not isinstance(model, SelectorPredictor)
-
-
 def reference_option(cfg: DictConfig) -> tuple[str, str] | None:
     """(option, value) of the run this one is built on: ``attention.source`` (attention=frozen) or
     ``training.base`` (the model-consistent adversary); None for any other run."""
@@ -187,25 +171,6 @@ def reference_option(cfg: DictConfig) -> tuple[str, str] | None:
     if (cfg.get("training") or {}).get("schedule") == "model_consistent_adversary":
         return "training.base", cfg.training.get("base")
     return None
-
-
-def attach_reference(cfg: DictConfig, datamodule, run_dir: str | Path) -> dict | None:
-    """For a run built on another (:func:`reference_option`): that run, loaded, checked to hold the same
-    instances (an error naming both runs otherwise), its attention attached to ``datamodule``'s batches;
-    returns its :func:`record` of every split (attention and outputs from one pass)."""
-    reference = reference_option(cfg)
-    if reference is None:
-        return None
-    option, value = reference
-    if not value:
-        raise UserError(f"{option} is not set: give the run directory of the trained model to build on")
-    base = load(resolve_run(value, option, run_dir), option=option, force=bool(cfg.get("force")))
-    if not soft_token_attention(base.model):
-        raise UserError(f"{option}={value}: {type(base.model).__name__} has no soft attention over tokens to reuse")
-    check_same_data(base, datamodule, option, this_run=run_dir)
-    recorded = record(base.model, base.datamodule, ("train", "dev", "test"))
-    datamodule.fix_attention({split: recorder.attention for split, recorder in recorded.items()})
-    return recorded
 
 
 class AttentionRecorder:
@@ -235,8 +200,17 @@ class AttentionRecorder:
 
         if any(a is None for a in self.attention):
             raise RuntimeError("attention recorder: some instances were never seen")
-        write_parquet_atomic(pd.DataFrame({"uid": list(split.uids), "text": text_digests(split),
-                                           "attention": self.attention, "probabilities": self.outputs}), path)
+        write_parquet_atomic(
+            pd.DataFrame(
+                {
+                    "uid": list(split.uids),
+                    "text": text_digests(split),
+                    "attention": self.attention,
+                    "probabilities": self.outputs,
+                }
+            ),
+            path,
+        )
 
 
 @torch.no_grad()

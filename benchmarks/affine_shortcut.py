@@ -21,12 +21,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attn_study import saved
+from attn_study import assemble
 from attn_study.analysis.callback import AnalysisCallback, analysis_mode
-from attn_study.analysis.jain_wallace import JainWallace
 from attn_study.analysis.protocol import staged_model
-from attn_study.analysis.serrano_smith import SerranoSmith
-from attn_study.analysis.sparsity import Sparsity
+from attn_study.families.jain_wallace.callback import JainWallace
+from attn_study.families.serrano_smith.callback import SerranoSmith
+from attn_study.families.sparsity.callback import Sparsity
 from attn_study.models.classifier import general_decoding
 
 
@@ -41,17 +41,20 @@ def main(argv=None) -> None:
     parser.add_argument("--run", required=True, help="a run directory made by attn-study")
     parser.add_argument("--max-instances", type=int, default=None, help="test instances (default: all)")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--subtests", default=None,
-                        help="comma-separated labels to run, e.g. 'ss single,ss multi' (default: all)")
+    parser.add_argument(
+        "--subtests", default=None, help="comma-separated labels to run, e.g. 'ss single,ss multi' (default: all)"
+    )
     args = parser.parse_args(argv)
-    run = saved.load(args.run, option="--run")
+    run = assemble.load(args.run, option="--run")
     model = staged_model(run.module).to(args.device)
     data = run.datamodule
     indices = AnalysisCallback.instances(data, "test", args.max_instances, 0)
-    subtests = [("jw permutation", JainWallace(seed=0), ["permutation"]),
-                ("jw adversarial", JainWallace(seed=0), ["adversarial"]),
-                ("ss single", SerranoSmith(seed=0), ["single"]),
-                ("ss multi", SerranoSmith(seed=0), ["multi"])]
+    subtests = [
+        ("jw permutation", JainWallace(seed=0), ["permutation"]),
+        ("jw adversarial", JainWallace(seed=0), ["adversarial"]),
+        ("ss single", SerranoSmith(seed=0), ["single"]),
+        ("ss multi", SerranoSmith(seed=0), ["multi"]),
+    ]
     if getattr(model, "token_attention", True):
         subtests.append(("sp intermediate", Sparsity(seed=0), ["intermediate"]))
     if args.subtests:
@@ -63,15 +66,17 @@ def main(argv=None) -> None:
     for label, family, tests in subtests:
         frames, seconds = [], []
         for general in (True, False):
-            with analysis_mode(model), (general_decoding() if general else contextlib.nullcontext()):
+            with analysis_mode(model), general_decoding() if general else contextlib.nullcontext():
                 started = time.perf_counter()
                 frames.append(family.measure(model, data, "test", indices, tests).frame)
                 if args.device.startswith("cuda"):
                     torch.cuda.synchronize()
                 seconds.append(time.perf_counter() - started)
         totals = [t + s for t, s in zip(totals, seconds)]
-        print(f"{label:18s} {seconds[0]:10.2f} {seconds[1]:11.2f} {seconds[0] / seconds[1]:6.1f}× "
-              f"{max_difference(*frames):11.2e}")
+        print(
+            f"{label:18s} {seconds[0]:10.2f} {seconds[1]:11.2f} {seconds[0] / seconds[1]:6.1f}× "
+            f"{max_difference(*frames):11.2e}"
+        )
     print(f"{'all':18s} {totals[0]:10.2f} {totals[1]:11.2f} {totals[0] / totals[1]:6.1f}×")
 
 

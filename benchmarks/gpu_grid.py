@@ -32,10 +32,21 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 GRID = ["dataset=sst,imdb", "encoder=lstm,cnn,average", "attention=additive,dot", "analysis=[jain_wallace]"]
-TINY = ["dataset=synthetic", "encoder=lstm,average", "attention=additive", "analysis=[jain_wallace]",
-        "trainer=debug", "dataset.source.n_train=96", "dataset.source.n_dev=32", "dataset.source.n_test=32",
-        "model.network.embedding_dim=16", "encoder.hidden_size=8", "analysis.jain_wallace.steps=5",
-        "analysis.jain_wallace.permutations=5", "logger=[csv]"]
+TINY = [
+    "dataset=synthetic",
+    "encoder=lstm,average",
+    "attention=additive",
+    "analysis=[jain_wallace]",
+    "trainer=debug",
+    "dataset.source.n_train=96",
+    "dataset.source.n_dev=32",
+    "dataset.source.n_test=32",
+    "model.network.embedding_dim=16",
+    "encoder.hidden_size=8",
+    "analysis.jain_wallace.steps=5",
+    "analysis.jain_wallace.permutations=5",
+    "logger=[csv]",
+]
 JW_TESTS = ("predict", "correlation", "permutation", "adversarial")
 
 
@@ -60,8 +71,11 @@ class GpuSampler(threading.Thread):
         inside = [(u, m) for t, u, m in self.samples if start <= t <= end]
         if not inside:
             return {}
-        return {"gpu_util_mean": round(sum(u for u, _ in inside) / len(inside), 1),
-                "gpu_util_max": max(u for u, _ in inside), "gpu_mem_max_mib": max(m for _, m in inside)}
+        return {
+            "gpu_util_mean": round(sum(u for u, _ in inside) / len(inside), 1),
+            "gpu_util_max": max(u for u, _ in inside),
+            "gpu_mem_max_mib": max(m for _, m in inside),
+        }
 
 
 def job_row(job: Path, sampler: GpuSampler | None) -> dict:
@@ -71,8 +85,13 @@ def job_row(job: Path, sampler: GpuSampler | None) -> dict:
     started, finished = status.get("started"), status.get("finished")
     wall = finished - started if started and finished else None
     train = summary.get("train/seconds")
-    row = {"job": job.name, "state": status.get("state"), "wall_s": wall, "train_s": train,
-           "outside_training_s": wall - train if wall is not None and train is not None else None}
+    row = {
+        "job": job.name,
+        "state": status.get("state"),
+        "wall_s": wall,
+        "train_s": train,
+        "outside_training_s": wall - train if wall is not None and train is not None else None,
+    }
     for test in JW_TESTS:
         row[f"jw_{test}_s"] = summary.get(f"jw/seconds/{test}")
     row["test_acc"] = summary.get("test/acc")
@@ -91,8 +110,14 @@ def main(argv=None) -> int:
     args, overrides = parser.parse_known_args(argv)
     out = Path(args.out)
     sweep_dir = Path(args.sweep_dir) if args.sweep_dir else out.with_suffix("").with_name(out.stem + "_sweep")
-    command = [sys.executable, "-m", "attn_study.cli", "-m", f"hydra.sweep.dir={sweep_dir}",
-               *(TINY if args.tiny else GRID)]
+    command = [
+        sys.executable,
+        "-m",
+        "attn_study.cli",
+        "-m",
+        f"hydra.sweep.dir={sweep_dir}",
+        *(TINY if args.tiny else GRID),
+    ]
     if args.jobs > 1:
         command += ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={args.jobs}"]
     command += overrides
@@ -115,8 +140,11 @@ def main(argv=None) -> int:
         writer.writerows(rows)
     for row in rows:
         print(" ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
-    print(f"{len(rows)} jobs, {total:.0f} s for the launch ({'GPU sampled' if sampler else 'no nvidia-smi'}); "
-          f"wrote {out}", flush=True)
+    print(
+        f"{len(rows)} jobs, {total:.0f} s for the launch ({'GPU sampled' if sampler else 'no nvidia-smi'}); "
+        f"wrote {out}",
+        flush=True,
+    )
     return launched.returncode
 
 

@@ -21,13 +21,13 @@ import time
 import numpy as np
 import torch
 
-from attn_study import saved
+from attn_study import assemble
 from attn_study.analysis.importance import gradient_importance, leave_one_out, predict
 from attn_study.analysis.measures import tvd
 
 
 def load_run(run: str):
-    run = saved.load(run, option="--run")
+    run = assemble.load(run, option="--run")
     return run.cfg, run.datamodule, run.model
 
 
@@ -69,8 +69,12 @@ def captum_loo(model, batch, probs, perturbations_per_eval):
     feature_mask = torch.minimum(positions, (lengths - 1)[:, None])  # padding shares the last token's id
     keep = torch.ones(mask.shape)
     attr = FeatureAblation(forward).attribute(
-        keep, baselines=0.0, additional_forward_args=(batch["ids"], mask, probs),
-        feature_mask=feature_mask, perturbations_per_eval=perturbations_per_eval)
+        keep,
+        baselines=0.0,
+        additional_forward_args=(batch["ids"], mask, probs),
+        feature_mask=feature_mask,
+        perturbations_per_eval=perturbations_per_eval,
+    )
     return attr * mask
 
 
@@ -101,31 +105,48 @@ def main() -> None:
     chosen = np.random.default_rng(0).permutation(eligible)[: args.max_instances]
     batches = list(datamodule.loader(args.split, batch_size=args.batch_size, indices=np.sort(chosen)))
     k = datamodule.num_classes
-    result = {"run": args.run, "encoder": cfg.encoder.name, "dataset": cfg.dataset.name, "instances": len(chosen),
-              "mean_length": float(data.lengths[chosen].mean()), "threads": torch.get_num_threads()}
+    result = {
+        "run": args.run,
+        "encoder": cfg.encoder.name,
+        "dataset": cfg.dataset.name,
+        "instances": len(chosen),
+        "mean_length": float(data.lengths[chosen].mean()),
+        "threads": torch.get_num_threads(),
+    }
 
     first = batches[0]
-    ours_g, t_ours_g = timed(lambda: [gradient_importance(model, b, normalise=False) for b in batches],
-                             lambda: gradient_importance(model, first))
-    theirs_g, t_captum_g = timed(lambda: [captum_gradient(model, b, k) for b in batches],
-                                 lambda: captum_gradient(model, first, k))
+    ours_g, t_ours_g = timed(
+        lambda: [gradient_importance(model, b, normalise=False) for b in batches],
+        lambda: gradient_importance(model, first),
+    )
+    theirs_g, t_captum_g = timed(
+        lambda: [captum_gradient(model, b, k) for b in batches], lambda: captum_gradient(model, first, k)
+    )
     result["grad_max_abs_diff"] = max(float((a - b.detach()).abs().max()) for a, b in zip(ours_g, theirs_g))
     result.update(grad_seconds_ours=t_ours_g, grad_seconds_captum=t_captum_g, grad_speedup=t_captum_g / t_ours_g)
 
     probs = [predict(model, b)[2] for b in batches]
-    ours_l, t_ours_l = timed(lambda: [leave_one_out(model, b, p, chunk_size=args.loo_chunk_size)
-                                      for b, p in zip(batches, probs)],
-                             lambda: leave_one_out(model, first, probs[0], chunk_size=args.loo_chunk_size))
+    ours_l, t_ours_l = timed(
+        lambda: [leave_one_out(model, b, p, chunk_size=args.loo_chunk_size) for b, p in zip(batches, probs)],
+        lambda: leave_one_out(model, first, probs[0], chunk_size=args.loo_chunk_size),
+    )
     best = None
     for ppe in args.perturbations_per_eval:
-        theirs_l, seconds = timed(lambda: [captum_loo(model, b, p, ppe) for b, p in zip(batches, probs)],
-                                  lambda: captum_loo(model, first, probs[0], ppe))
+        theirs_l, seconds = timed(
+            lambda: [captum_loo(model, b, p, ppe) for b, p in zip(batches, probs)],  # noqa: B023 (called at once)
+            lambda: captum_loo(model, first, probs[0], ppe),  # noqa: B023
+        )
         diff = max(float((a - b).abs().max()) for a, b in zip(ours_l, theirs_l))
         result[f"loo_seconds_captum_ppe{ppe}"] = seconds
         if best is None or seconds < best[1]:
             best = (ppe, seconds, diff)
-    result.update(loo_seconds_ours=t_ours_l, loo_best_captum_ppe=best[0], loo_seconds_captum=best[1],
-                  loo_max_abs_diff=best[2], loo_speedup=best[1] / t_ours_l)
+    result.update(
+        loo_seconds_ours=t_ours_l,
+        loo_best_captum_ppe=best[0],
+        loo_seconds_captum=best[1],
+        loo_max_abs_diff=best[2],
+        loo_speedup=best[1] / t_ours_l,
+    )
     result["agree"] = result["grad_max_abs_diff"] <= args.tolerance and result["loo_max_abs_diff"] <= args.tolerance
     print(json.dumps(result, indent=2))
     if not result["agree"]:

@@ -29,9 +29,11 @@ from attn_study.data.datamodule import collate
 from attn_study.models import attention, encoders, projection
 from attn_study.models.classifier import AttentionClassifier
 
-ENCODERS = {"lstm": (partial(encoders.RNNEncoder, hidden_size=128), attention.AdditiveScorer),
-            "transformer": (partial(encoders.TransformerEncoder), attention.DotScorer),
-            "cnn": (partial(encoders.CNNEncoder), attention.AdditiveScorer)}
+ENCODERS = {
+    "lstm": (partial(encoders.RNNEncoder, hidden_size=128), attention.AdditiveScorer),
+    "transformer": (partial(encoders.TransformerEncoder), attention.DotScorer),
+    "cnn": (partial(encoders.CNNEncoder), attention.AdditiveScorer),
+}
 
 
 def inputs(args, vocab_size: int) -> list[list[int]]:
@@ -95,21 +97,37 @@ def main() -> None:
     args = parser.parse_args()
     torch.manual_seed(0)
     encoder, scorer = ENCODERS[args.encoder]
-    model = AttentionClassifier(vocab_size=20000, num_classes=2, encoder=encoder, scorer=scorer,
-                                projection=projection.Softmax(), embedding_dim=300).eval().requires_grad_(False)
+    model = (
+        AttentionClassifier(
+            vocab_size=20000,
+            num_classes=2,
+            encoder=encoder,
+            scorer=scorer,
+            projection=projection.Softmax(),
+            embedding_dim=300,
+        )
+        .eval()
+        .requires_grad_(False)
+    )
     seqs = inputs(args, 20000)
     batch = collate([{"index": i, "ids": s, "label": 0} for i, s in enumerate(seqs)])
-    print(f"{args.encoder}: {len(seqs)} instances of {int(batch['lengths'].min())}–{int(batch['lengths'].max())} "
-          f"tokens ({int(batch['lengths'].sum())} rows of G), {torch.get_num_threads()} threads")
+    print(
+        f"{args.encoder}: {len(seqs)} instances of {int(batch['lengths'].min())}–{int(batch['lengths'].max())} "
+        f"tokens ({int(batch['lengths'].sum())} rows of G), {torch.get_num_threads()} threads"
+    )
     replicated, t_rep = timed(lambda: input_to_hidden_gradients(model, batch, chunk_size=args.chunk))
     vmapped, t_vmap = timed(lambda: grads_batched(model, batch, chunk=max(1, args.chunk // len(seqs))))
     print(f"replicated rows    {t_rep:8.2f} s")
-    print(f"is_grads_batched   {t_vmap:8.2f} s   (replicated is {t_vmap / t_rep:.1f}x faster); "
-          f"max |diff| {float((vmapped - replicated).abs().max()):.2e}")
+    print(
+        f"is_grads_batched   {t_vmap:8.2f} s   (replicated is {t_vmap / t_rep:.1f}x faster); "
+        f"max |diff| {float((vmapped - replicated).abs().max()):.2e}"
+    )
     if not args.skip_loop:
         loop, t_loop = timed(lambda: per_p_loop(model, batch))
-        print(f"per-p loop         {t_loop:8.2f} s   (replicated is {t_loop / t_rep:.1f}x faster); "
-              f"max |diff| {float((loop - replicated).abs().max()):.2e}")
+        print(
+            f"per-p loop         {t_loop:8.2f} s   (replicated is {t_loop / t_rep:.1f}x faster); "
+            f"max |diff| {float((loop - replicated).abs().max()):.2e}"
+        )
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Mutation check: plant small bugs in one module, one at a time, and see whether its tests notice.
 
-    .venv/bin/python scripts/mutate.py attn_study/analysis/sparsity.py tests/analysis/test_sparsity.py
-    .venv/bin/python scripts/mutate.py attn_study/analysis/shortcuts.py tests/analysis/test_shortcuts.py \\
+    .venv/bin/python scripts/mutate.py attn_study/families/sparsity/callback.py tests/analysis/test_sparsity.py
+    .venv/bin/python scripts/mutate.py attn_study/families/shortcuts/callback.py tests/analysis/test_shortcuts.py \\
         --functions choice_accuracy,measure --limit 40 -- -k "not smoke"
 
 Each mutant changes one place of the module's abstract syntax tree — a comparison (< ↔ <=, == ↔ !=), an
@@ -27,8 +27,18 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SWAPS = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq,
-         ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult}
+SWAPS = {
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.Add: ast.Sub,
+    ast.Sub: ast.Add,
+    ast.Mult: ast.Div,
+    ast.Div: ast.Mult,
+}
 METHODS = {"mean": "sum", "sum": "mean", "max": "min", "min": "max", "amax": "amin", "amin": "amax"}
 
 
@@ -74,8 +84,12 @@ def mutate(tree: ast.AST, site: Site) -> ast.AST:
     elif site.kind == "boolean":
         node.value = not node.value
     elif site.kind == "unary":
-        parent = next(p for p in ast.walk(tree) for f, v in ast.iter_fields(p)
-                      if v is node or (isinstance(v, list) and any(x is node for x in v)))
+        parent = next(
+            p
+            for p in ast.walk(tree)
+            for f, v in ast.iter_fields(p)
+            if v is node or (isinstance(v, list) and any(x is node for x in v))
+        )
         for field, value in ast.iter_fields(parent):
             if value is node:
                 setattr(parent, field, node.operand)
@@ -120,14 +134,21 @@ def main() -> None:
             module.write_text(ast.unparse(mutate(tree, site)) + "\n")
             started = time.time()
             try:
-                result = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-                                         *args.tests, *extra], cwd=REPO, capture_output=True, timeout=args.timeout)
+                result = subprocess.run(
+                    [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *args.tests, *extra],
+                    cwd=REPO,
+                    capture_output=True,
+                    timeout=args.timeout,
+                )
                 killed = result.returncode != 0
             except subprocess.TimeoutExpired:
                 killed = True  # a hang is noticed too
             verdict = "killed" if killed else "SURVIVED"
-            print(f"[{n}/{len(found)}] {verdict:8s} line {site.line:4d} {site.kind:8s} {site.text[:90]} "
-                  f"({time.time() - started:.0f} s)", flush=True)
+            print(
+                f"[{n}/{len(found)}] {verdict:8s} line {site.line:4d} {site.kind:8s} {site.text[:90]} "
+                f"({time.time() - started:.0f} s)",
+                flush=True,
+            )
             if not killed:
                 survivors.append(site)
     finally:

@@ -12,7 +12,6 @@ import torch
 
 from tests.helpers import compose_config
 
-
 if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 

@@ -23,7 +23,8 @@ from attn_study.models import attention, encoders, projection
 from attn_study.models.classifier import AttentionClassifier
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
+#: the real datasets of the slow tests: $ATTN_STUDY_TEST_DATA, else a "shared/data" folder beside the repository
+SHARED_DATA = Path(os.environ.get("ATTN_STUDY_TEST_DATA") or REPO.parent / "shared" / "data")
 CLI = [sys.executable, "-m", "attn_study.cli"]
 
 # a model small enough that a whole train/test run takes seconds on a CPU
@@ -41,6 +42,7 @@ TWO_JOBS = ["encoder=lstm,average", "encoder.hidden_size=8", *TINY]
 
 # -- configs and the command line ----------------------------------------------------------------
 
+
 def compose_config(*overrides: str, name: str = "config"):
     """The composed config of ``attn-study`` (``name='analyze'``: of ``attn-study-analyze``)."""
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
@@ -55,12 +57,19 @@ def cli_env() -> dict:
 
 def launch(sweep_dir: Path, *overrides: str, timeout: int = 300, **kwargs) -> subprocess.CompletedProcess:
     """``attn-study -m`` in a subprocess, into ``sweep_dir``."""
-    return subprocess.run([*CLI, "-m", f"hydra.sweep.dir={sweep_dir}", *overrides], capture_output=True,
-                          text=True, cwd=REPO, env=kwargs.pop("env", cli_env()), timeout=timeout, **kwargs)
+    return subprocess.run(
+        [*CLI, "-m", f"hydra.sweep.dir={sweep_dir}", *overrides],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=kwargs.pop("env", cli_env()),
+        timeout=timeout,
+        **kwargs,
+    )
 
 
 def shared_data(*parts: str) -> Path:
-    """A path under ../shared/data, or skip the test when it is absent."""
+    """A path under :data:`SHARED_DATA`, or skip the test when it is absent."""
     path = SHARED_DATA.joinpath(*parts)
     if not path.exists():
         pytest.skip(f"{path} not available")
@@ -68,6 +77,7 @@ def shared_data(*parts: str) -> Path:
 
 
 # -- run directories -----------------------------------------------------------------------------
+
 
 def job_dirs(sweep_dir: Path) -> list[Path]:
     return sorted(p for p in Path(sweep_dir).iterdir() if (p / ".hydra").is_dir())
@@ -114,11 +124,18 @@ class StubData:
         self.batch, self.num_classes = batch, num_classes
         lengths = batch["lengths"].tolist()
         ids = [batch["ids"][r, :n].numpy() for r, n in enumerate(lengths)]
-        self._split = SimpleNamespace(ids=ids, uids=[f"t{i}" for i in range(len(ids))], lengths=np.array(lengths),
-                                      labels=batch["labels"].numpy(), boundary="token_mask" in batch)
+        self._split = SimpleNamespace(
+            ids=ids,
+            uids=[f"t{i}" for i in range(len(ids))],
+            lengths=np.array(lengths),
+            labels=batch["labels"].numpy(),
+            boundary="token_mask" in batch,
+        )
         if serve_order is not None:
             order = torch.as_tensor(list(serve_order))
-            self.batch = {k: v[order] if torch.is_tensor(v) and v.shape[:1] == order.shape else v for k, v in batch.items()}
+            self.batch = {
+                k: v[order] if torch.is_tensor(v) and v.shape[:1] == order.shape else v for k, v in batch.items()
+            }
         self.data = SimpleNamespace(label_names=[f"class {k}" for k in range(num_classes)])
         self.vocab = SimpleNamespace(decode=lambda ids: [str(i) for i in ids])
 
@@ -136,18 +153,35 @@ class StubData:
         for start in range(0, rows, batch_size):
             part = slice(start, start + batch_size)
             width = int(self.batch["lengths"][part].max())
-            out.append({k: v[part][:, :width] if v.dim() >= 2 and v.shape[1] == t_max else v[part]
-                        for k, v in self.batch.items()})
+            out.append(
+                {
+                    k: v[part][:, :width] if v.dim() >= 2 and v.shape[1] == t_max else v[part]
+                    for k, v in self.batch.items()
+                }
+            )
         return out
 
 
-def tiny_model(encoder=None, scorer=attention.AdditiveScorer, proj=projection.Softmax, num_classes: int = 2,
-               seed: int = 0, vocab: int = 25, dim: int = 6, double: bool = False) -> AttentionClassifier:
+def tiny_model(
+    encoder=None,
+    scorer=attention.AdditiveScorer,
+    proj=projection.Softmax,
+    num_classes: int = 2,
+    seed: int = 0,
+    vocab: int = 25,
+    dim: int = 6,
+    double: bool = False,
+) -> AttentionClassifier:
     """A seeded flat model in eval mode with frozen parameters (default encoder: BiLSTM 4/direction)."""
     torch.manual_seed(seed)
-    model = AttentionClassifier(vocab_size=vocab, num_classes=num_classes,
-                                encoder=encoder or partial(encoders.RNNEncoder, hidden_size=4), scorer=scorer,
-                                projection=proj(), embedding_dim=dim)
+    model = AttentionClassifier(
+        vocab_size=vocab,
+        num_classes=num_classes,
+        encoder=encoder or partial(encoders.RNNEncoder, hidden_size=4),
+        scorer=scorer,
+        projection=proj(),
+        embedding_dim=dim,
+    )
     model = model.double() if double else model
     return model.eval().requires_grad_(False)
 
@@ -174,8 +208,8 @@ def wandb_records(path: Path):
         if left_in_block < _HEADER:  # block trailer: zero padding
             pos += left_in_block
             continue
-        _, length, kind = struct.unpack("<IHB", data[pos:pos + _HEADER])
-        chunk = data[pos + _HEADER:pos + _HEADER + length]
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + _HEADER])
+        chunk = data[pos + _HEADER : pos + _HEADER + length]
         pos += _HEADER + length
         if kind == 0 and length == 0:
             continue
@@ -208,6 +242,7 @@ def wandb_run_history(run_dir: Path) -> list[dict]:
     rows = []
     for record in wandb_records(log_file):
         if record.WhichOneof("record_type") == "history":
-            rows.append({item.key or "/".join(item.nested_key): json.loads(item.value_json)
-                         for item in record.history.item})
+            rows.append(
+                {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
+            )
     return rows

@@ -76,7 +76,7 @@ def hidden_gradient(model, ids, boundary=False) -> np.ndarray:
 
 
 def deleted(ids, t: int) -> list[int]:
-    return ids[:t] + ids[t + 1:]
+    return ids[:t] + ids[t + 1 :]
 
 
 def leave_one_out(model, ids, boundary=False, predicted_class: bool = False) -> np.ndarray:

@@ -12,8 +12,14 @@ from tests.helpers import REPO, cli_env
 
 def test_the_gpu_grid_benchmark_runs_the_real_cli_and_writes_its_csv(tmp_path):
     out = tmp_path / "grid.csv"
-    done = subprocess.run([sys.executable, "benchmarks/gpu_grid.py", "--tiny", "--jobs", "2", "--out", str(out)],
-                          cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "benchmarks/gpu_grid.py", "--tiny", "--jobs", "2", "--out", str(out)],
+        cwd=REPO,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     rows = list(csv.DictReader(out.open()))
     assert len(rows) == 2 and {r["state"] for r in rows} == {"complete"}

@@ -22,8 +22,15 @@ def test_run_directory_contract(make_cfg, tmp_path):
     on_disk = json.loads((run / "summary.json").read_text())
     assert on_disk == summary
     assert on_disk["undefined"] == {} and on_disk["warnings"] == []
-    for key in ("test/acc", "test/f1", "test/auroc", "test/loss", "val/acc_best", "train/seconds_per_epoch",
-                "data/train_size"):
+    for key in (
+        "test/acc",
+        "test/f1",
+        "test/auroc",
+        "test/loss",
+        "val/acc_best",
+        "train/seconds_per_epoch",
+        "data/train_size",
+    ):
         assert key in on_disk
     assert on_disk["data/train_size"] == 96
     assert (run / "checkpoints" / "best.ckpt").is_file()
@@ -46,13 +53,22 @@ def test_wandb_offline_run_is_written_into_the_run_directory(make_cfg, tmp_path)
     assert len(runs) == 1 and list(runs[0].glob("*.wandb"))
 
 
-@pytest.mark.parametrize("combo", [
-    ["encoder=gru", "encoder.hidden_size=8", "attention=dot", "projection=sparsemax"],
-    ["encoder=conv", "encoder.filters=4", "projection=entmax15"],
-    ["encoder=noenc", "projection=sparsegen"],
-    ["encoder=transformer", "encoder.model_dim=8", "encoder.num_heads=2", "encoder.ff_dim=16",
-     "attention=dot", "projection=entmax_bisect"],
-])
+@pytest.mark.parametrize(
+    "combo",
+    [
+        ["encoder=gru", "encoder.hidden_size=8", "attention=dot", "projection=sparsemax"],
+        ["encoder=conv", "encoder.filters=4", "projection=entmax15"],
+        ["encoder=noenc", "projection=sparsegen"],
+        [
+            "encoder=transformer",
+            "encoder.model_dim=8",
+            "encoder.num_heads=2",
+            "encoder.ff_dim=16",
+            "attention=dot",
+            "projection=entmax_bisect",
+        ],
+    ],
+)
 def test_other_components_compose_and_run(make_cfg, tmp_path, combo):
     summary = train_and_test(make_cfg(*TINY, "logger=none", *combo), tmp_path / "run")
     assert 0.0 <= summary["test/acc"] <= 1.0
@@ -65,15 +81,24 @@ def test_wrong_choice_lists_the_available_options(make_cfg):
 
 def test_cli_help_lists_the_groups():
     out = subprocess.run([*CLI, "--help"], capture_output=True, text=True, cwd=REPO, env=cli_env(), check=True).stdout
-    for line in ("encoder: average, cnn, conv, gru, lstm, noenc, transformer", "attention: additive, dot, preloaded, uniform",
-                 "projection: entmax15, entmax_bisect, softmax, sparsegen, sparsemax", "dataset: adr, ag_news, amazon, babi1, babi2, babi3, cnn_qa, imdb, imdb_rating, mimic_anemia, mimic_diabetes, snli, sst, sst5, sst_markers, synthetic, synthetic_markers, twenty_news, yahoo, yelp", "training: instance_weighting, model_consistent_adversary, random_attention_pretraining, standard"):
+    for line in (
+        "encoder: average, cnn, conv, gru, lstm, noenc, transformer",
+        "attention: additive, dot, preloaded, uniform",
+        "projection: entmax15, entmax_bisect, softmax, sparsegen, sparsemax",
+        "dataset: adr, ag_news, amazon, babi1, babi2, babi3, cnn_qa, imdb, imdb_rating, mimic_anemia, mimic_diabetes, "
+        "snli, sst, sst5, sst_markers, synthetic, synthetic_markers, twenty_news, yahoo, yelp",
+        "training: instance_weighting, model_consistent_adversary, random_attention_pretraining, standard",
+    ):
         assert line in out
 
 
 def test_cli_user_error_is_one_line(tmp_path):
     proc = subprocess.run(
         [*CLI, "dataset=sst", f"dataset.path={tmp_path}/missing", "logger=none", f"hydra.run.dir={tmp_path}/run"],
-        capture_output=True, text=True, cwd=REPO, env=cli_env(),
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=cli_env(),
     )
     assert proc.returncode == 2
     errors = [line for line in proc.stderr.splitlines() if line.startswith("attn-study: error:")]
@@ -84,8 +109,9 @@ def test_cli_user_error_is_one_line(tmp_path):
 @pytest.mark.slow
 def test_cli_default_run(tmp_path):
     """`attn-study` with no arguments (the README's `make run`), into a temporary run directory."""
-    proc = subprocess.run([*CLI, f"hydra.run.dir={tmp_path}/run"], capture_output=True, text=True, cwd=REPO,
-                          env=cli_env(), timeout=600)
+    proc = subprocess.run(
+        [*CLI, f"hydra.run.dir={tmp_path}/run"], capture_output=True, text=True, cwd=REPO, env=cli_env(), timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["test/acc"] > 0.85
@@ -104,8 +130,13 @@ def test_token_level_analysis_on_a_sentence_level_model_fails_before_training(ma
 
 @pytest.mark.parametrize("lr, says", [("1e30", "train/loss = nan"), ("1e10", "100 × the loss of a uniform guess")])
 def test_diverged_training_fails_the_run_in_one_line(tmp_path, lr, says):
-    proc = subprocess.run([*CLI, *TINY, "logger=none", f"model.optimizer.lr={lr}", "trainer.max_epochs=2",
-                           f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, cwd=REPO, env=cli_env())
+    proc = subprocess.run(
+        [*CLI, *TINY, "logger=none", f"model.optimizer.lr={lr}", "trainer.max_epochs=2", f"hydra.run.dir={tmp_path}"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=cli_env(),
+    )
     assert proc.returncode == 2
     errors = [line for line in proc.stderr.splitlines() if line.startswith("attn-study: error:")]
     assert len(errors) == 1 and "diverged" in errors[0] and says in errors[0] and "model.optimizer.lr" in errors[0]
@@ -119,12 +150,28 @@ def test_user_mistakes_of_the_command_line_get_one_line(tmp_path):
     cases = [
         ([*CLI, *TINY, "logger=wandb", "logger.wandb.mode=online", f"hydra.run.dir={tmp_path}/a"], "wandb login"),
         ([sys.executable, "-c", "from attn_study.cli import analyze_main; analyze_main()"], "ckpt_path is required"),
-        ([sys.executable, "-c", "from attn_study.cli import analyze_main; analyze_main()", f"ckpt_path={tmp_path}"],
-         "no checkpoint"),
-        ([sys.executable, "-c", "from attn_study.cli import analyze_main; analyze_main()",
-          f"ckpt_path={tmp_path}/encoder=lstm,seed=13"], "quote a path"),
-        ([sys.executable, "-c", "from attn_study.cli import analyze_main; analyze_main()",
-          f"ckpt_path='{tmp_path}/encoder=lstm,seed=13'"], "no checkpoint"),  # quoted: Hydra reads it whole
+        (
+            [sys.executable, "-c", "from attn_study.cli import analyze_main; analyze_main()", f"ckpt_path={tmp_path}"],
+            "no checkpoint",
+        ),
+        (
+            [
+                sys.executable,
+                "-c",
+                "from attn_study.cli import analyze_main; analyze_main()",
+                f"ckpt_path={tmp_path}/encoder=lstm,seed=13",
+            ],
+            "quote a path",
+        ),
+        (
+            [
+                sys.executable,
+                "-c",
+                "from attn_study.cli import analyze_main; analyze_main()",
+                f"ckpt_path='{tmp_path}/encoder=lstm,seed=13'",
+            ],
+            "no checkpoint",
+        ),  # quoted: Hydra reads it whole
     ]
     for args, says in cases:
         proc = subprocess.run(args, capture_output=True, text=True, cwd=REPO, env=env)
@@ -133,8 +180,9 @@ def test_user_mistakes_of_the_command_line_get_one_line(tmp_path):
         assert "Traceback" not in proc.stderr
 
 
-@pytest.mark.parametrize("rule", [["training.select_from_epoch=2"],
-                                  ["training=random_attention_pretraining", "training.pretrain_epochs=2"]])
+@pytest.mark.parametrize(
+    "rule", [["training.select_from_epoch=2"], ["training=random_attention_pretraining", "training.pretrain_epochs=2"]]
+)
 def test_the_checkpoint_tested_is_the_best_of_the_epochs_that_may_be_chosen(make_cfg, tmp_path, rule):
     """With a learning rate too small to change anything, every epoch scores the same on dev and the first
     candidate stays the best (ties never replace it): the tested checkpoint is epoch 2 — the first that the rule

@@ -32,13 +32,14 @@ import pandas as pd
 import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import WandbLogger
+from tqdm.auto import tqdm
 
-from attn_study import keys
-from attn_study.analysis.figures.training import epochs_figure
+from attn_study import families, keys, layout
 from attn_study.analysis.protocol import analysis_data, staged_model
 from attn_study.errors import UserError
+from attn_study.figures.training import epochs_figure
 from attn_study.io import publish_mode, write_csv_atomic, write_json_atomic, write_parquet_atomic
-from attn_study.keys import EPOCHS_CSV, EPOCHS_FIGURE, EPOCHS_PARQUET, INSTANCES, SUMMARY
+from attn_study.layout import EPOCHS_CSV, EPOCHS_FIGURE, EPOCHS_PARQUET, INSTANCES, SUMMARY
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,11 @@ def whole(option: str, value, low: int = 1, optional: bool = False) -> int | Non
     naming ``option``: ``abc`` and ``1.5`` are refused, never read as something else."""
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not value.is_integer()):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or (isinstance(value, float) and not value.is_integer())
+    ):
         raise UserError(f"{option}={value}: must be a whole number{' (or null)' if optional else ''}")
     if value < low:
         raise UserError(f"{option}={value}: must be >= {low}{' (or null)' if optional else ''}")
@@ -100,10 +105,11 @@ def _positive_or_none(option: str, value) -> int | None:
 class AnalysisCallback(Callback):
     """One test family as a Lightning callback (see the module docstring)."""
 
-    name: ClassVar[str] = ""               # the family: config option, folder analysis/<name>/
+    name: ClassVar[str] = ""  # the family: config option, folder analysis/<name>/ (its folder under families/)
     TESTS: ClassVar[tuple[str, ...]] = ()  # its sub-tests
     VAL_TESTS: ClassVar[tuple[str, ...]] = ()  # the default subset tracked during training
-    TRACKED: ClassVar[tuple[str, ...]] = ()    # keys drawn against the epoch (keys.TRACKED)
+    TRACKABLE: ClassVar[tuple[str, ...] | None] = None  # the sub-tests that can be tracked (None: all TESTS)
+    TRACKED: ClassVar[tuple[str, ...]] = ()  # keys drawn against the epoch (families.TRACKED)
     # batch_size=null: as many instances as fit a token budget, the longest analysed text deciding (its
     # square where the work per instance is T×T); the budget is fixed on a CPU, from free memory on a GPU
     CPU_TOKENS: ClassVar[int] = 32_768
@@ -112,10 +118,28 @@ class AnalysisCallback(Callback):
     GPU_MAX_BATCH: ClassVar[int] = 8192
     QUADRATIC: ClassVar[bool] = False
 
-    def __init__(self, *, split: str = "test", max_instances: int | None = None, subsample_seed: int = 0,
-                 seed: int = 0, batch_size: int | None = None, tests=None, every_n_epochs: int | None = None,
-                 val_tests=None, val_split: str = "dev", val_max_instances: int | None = 200,
-                 out_dir: str | Path | None = None):
+    def __init_subclass__(cls, **kwargs):
+        """A family's callback in ``attn_study/families/<name>/callback.py`` is named ``<name>``."""
+        super().__init_subclass__(**kwargs)
+        parts = cls.__module__.split(".")
+        if parts[:2] == ["attn_study", "families"] and len(parts) == 4 and "name" not in cls.__dict__:
+            cls.name = parts[2]
+
+    def __init__(
+        self,
+        *,
+        split: str = "test",
+        max_instances: int | None = None,
+        subsample_seed: int = 0,
+        seed: int = 0,
+        batch_size: int | None = None,
+        tests=None,
+        every_n_epochs: int | None = None,
+        val_tests=None,
+        val_split: str = "dev",
+        val_max_instances: int | None = 200,
+        out_dir: str | Path | None = None,
+    ):
         self.split, self.val_split = str(split), str(val_split)
         self.max_instances = _positive_or_none(self._option("max_instances"), max_instances)
         self.val_max_instances = _positive_or_none(self._option("val_max_instances"), val_max_instances)
@@ -124,15 +148,23 @@ class AnalysisCallback(Callback):
         self.every_n_epochs = _positive_or_none(self._option("every_n_epochs"), every_n_epochs)
         self.subsample_seed, self.seed = int(subsample_seed), int(seed)
         self.tests = self._choose("tests", self.TESTS if tests is None else tests, self.TESTS)
-        self.val_tests = self._choose("val_tests", self.VAL_TESTS if val_tests is None else val_tests, self.TESTS)
+        trackable = self.TESTS if self.TRACKABLE is None else self.TRACKABLE
+        self.val_tests = self._choose("val_tests", self.VAL_TESTS if val_tests is None else val_tests, trackable)
+        if self.every_n_epochs and not self.val_tests:
+            option = f"{self._option('every_n_epochs')}={every_n_epochs}"
+            raise UserError(
+                f"{option}: nothing to track ({self._option('val_tests')} is empty); choose from {list(trackable)}"
+                if trackable
+                else f"{option}: {self.name} measures nothing during training; leave it null"
+            )
         self.out_dir = None if out_dir is None else Path(out_dir)
         self.summary: dict = {}
-        self.history: list[dict] = []       # per tracked epoch: {"epoch", key: value}
+        self.history: list[dict] = []  # per tracked epoch: {"epoch", key: value}
         self.history_rows: list[dict] = []  # per tracked epoch and instance
 
     @property
     def prefix(self) -> str:
-        return keys.FAMILIES[self.name]
+        return families.FAMILIES[self.name]
 
     def _option(self, name: str) -> str:
         return f"analysis.{self.name}.{name}"
@@ -199,10 +231,23 @@ class AnalysisCallback(Callback):
         said = (split, device.type, size)
         if said not in self._announced:
             self._announced.add(said)
-            print(f"analysis:  {self.name} on {split}: batch_size={size} (auto: {where}, {tokens} tokens, longest "
-                  f"text {longest}{'²' if self.QUADRATIC else ''}; set {self._option('batch_size')} to choose)",
-                  flush=True)
+            print(
+                f"analysis:  {self.name} on {split}: batch_size={size} (auto: {where}, {tokens} tokens, longest "
+                f"text {longest}{'²' if self.QUADRATIC else ''}; set {self._option('batch_size')} to choose)",
+                flush=True,
+            )
         return size
+
+    def batches(self, model, data, split: str, indices: np.ndarray, label: str = ""):
+        """The instances ``indices`` of ``split`` in batches on the model's device — ``batch_size`` of them, or
+        as many as the device's token budget holds — with a progress bar ``<family>/<label>``."""
+        device = next(model.parameters()).device
+        size = self.batch_size_for(data, split, indices, device)
+        desc = f"{self.name}/{label}" if label else self.name
+        for batch in tqdm(
+            data.loader(split, batch_size=size, indices=indices), desc=desc, leave=False, dynamic_ncols=True
+        ):
+            yield {k: v.to(device) for k, v in batch.items()}
 
     def analyse(self, model, data, out_dir: Path, loggers=()) -> dict:
         """The full analysis of ``model`` on ``split``: results into ``<out_dir>/analysis/<family>/``
@@ -230,7 +275,7 @@ class AnalysisCallback(Callback):
         return {keys.during_training(k): float(v) for k, v in stats.items()}
 
     def _write(self, out_dir: Path, measured: Measured, summary: dict, data) -> tuple[Path, dict]:
-        root = out_dir / "analysis"
+        root = out_dir / layout.ANALYSIS
         final, partial = root / self.name, root / f".{self.name}.partial"
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
@@ -242,8 +287,12 @@ class AnalysisCallback(Callback):
             epochs = pd.DataFrame(self.history)
             write_csv_atomic(epochs, partial / EPOCHS_CSV)
             write_parquet_atomic(pd.DataFrame(self.history_rows), partial / EPOCHS_PARQUET)
-            figure = epochs_figure(epochs, self.TRACKED, partial / EPOCHS_FIGURE,
-                                   title=f"{self.name} during training ({self.val_split} subsample)")
+            figure = epochs_figure(
+                epochs,
+                self.TRACKED,
+                partial / EPOCHS_FIGURE,
+                title=f"{self.name} during training ({self.val_split} subsample)",
+            )
             if figure is not None:
                 artefacts["epochs"] = figure
         else:  # analysed again after training: keep what was tracked while it trained
@@ -276,10 +325,14 @@ class AnalysisCallback(Callback):
         """Add the tracked epochs of a checkpoint to those already here: a resumed run gets its
         earlier epochs back, and testing the best (earlier) checkpoint after training loses none."""
         known = {h["epoch"] for h in self.history}
-        self.history = sorted(self.history + [h for h in state_dict.get("history", []) if h["epoch"] not in known],
-                              key=lambda h: h["epoch"])
-        self.history_rows = sorted(self.history_rows + [r for r in state_dict.get("history_rows", [])
-                                                        if r["epoch"] not in known], key=lambda r: r["epoch"])
+        self.history = sorted(
+            self.history + [h for h in state_dict.get("history", []) if h["epoch"] not in known],
+            key=lambda h: h["epoch"],
+        )
+        self.history_rows = sorted(
+            self.history_rows + [r for r in state_dict.get("history_rows", []) if r["epoch"] not in known],
+            key=lambda r: r["epoch"],
+        )
 
 
 def log_analysis(loggers, prefix: str, summary: dict, frame: pd.DataFrame, artefacts: dict) -> None:
@@ -289,8 +342,11 @@ def log_analysis(loggers, prefix: str, summary: dict, frame: pd.DataFrame, artef
         if isinstance(lg, WandbLogger):
             import wandb
 
-            payload = {f"{prefix}/figures/{name}": wandb.Image(str(path))
-                       for name, path in artefacts.items() if Path(path).suffix == ".png"}
+            payload = {
+                f"{prefix}/figures/{name}": wandb.Image(str(path))
+                for name, path in artefacts.items()
+                if Path(path).suffix == ".png"
+            }
             payload[f"{prefix}/instances"] = wandb.Table(dataframe=frame)
             for column in frame.select_dtypes("number").columns:
                 values = frame[column].to_numpy(dtype=float)

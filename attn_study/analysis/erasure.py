@@ -16,7 +16,7 @@ import torch
 
 from attn_study.analysis.importance import grad_context
 from attn_study.analysis.measures import jsd, probability_drop
-from attn_study.keys import RANKINGS
+from attn_study.families.serrano_smith.keys import RANKINGS
 from attn_study.models.outputs import log_odds
 
 
@@ -36,8 +36,9 @@ def zero_vector_logits(model, enc) -> torch.Tensor:
     return model.decode_pooled(zeros, enc.query, enc.candidates)
 
 
-def erased_probabilities(model, enc, alpha: torch.Tensor, removed: torch.Tensor,
-                         zero_logits: torch.Tensor | None = None) -> torch.Tensor:
+def erased_probabilities(
+    model, enc, alpha: torch.Tensor, removed: torch.Tensor, zero_logits: torch.Tensor | None = None
+) -> torch.Tensor:
     """Output distributions q (B, K, C) with the items ``removed`` (B, K, T) erased from α (B, T)
     (renormalised; the zero pooled vector where nothing is left), encoder states unchanged."""
     alphas, empty = renormalise_erased(alpha, removed)
@@ -89,8 +90,9 @@ def rank_items(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return order.gather(1, real_first)
 
 
-def ranking_scores(name: str, alpha: torch.Tensor, grad: torch.Tensor | None = None,
-                   uniform: torch.Tensor | None = None) -> torch.Tensor:
+def ranking_scores(
+    name: str, alpha: torch.Tensor, grad: torch.Tensor | None = None, uniform: torch.Tensor | None = None
+) -> torch.Tensor:
     """Scores (B, T) whose descending order is the ranking ``name``; ``random`` is the given ``uniform``
     draws (B, T)."""
     if name == "attention":
@@ -122,8 +124,10 @@ def random_other(tops: torch.Tensor, mask: torch.Tensor, uniform: torch.Tensor) 
 # single weight
 # ------------------------------------------------------------------------------------------------
 
-def single_weight(model, enc, alpha: torch.Tensor, probs: torch.Tensor, items: torch.Tensor,
-                  zero_logits: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+
+def single_weight(
+    model, enc, alpha: torch.Tensor, probs: torch.Tensor, items: torch.Tensor, zero_logits: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Erase each of ``items`` (B, K) alone: (JS(p, q_k) (B, K), decision flip (B, K) bool)."""
     removed = torch.zeros(*items.shape, alpha.shape[1], dtype=torch.bool, device=alpha.device)
     removed.scatter_(2, items[..., None], True)
@@ -135,9 +139,16 @@ def single_weight(model, enc, alpha: torch.Tensor, probs: torch.Tensor, items: t
 # multi weight
 # ------------------------------------------------------------------------------------------------
 
-def first_flips(model, enc, alpha: torch.Tensor, order: torch.Tensor, prediction: torch.Tensor,
-                steps_per_call: int = 16, zero_logits: torch.Tensor | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+
+def first_flips(
+    model,
+    enc,
+    alpha: torch.Tensor,
+    order: torch.Tensor,
+    prediction: torch.Tensor,
+    steps_per_call: int = 16,
+    zero_logits: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Erase items from the top of ``order`` (B, T), renormalising, until the decision flips.
 
     Step k (1 ≤ k ≤ n, n = the instance's number of items) erases the first k items of the ranking;

@@ -1,5 +1,7 @@
-"""Feature importance: gradient (Jain & Wallace Algorithm 1, Meister et al. Eqs. 4–5), leave-one-out,
-and the importance of the intermediate representations h (Meister et al.).
+"""Feature importance: gradient (Jain & Wallace Algorithm 1, Meister et al. Eqs. 4–5), leave-one-out (signed
+or not), input × gradient and integrated gradients (Captum's), and the importance of the intermediate
+representations h (Meister et al.). :data:`METHODS` puts the methods that score tokens for the predicted
+class behind one signature (:func:`importance`).
 
 All functions take a staged model in eval mode and a batch on the model's device, and return (B, T)
 tensors (or (B, T, T)) that are 0 on padding and on boundary tokens.
@@ -13,10 +15,12 @@ makes ∇ŷ_c exactly 0 for a confident prediction.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 
 import torch
 
 from attn_study.analysis.measures import probability_drop, tvd
+from attn_study.analysis.seeding import instance_draws
 from attn_study.models.classifier import attended
 from attn_study.models.encoders import CNNEncoder
 from attn_study.models.outputs import log_odds
@@ -58,8 +62,9 @@ def _logits_from_leaf(model, batch: dict, detach_attention: bool):
 token_mask = attended
 
 
-def gradient_importance(model, batch: dict, detach_attention: bool = True, normalise: bool = True,
-                        classes: str = "predicted") -> torch.Tensor:
+def gradient_importance(
+    model, batch: dict, detach_attention: bool = True, normalise: bool = True, classes: str = "predicted"
+) -> torch.Tensor:
     """Jain & Wallace's gradient importance g_t = |∇_{e_t} ŷ_c · e_t| (Algorithm 1), c the predicted
     class (the authors' code, and the usual saliency convention); ``classes='sum'``: Σ_c over every
     output (what an earlier reading of the paper did; the same after normalising for two classes).
@@ -90,7 +95,9 @@ def gradient_importance(model, batch: dict, detach_attention: bool = True, norma
     return normalise_rows(scores, mask) if normalise else scores
 
 
-def gradient_norm_importance(model, batch: dict, detach_attention: bool = False, normalise: bool = True) -> torch.Tensor:
+def gradient_norm_importance(
+    model, batch: dict, detach_attention: bool = False, normalise: bool = True
+) -> torch.Tensor:
     """Meister et al.'s g_ŷ(x_t) = ‖∂ŷ/∂e_t‖₂ / Σ_k ‖∂ŷ/∂e_k‖₂ (Eq. 4), ŷ the predicted class's
     probability (differentiated through its log-odds: the same once normalised); the gradient flows
     through the attention unless ``detach_attention``."""
@@ -130,7 +137,7 @@ def input_to_hidden_gradients(model, batch: dict, chunk_size: int = 256) -> torc
     out = torch.zeros(b, t, t, device=mask.device, dtype=embedded.dtype)
     with torch.enable_grad(), grad_context(mask.device):
         for s in range(0, len(inst), chunk_size):
-            i, p = inst[s:s + chunk_size], pos[s:s + chunk_size]
+            i, p = inst[s : s + chunk_size], pos[s : s + chunk_size]
             leaf = embedded[i].detach().requires_grad_(True)
             hidden = model.encode({k: v[i] for k, v in fields.items()}, embedded=leaf).hidden
             norms = hidden[torch.arange(len(i), device=mask.device), p].norm(dim=-1)
@@ -170,8 +177,7 @@ def _deletion_index(batch: dict):
 def _scores_states(model) -> bool:
     """Whether ``model`` is of attn_study's staged shape with α = projection(scorer(H, q)) — what the deletion
     shortcuts re-use; not a pre-loaded attention (another run's α, renormalised: the general path re-runs it)."""
-    return (hasattr(model, "scorer") and hasattr(model, "projection")
-            and not getattr(model.scorer, "fixed", False))
+    return hasattr(model, "scorer") and hasattr(model, "projection") and not getattr(model.scorer, "fixed", False)
 
 
 #: batch fields aligned with the text's tokens (B, T): they move with the tokens when some are removed
@@ -217,7 +223,7 @@ def kept_probabilities(model, batch: dict, inst: torch.Tensor, keep: torch.Tenso
         enc = model.encode(batch)
         scores = model.scorer(enc.hidden, enc.query)
     for s in range(0, len(rows), chunk_size):
-        r = rows[s:s + chunk_size]
+        r = rows[s : s + chunk_size]
         if context_free:
             i = inst[r]
             probs = _output_from_states(model, enc, i, enc.hidden[i], scores[i], keep[r] & enc.mask[i])
@@ -252,16 +258,19 @@ def deletion_probabilities(model, batch: dict, chunk_size: int = 512):
     elif shortcuts and isinstance(encoder, CNNEncoder):
         deleted = _loo_convolution(model, batch, inst, pos, src, chunk_size)
     else:
-        deleted = torch.cat([
-            model.probabilities(model(_sub_batch(batch, inst[s:s + chunk_size], pos[s:s + chunk_size]))[0])
-            for s in range(0, len(inst), chunk_size)
-        ])
+        deleted = torch.cat(
+            [
+                model.probabilities(model(_sub_batch(batch, inst[s : s + chunk_size], pos[s : s + chunk_size]))[0])
+                for s in range(0, len(inst), chunk_size)
+            ]
+        )
     return inst, pos, deleted
 
 
 @torch.no_grad()
-def leave_one_out(model, batch: dict, probs: torch.Tensor | None = None, chunk_size: int = 512,
-                  predicted: bool = False) -> torch.Tensor:
+def leave_one_out(
+    model, batch: dict, probs: torch.Tensor | None = None, chunk_size: int = 512, predicted: bool = False
+) -> torch.Tensor:
     """Δŷ_t = TVD(ŷ(x₋ₜ), ŷ(x)) for each token t (Jain & Wallace); with ``predicted``, the change
     |ŷ_c(x₋ₜ) − ŷ_c(x)| of the predicted class c's probability instead (Meister et al. Eq. 6 before
     normalising; the same for two classes). Instances of length 1 get NaN (nothing is left to run);
@@ -296,7 +305,7 @@ def _loo_context_free(model, batch, inst, pos, chunk_size):
     scores = model.scorer(enc.hidden, enc.query)
     results = []
     for s in range(0, len(inst), chunk_size):
-        i, p = inst[s:s + chunk_size], pos[s:s + chunk_size]
+        i, p = inst[s : s + chunk_size], pos[s : s + chunk_size]
         mask = enc.mask[i].clone()
         mask[torch.arange(len(i), device=mask.device), p] = False
         results.append(_output_from_states(model, enc, i, enc.hidden[i], scores[i], mask))
@@ -311,7 +320,7 @@ def _loo_convolution(model, batch, inst, pos, src, chunk_size):
     t_max = enc.mask.shape[1]
     results = []
     for s in range(0, len(inst), chunk_size):
-        i, p = inst[s:s + chunk_size], pos[s:s + chunk_size]
+        i, p = inst[s : s + chunk_size], pos[s : s + chunk_size]
         n = len(i)
         new_len = enc.lengths[i] - 1
         width = int(new_len.max())
@@ -326,11 +335,135 @@ def _loo_convolution(model, batch, inst, pos, src, chunk_size):
             win_emb = enc.embedded[i[:, None], win_src] * win_valid.unsqueeze(-1)
             win_h = model.encoder(win_emb, win_valid, win_valid.sum(1))
             # the middle 2r positions (p-r .. p+r-1) see their whole receptive field in the window
-            mid = win_pos[:, r:3 * r]
+            mid = win_pos[:, r : 3 * r]
             keep = (mid >= 0) & (mid < new_len[:, None])
             rows = torch.arange(n, device=i.device)[:, None].expand_as(mid)
-            hidden[rows[keep], mid[keep]] = win_h[:, r:3 * r][keep]
+            hidden[rows[keep], mid[keep]] = win_h[:, r : 3 * r][keep]
         scores = model.scorer(hidden, None if enc.query is None else enc.query[i])
         attended_after = enc.mask[i[:, None], src[p, :width]] & new_mask  # boundary tokens stay unattended
         results.append(_output_from_states(model, enc, i, hidden, scores, attended_after))
     return torch.cat(results)
+
+
+def _embedding_forward(model, batch: dict, target: torch.Tensor | None = None):
+    """(forward, embedded, fields) for Captum: forward(E, *fields) = ŷ (N, C) of the full model (the
+    attention recomputed from E) — with ``target`` (B,), that class's log-odds (N,) instead —, ``fields``
+    the batch's per-instance tensors that Captum repeats with E."""
+    batch = batch if target is None else {**batch, "_target": target}
+    names = [k for k, v in batch.items() if torch.is_tensor(v) and v.shape[:1] == batch["ids"].shape[:1]]
+
+    def forward(embedded, *fields):
+        sub = dict(zip(names, fields))
+        enc = model.encode(sub, embedded=embedded)
+        logits = model.decode(enc, model.attend(enc))
+        return model.probabilities(logits) if target is None else log_odds(logits, sub["_target"])
+
+    with torch.no_grad():
+        embedded = model.embed(batch)
+    return forward, embedded.detach().requires_grad_(True), tuple(batch[k] for k in names)
+
+
+def input_x_gradient(model, batch: dict, target: torch.Tensor) -> torch.Tensor:
+    """Σ_d e_td ∂p(ŷ)/∂e_td, signed, gradients through the attention (Captum ``InputXGradient``), taken
+    through ŷ's log-odds: per instance p(ŷ)(1 − p(ŷ)) times smaller, the same ranking and signs (the
+    module ``attn_study.models.outputs``)."""
+    from captum.attr import InputXGradient
+
+    forward, embedded, fields = _embedding_forward(model, batch, target)
+    with torch.enable_grad(), grad_context(embedded.device):
+        attributions = InputXGradient(forward).attribute(embedded, additional_forward_args=fields)
+    return attributions.sum(-1).detach() * batch["mask"]
+
+
+def integrated_gradients(
+    model, batch: dict, target: torch.Tensor, steps: int = 50, internal_batch_size: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(IG_t, gap): Σ_d of Captum's ``IntegratedGradients`` of p(ŷ) w.r.t. the embeddings, the
+    baseline being the text's tokens' embeddings set to 0 (boundary tokens kept), gradients through the
+    attention; ``steps`` Gauss–Legendre points. ``gap`` = Σ_t IG_t − (p(ŷ|x) − p(ŷ|baseline)) per
+    instance: completeness says it is 0 up to the quadrature error."""
+    from captum.attr import IntegratedGradients
+
+    forward, embedded, fields = _embedding_forward(model, batch)
+    baseline = embedded * (~token_mask(batch)).unsqueeze(-1)
+    chunk = None if internal_batch_size is None else max(int(internal_batch_size), len(embedded))
+    with torch.enable_grad(), grad_context(embedded.device):
+        attributions, gap = IntegratedGradients(forward).attribute(
+            embedded,
+            baselines=baseline,
+            target=target,
+            additional_forward_args=fields,
+            n_steps=steps,
+            internal_batch_size=chunk,
+            return_convergence_delta=True,
+        )
+    return attributions.sum(-1).detach() * batch["mask"], gap.detach()
+
+
+def signed_leave_one_out(model, batch: dict, probs: torch.Tensor, chunk_size: int) -> torch.Tensor:
+    """p(ŷ|x) − p(ŷ|x₋ₜ): how much deleting token t lowers the predicted class's probability (signed)."""
+    scores = torch.zeros(batch["mask"].shape, device=probs.device, dtype=probs.dtype)
+    inst, pos, deleted = deletion_probabilities(model, batch, chunk_size)
+    if deleted is not None:
+        scores[inst, pos] = probability_drop(probs[inst], deleted, probs.argmax(-1)[inst])
+    return scores
+
+
+# ------------------------------------------------------------------------------------------------
+# every method behind one signature
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImportanceOptions:
+    chunk_size: int = 512  # deletion sequences / IG steps per model call
+    ig_steps: int = 50  # integrated gradients' quadrature points
+    seed: int = 0  # the random ranking's draws (each instance's own: analysis.seeding)
+
+
+def _attention(model, batch, alpha, probs, options):
+    return alpha, {}
+
+
+def _gradient(model, batch, alpha, probs, options):
+    return gradient_importance(model, batch, detach_attention=True, normalise=False), {}
+
+
+def _grad_norm(model, batch, alpha, probs, options):
+    return gradient_norm_importance(model, batch, detach_attention=False, normalise=False), {}
+
+
+def _input_x_gradient(model, batch, alpha, probs, options):
+    return input_x_gradient(model, batch, probs.argmax(-1)), {}
+
+
+def _integrated_gradients(model, batch, alpha, probs, options):
+    scores, gap = integrated_gradients(model, batch, probs.argmax(-1), options.ig_steps, options.chunk_size)
+    return scores, {"ig_completeness_gap": gap}
+
+
+def _loo(model, batch, alpha, probs, options):
+    return signed_leave_one_out(model, batch, probs, options.chunk_size), {}
+
+
+def _random(model, batch, alpha, probs, options):
+    return instance_draws(batch["index"], batch["mask"], options.seed, "faithfulness_random"), {}
+
+
+#: importance method → (model, batch, α, ŷ's distribution, options) → ((B, T) scores, higher = more important
+#: for the predicted class; {extra per-instance column: (B,)}) — what each computes: keys.FF_METHODS of
+#: families/faithfulness
+METHODS = {
+    "attention": _attention,
+    "gradient": _gradient,
+    "grad_norm": _grad_norm,
+    "input_x_gradient": _input_x_gradient,
+    "integrated_gradients": _integrated_gradients,
+    "loo": _loo,
+    "random": _random,
+}
+
+
+def importance(method: str, model, batch: dict, alpha, probs, options: ImportanceOptions = ImportanceOptions()):
+    """``METHODS[method]`` on one batch: ((B, T) scores, {extra column: (B,)})."""
+    return METHODS[method](model, batch, alpha, probs, options)

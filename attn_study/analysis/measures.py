@@ -9,12 +9,25 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
-__all__ = ["tvd", "probability_drop", "jsd", "entropy", "kendall_tau_b", "summarise", "bootstrap_ci", "MEAN_STATS", "undefined_code",
-           "undefined_reason", "dropped_counts", "bootstrap_ci_of"]
+__all__ = [
+    "tvd",
+    "probability_drop",
+    "jsd",
+    "entropy",
+    "kendall_tau_b",
+    "summarise",
+    "bootstrap_ci",
+    "MEAN_STATS",
+    "undefined_code",
+    "undefined_reason",
+    "dropped_counts",
+    "bootstrap_ci_of",
+]
 
 #: the statistics of a mean a summary reports: the mean and its 95 % bootstrap interval
 MEAN_STATS = ("mean", "ci_low", "ci_high")
@@ -135,8 +148,8 @@ def _tie_groups(keys: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, 
 
     keys: (B, T) with every invalid entry holding a key ≥ all valid keys (an invalid entry may share
     the largest valid key's group: it is not counted and its rank is not used). Returns ``perm``
-    (B, T), the stable ascending order; ``rank`` (B, T) int64, the dense rank 0, 1, … of each entry among its row's valid
-    keys; and ``sizes`` (B, T) int64, the size of tie group g at index g (0 beyond the last group;
+    (B, T), the stable ascending order; ``rank`` (B, T) int64, the dense rank 0, 1, … of each entry among its
+    row's valid keys; and ``sizes`` (B, T) int64, the size of tie group g at index g (0 beyond the last group;
     invalid entries are not counted).
     """
     sorted_keys, perm = torch.sort(keys, dim=1, stable=True)
@@ -185,6 +198,23 @@ def _discordant(ry: torch.Tensor) -> torch.Tensor:
     return inv.view(torch.uint8).reshape(C, L * L).sum(-1, dtype=torch.int64)
 
 
+class _PairCounts(NamedTuple):
+    """Per-row pair counts of Kendall τ-b (all int64, (B,)): ``n`` real entries, ``total`` = n0 = n(n−1)/2,
+    ``x_tied``/``y_tied`` = n1/n2 (pairs tied in x/y), ``concordant``/``discordant`` = P/Q, and the tie
+    sums of the variance: ``x_t0``/``y_t0`` = Σ t(t−1)(t−2), ``x_vt``/``y_vt`` = Σ t(t−1)(2t+5)."""
+
+    n: torch.Tensor
+    total: torch.Tensor
+    x_tied: torch.Tensor
+    y_tied: torch.Tensor
+    concordant: torch.Tensor
+    discordant: torch.Tensor
+    x_t0: torch.Tensor
+    y_t0: torch.Tensor
+    x_vt: torch.Tensor
+    y_vt: torch.Tensor
+
+
 def kendall_tau_b(
     x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None = None, chunk_size: int = 64
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -214,21 +244,48 @@ def kendall_tau_b(
     out_dtype = torch.promote_types(x.dtype, y.dtype)
     if not out_dtype.is_floating_point:
         out_dtype = torch.float64
-    device = x.device
     B, T = x.shape
-    m = torch.ones_like(x, dtype=torch.bool) if mask is None else mask.to(device, torch.bool).expand(B, T)
+    m = torch.ones_like(x, dtype=torch.bool) if mask is None else mask.to(x.device, torch.bool).expand(B, T)
     x = x.to(torch.float64)
     y = y.to(torch.float64)
     has_nan = ((torch.isnan(x) | torch.isnan(y)) & m).any(-1)
-    n = m.sum(-1)
 
-    # move real entries to the front (stable), padding → +inf so that sorts put it last
+    counts = _pair_counts(x, y, m, chunk_size)
+    n, tot_i = counts.n, counts.total
+    undefined = (n < 2) | (counts.x_tied == tot_i) | (counts.y_tied == tot_i) | has_nan
+    tau = _tau_b(counts, undefined)
+    exact = _tau_exact_branch(counts)
+    pvalue = torch.where(exact, _tau_exact_pvalue(counts), _tau_asymptotic_pvalue(counts)).clamp(0.0, 1.0)
+
+    nan = torch.tensor(float("nan"), dtype=torch.float64, device=x.device)
+    tau = torch.where(undefined, nan, tau)
+    pvalue = torch.where(undefined, nan, pvalue)
+    return tau.to(out_dtype), pvalue.to(out_dtype)
+
+
+def _real_first(x: torch.Tensor, y: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each row's real entries moved to the front (stable order), padding set to +inf so sorts put it last.
+
+    Returns the permuted mask ``ms`` and the permuted ``xs``, ``ys`` (B, T) float64.
+    """
     order = torch.argsort((~m).to(torch.int8), dim=-1, stable=True)
     ms = torch.gather(m, 1, order)
-    inf = torch.tensor(float("inf"), dtype=torch.float64, device=device)
+    inf = torch.tensor(float("inf"), dtype=torch.float64, device=x.device)
     xs = torch.where(ms, torch.gather(x, 1, order), inf)
     ys = torch.where(ms, torch.gather(y, 1, order), inf)
+    return ms, xs, ys
 
+
+def _pair_counts(x: torch.Tensor, y: torch.Tensor, m: torch.Tensor, chunk_size: int) -> _PairCounts:
+    """Tie and pair counts per row over the real entries (``m``) of x, y (B, T) float64.
+
+    Tie groups and dense ranks rx, ry of x and y come from per-row sorts; the joint groups (tied in
+    both) from the key rx·T + ry, whose sort order is the (x, y) order. Q comes from
+    :func:`_discordant_by_length` on the y-ranks in that order, and P = n0 − n1 − n2 + n3 − Q,
+    n3 = pairs tied in both.
+    """
+    T = x.shape[1]
+    ms, xs, ys = _real_first(x, y, m)
     _, rx, x_sizes = _tie_groups(xs, ms)
     _, ry, y_sizes = _tie_groups(ys, ms)
     joint_perm, _, joint_sizes = _tie_groups(torch.where(ms, rx * T + ry, T * T), ms)
@@ -239,7 +296,23 @@ def kendall_tau_b(
     # discordant pairs: y-ranks in (x, y) order, padding (at the end) ranked above every real entry
     ry = torch.where(ms, ry, T).to(torch.int32)
     ry = torch.gather(ry, 1, joint_perm)
-    dis = torch.zeros(B, dtype=torch.int64, device=device)
+    n = m.sum(-1)
+    dis = _discordant_by_length(ry, n, chunk_size)
+    tot_i = n * (n - 1) // 2
+    con = tot_i - xtie - ytie + ntie - dis
+    return _PairCounts(n, tot_i, xtie, ytie, con, dis, x0, y0, x1, y1)
+
+
+def _discordant_by_length(ry: torch.Tensor, n: torch.Tensor, chunk_size: int) -> torch.Tensor:
+    """Discordant pairs Q per row (B,) int64 from the y-ranks ``ry`` (B, T) in (x, y) order, padding = T.
+
+    Rows are sorted by real length ``n`` (similar lengths share a chunk → less padding) and sent to
+    :func:`_discordant` ``chunk_size`` at a time, fewer when rows·L² would exceed 2**25, L = the longest
+    real length in the chunk; each chunk is cut (or padded with T) to L rounded up to a multiple of 8.
+    Rows with L < 2 keep Q = 0. Chunking never changes results.
+    """
+    B, T = ry.shape
+    dis = torch.zeros(B, dtype=torch.int64, device=ry.device)
     rows_by_len = torch.argsort(n)  # similar lengths share a chunk → less padding
     lengths = n[rows_by_len].tolist()
     chunk_size = max(1, int(chunk_size))
@@ -259,44 +332,63 @@ def kendall_tau_b(
             if chunk.shape[1] < Lp:
                 chunk = torch.nn.functional.pad(chunk, (0, Lp - chunk.shape[1]), value=T)
             dis[idx] = _discordant(chunk)
+    return dis
 
-    nf = n.to(torch.float64)
-    tot_i = n * (n - 1) // 2
-    con = tot_i - xtie - ytie + ntie - dis
-    undefined = (n < 2) | (xtie == tot_i) | (ytie == tot_i) | has_nan
-    tot, xt, yt = tot_i.double(), xtie.double(), ytie.double()
-    s = (con - dis).double()
+
+def _tau_b(c: _PairCounts, undefined: torch.Tensor) -> torch.Tensor:
+    """τ_b = (P − Q) / sqrt(n0 − n1) / sqrt(n0 − n2), clipped to [−1, 1], float64 (B,).
+
+    Where ``undefined`` the denominators are replaced by 1 (the caller sets those rows to NaN).
+    """
+    tot, xt, yt = c.total.double(), c.x_tied.double(), c.y_tied.double()
+    s = (c.concordant - c.discordant).double()
     one = torch.ones_like(tot)
     tau = s / torch.sqrt(torch.where(undefined, one, tot - xt))
     tau = tau / torch.sqrt(torch.where(undefined, one, tot - yt))
-    tau = tau.clamp(-1.0, 1.0)
+    return tau.clamp(-1.0, 1.0)
 
-    # exact branch
-    c_min = torch.minimum(con, dis)
-    exact = (xtie == 0) & (ytie == 0) & ((n <= _EXACT_MAX_N) | (c_min <= 1))
-    small, closed = (torch.as_tensor(t, dtype=torch.float64, device=device) for t in _kendall_exact_tables())
+
+def _tau_exact_branch(c: _PairCounts) -> torch.Tensor:
+    """Rows (B,) bool whose p-value is exact (scipy's ``method='auto'``): no ties in x or y and
+    (n ≤ 33 or min(P, Q) ≤ 1)."""
+    c_min = torch.minimum(c.concordant, c.discordant)
+    return (c.x_tied == 0) & (c.y_tied == 0) & ((c.n <= _EXACT_MAX_N) | (c_min <= 1))
+
+
+def _tau_exact_pvalue(c: _PairCounts) -> torch.Tensor:
+    """Exact two-sided p-value 2·Pr[K ≤ min(P, Q)] (capped at 1), float64 (B,), looked up in
+    :func:`_kendall_exact_tables`: the Mahonian table for n ≤ 33, else the closed forms for min(P, Q) ∈ {0, 1}
+    (indices are clamped, so rows outside the exact branch get some table value, not used)."""
+    n = c.n
+    c_min = torch.minimum(c.concordant, c.discordant)
+    small, closed = (torch.as_tensor(t, dtype=torch.float64, device=n.device) for t in _kendall_exact_tables())
     p_small = small[n.clamp(0, _EXACT_MAX_N), c_min.clamp(0, small.shape[1] - 1)]
     p_closed = closed[n.clamp(0, _CLOSED_FORM_MAX_N), c_min.clamp(0, 1)]
-    p_exact = torch.where(n <= _EXACT_MAX_N, p_small, p_closed)
+    return torch.where(n <= _EXACT_MAX_N, p_small, p_closed)
 
-    # asymptotic branch
+
+def _tau_asymptotic_pvalue(c: _PairCounts) -> torch.Tensor:
+    """Asymptotic two-sided p-value 2·Φ(−|z|), z = (P − Q)/sqrt(var), float64 (B,), with the tie-corrected
+
+        var = (n(n−1)(2n+5) − vt − vu)/18 + 2·n1·n2/(n(n−1)) + t0·u0/(9n(n−1)(n−2)).
+
+    Zero denominators (n ≤ 2) are replaced by 1, and a var ≤ 0 by 1.
+    """
+    nf = c.n.to(torch.float64)
+    xt, yt = c.x_tied.double(), c.y_tied.double()
+    s = (c.concordant - c.discordant).double()
+    one = torch.ones_like(nf)
     mm = nf * (nf - 1)
     safe_mm = torch.where(mm > 0, mm, one)
     safe_n2 = torch.where(nf > 2, nf - 2, one)
     var = (
-        (mm * (2 * nf + 5) - x1.double() - y1.double()) / 18
+        (mm * (2 * nf + 5) - c.x_vt.double() - c.y_vt.double()) / 18
         + 2 * xt * yt / safe_mm
-        + x0.double() * y0.double() / (9 * safe_mm * safe_n2)
+        + c.x_t0.double() * c.y_t0.double() / (9 * safe_mm * safe_n2)
     )
     var = torch.where(var > 0, var, one)
     z = s / torch.sqrt(var)
-    p_asym = torch.special.erfc(z.abs() / math.sqrt(2.0))  # 2·Φ(−|z|)
-
-    pvalue = torch.where(exact, p_exact, p_asym).clamp(0.0, 1.0)
-    nan = torch.tensor(float("nan"), dtype=torch.float64, device=device)
-    tau = torch.where(undefined, nan, tau)
-    pvalue = torch.where(undefined, nan, pvalue)
-    return tau.to(out_dtype), pvalue.to(out_dtype)
+    return torch.special.erfc(z.abs() / math.sqrt(2.0))  # 2·Φ(−|z|)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -357,8 +449,9 @@ def dropped_counts(reasons) -> dict[str, int]:
 BOOTSTRAP_RESAMPLES, BOOTSTRAP_LEVEL, BOOTSTRAP_SEED = 1000, 0.95, 0
 
 
-def bootstrap_ci(values, resamples: int = BOOTSTRAP_RESAMPLES, level: float = BOOTSTRAP_LEVEL,
-                 seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
+def bootstrap_ci(
+    values, resamples: int = BOOTSTRAP_RESAMPLES, level: float = BOOTSTRAP_LEVEL, seed: int = BOOTSTRAP_SEED
+) -> tuple[float, float]:
     """Percentile-bootstrap interval of the mean of ``values`` (NaN ignored): the (1 ± level)/2 quantiles
     of the means of ``resamples`` resamples drawn with replacement, all at once (in chunks bounding the
     memory), from a generator seeded by ``seed`` — the same values give the same interval. NaN with no
@@ -372,13 +465,18 @@ def bootstrap_ci(values, resamples: int = BOOTSTRAP_RESAMPLES, level: float = BO
         return float(v[0]), float(v[0])
     means = np.empty(resamples)
     for start, rows in _resamples(n, resamples, seed):
-        means[start:start + len(rows)] = v[rows].mean(1)
+        means[start : start + len(rows)] = v[rows].mean(1)
     low, high = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
     return float(low), float(high)
 
 
-def bootstrap_ci_of(statistic, columns: np.ndarray, resamples: int = BOOTSTRAP_RESAMPLES,
-                    level: float = BOOTSTRAP_LEVEL, seed: int = BOOTSTRAP_SEED) -> tuple[float, float, float]:
+def bootstrap_ci_of(
+    statistic,
+    columns: np.ndarray,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    level: float = BOOTSTRAP_LEVEL,
+    seed: int = BOOTSTRAP_SEED,
+) -> tuple[float, float, float]:
     """(value, low, high) of ``statistic`` of the column means of ``columns`` (n, k) — e.g. the F1 of a mean
     precision and a mean recall — with the percentile-bootstrap interval of :func:`bootstrap_ci` (rows with a
     NaN left out; the same resampled rows for every column). ``statistic`` maps means (…, k) to (…)."""
@@ -392,7 +490,7 @@ def bootstrap_ci_of(statistic, columns: np.ndarray, resamples: int = BOOTSTRAP_R
         return value, value, value
     stats = np.empty(resamples)
     for start, rows in _resamples(n, resamples, seed):
-        stats[start:start + len(rows)] = statistic(v[rows].mean(1))
+        stats[start : start + len(rows)] = statistic(v[rows].mean(1))
     low, high = np.quantile(stats, [(1 - level) / 2, (1 + level) / 2])
     return value, float(low), float(high)
 

@@ -85,14 +85,18 @@ def staged_model(module) -> StagedModel:
         if candidate is not None and isinstance(candidate, StagedModel):
             return candidate
     missing = [m for m in _MODEL_METHODS if not callable(getattr(module, m, None))]
-    raise UserError(f"{type(module).__name__} cannot be analysed: it (or its .model) lacks {', '.join(missing)}; "
-                    "see attn_study.analysis.protocol.StagedModel")
+    raise UserError(
+        f"{type(module).__name__} cannot be analysed: it (or its .model) lacks {', '.join(missing)}; "
+        "see attn_study.analysis.protocol.StagedModel"
+    )
 
 
 def analysis_data(trainer, family: str) -> AnalysisData:
     """The trainer's datamodule, which the analyses read their splits from."""
     data = getattr(trainer, "datamodule", None)
     if data is None or not isinstance(data, AnalysisData):
-        raise UserError(f"analysis {family}: pass a datamodule with split() and loader() to trainer.fit/test "
-                        "(see attn_study.analysis.protocol.AnalysisData)")
+        raise UserError(
+            f"analysis {family}: pass a datamodule with split() and loader() to trainer.fit/test "
+            "(see attn_study.analysis.protocol.AnalysisData)"
+        )
     return data

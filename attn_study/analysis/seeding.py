@@ -12,12 +12,25 @@ import numpy as np
 import torch
 
 #: one independent stream per use; never renumber one (it would change published results)
-STREAMS = {"faithfulness_ties": 0, "faithfulness_random": 1, "permutation": 2, "adversary_init": 3,
-           "erasure_random_item": 4, "erasure_random_ranking": 5}
+STREAMS = {
+    "faithfulness_ties": 0,
+    "faithfulness_random": 1,
+    "permutation": 2,
+    "adversary_init": 3,
+    "erasure_random_item": 4,
+    "erasure_random_ranking": 5,
+}
 
 
-def instance_draws(index: torch.Tensor, mask: torch.Tensor, seed: int, stream: str, leading: tuple[int, ...] = (),
-                   normal: bool = False, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+def instance_draws(
+    index: torch.Tensor,
+    mask: torch.Tensor,
+    seed: int,
+    stream: str,
+    leading: tuple[int, ...] = (),
+    normal: bool = False,
+    dtype: torch.dtype = torch.float64,
+) -> torch.Tensor:
     """(B, *leading, T) draws, uniform on [0, 1) or standard normal (``normal``), on ``mask``'s device:
     row r, instance ``index[r]``, gets ``leading × n`` values from ``numpy.random.default_rng([seed,
     index, stream])`` at its n real items (``mask`` (B, T) True: tokens, or sentences of a HAN), 0 elsewhere."""

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from attn_study.data.digest import describe_file
-from attn_study.data.download import local_or_download
 from attn_study.data.example import RawExample
+from attn_study.data.source import DOWNLOAD_DIR, DownloadableSource
 from attn_study.data.splits import stratified_indices
 from attn_study.errors import DataError, UserError
 
@@ -28,11 +28,25 @@ PATH_HINT = "give the tasks_1-20_v1-2 folder or tasks_1-20_v1-2.tar.gz via datas
 VARIANTS = ("en", "en-10k")
 FILE_SPLITS = ("train", "test")
 TASKS = {
-    1: "single-supporting-fact", 2: "two-supporting-facts", 3: "three-supporting-facts",
-    4: "two-arg-relations", 5: "three-arg-relations", 6: "yes-no-questions", 7: "counting",
-    8: "lists-sets", 9: "simple-negation", 10: "indefinite-knowledge", 11: "basic-coreference",
-    12: "conjunction", 13: "compound-coreference", 14: "time-reasoning", 15: "basic-deduction",
-    16: "basic-induction", 17: "positional-reasoning", 18: "size-reasoning", 19: "path-finding",
+    1: "single-supporting-fact",
+    2: "two-supporting-facts",
+    3: "three-supporting-facts",
+    4: "two-arg-relations",
+    5: "three-arg-relations",
+    6: "yes-no-questions",
+    7: "counting",
+    8: "lists-sets",
+    9: "simple-negation",
+    10: "indefinite-knowledge",
+    11: "basic-coreference",
+    12: "conjunction",
+    13: "compound-coreference",
+    14: "time-reasoning",
+    15: "basic-deduction",
+    16: "basic-induction",
+    17: "positional-reasoning",
+    18: "size-reasoning",
+    19: "path-finding",
     20: "agents-motivations",
 }
 
@@ -55,14 +69,17 @@ def parse_babi(text: str, where: str) -> list[Question]:
             continue
         match = _LINE.fullmatch(line.rstrip("\r"))
         if match is None:
-            raise DataError(f"{where}, line {number}: not '<number> <sentence>'; the file is not in the "
-                            f"bAbI format; {PATH_HINT}")
+            raise DataError(
+                f"{where}, line {number}: not '<number> <sentence>'; the file is not in the bAbI format; {PATH_HINT}"
+            )
         index, rest = int(match[1]), match[2]
         if index == 1:
             story = []
         elif index != previous + 1:
-            raise DataError(f"{where}, line {number}: line id {index} follows {previous}; the file is not "
-                            f"in the bAbI format or is damaged")
+            raise DataError(
+                f"{where}, line {number}: line id {index} follows {previous}; the file is not "
+                f"in the bAbI format or is damaged"
+            )
         previous = index
         if "\t" not in rest:
             story.append(rest.strip())
@@ -75,8 +92,11 @@ def parse_babi(text: str, where: str) -> list[Question]:
     return questions
 
 
-class BabiSource:
+class BabiSource(DownloadableSource):
     """One bAbI task: the train file (a dev carved out of it, per answer, seeded) and the test file."""
+
+    archive = TAR_NAME
+    path_hint = PATH_HINT
 
     def __init__(
         self,
@@ -85,7 +105,7 @@ class BabiSource:
         variant: str = "en-10k",
         url: str = BABI_URL,
         sha256: str | None = None,
-        cache_dir: str = "~/.cache/attn_study/downloads",
+        cache_dir: str = DOWNLOAD_DIR,
         dev_fraction: float = 0.1,
         split_seed: int = 13,
     ) -> None:
@@ -95,15 +115,11 @@ class BabiSource:
             raise UserError(f"dataset.source.variant={variant}: must be one of {', '.join(VARIANTS)}")
         if not 0 < dev_fraction < 1:
             raise UserError(f"dataset.source.dev_fraction={dev_fraction}: must be between 0 and 1")
-        self.path = path
+        super().__init__(path, url, sha256, cache_dir, name=f"babi{task}")  # classes: the answers, read on first use
         self.task = task
         self.variant = variant
-        self.url = url
-        self.sha256 = sha256
-        self.cache_dir = cache_dir
         self.dev_fraction = dev_fraction
         self.split_seed = split_seed
-        self.name = f"babi{task}"
         self._answers: list[str] | None = None
 
     @property
@@ -137,14 +153,23 @@ class BabiSource:
             examples[split] = []
             for number, passage, question, answer in parsed[split]:
                 if answer not in index:
-                    raise DataError(f"{texts[split][1]}, line {number}: answer {answer!r} never occurs in the "
-                                    f"train file, so it has no label; use train and test files of one task")
-                examples[split].append(RawExample(uid=f"{split}-{number}", text=passage, label=index[answer],
-                                                  query=question))
+                    raise DataError(
+                        f"{texts[split][1]}, line {number}: answer {answer!r} never occurs in the "
+                        f"train file, so it has no label; use train and test files of one task"
+                    )
+                examples[split].append(
+                    RawExample(uid=f"{split}-{number}", text=passage, label=index[answer], query=question)
+                )
         train = examples["train"]
         dev_size = round(self.dev_fraction * len(train))
-        dev = set(stratified_indices([e.label for e in train], dev_size, self.split_seed,
-                                     "dataset.source.dev_fraction (times the train questions)"))
+        dev = set(
+            stratified_indices(
+                [e.label for e in train],
+                dev_size,
+                self.split_seed,
+                "dataset.source.dev_fraction (times the train questions)",
+            )
+        )
         return {
             "train": [e for i, e in enumerate(train) if i not in dev],
             "dev": [train[i] for i in sorted(dev)],
@@ -155,13 +180,18 @@ class BabiSource:
         """A JSON-able identity of the source content: class, options, input files' stats."""
         source = self._resolve()
         paths = [source] if source.is_file() else [self._file(source, split) for split in FILE_SPLITS]
-        return {"class": type(self).__name__, "task": self.task, "variant": self.variant,
-                "dev_fraction": self.dev_fraction, "split_seed": self.split_seed,
-                "files": [describe_file(path) for path in paths]}
+        return {
+            "class": type(self).__name__,
+            "task": self.task,
+            "variant": self.variant,
+            "dev_fraction": self.dev_fraction,
+            "split_seed": self.split_seed,
+            "files": [describe_file(path) for path in paths],
+        }
 
     def _resolve(self) -> Path:
         """The variant's folder (``<root>/en-10k``), or the tarball (downloaded when no path)."""
-        given = local_or_download(self.path, self.url, self.cache_dir, TAR_NAME, self.sha256, PATH_HINT)
+        given = self._given()
         if given.is_file():
             return given
         if given.name == self.variant:
@@ -169,8 +199,9 @@ class BabiSource:
         for root in (given, given / "tasks_1-20_v1-2"):
             if (root / self.variant).is_dir():
                 return root / self.variant
-        raise DataError(f"dataset.path={self.path}: no {self.variant}/ folder in it or in tasks_1-20_v1-2/; "
-                        f"{PATH_HINT}")
+        raise DataError(
+            f"dataset.path={self.path}: no {self.variant}/ folder in it or in tasks_1-20_v1-2/; {PATH_HINT}"
+        )
 
     def _missing(self, where: str) -> DataError:
         advice = "; try dataset.source.variant=en" if self.variant != "en" else f"; {PATH_HINT}"
@@ -187,8 +218,10 @@ class BabiSource:
         if source.is_dir():
             paths = {split: self._file(source, split) for split in splits}
             return {split: (_decode(path.read_bytes(), str(path)), str(path)) for split, path in paths.items()}
-        wanted = {split: re.compile(rf"(?:.*/)?{re.escape(self.variant)}/{re.escape(self.file_name(split))}")
-                  for split in splits}
+        wanted = {
+            split: re.compile(rf"(?:.*/)?{re.escape(self.variant)}/{re.escape(self.file_name(split))}")
+            for split in splits
+        }
         found: dict[str, tuple[str, str]] = {}
         try:
             with gzip.open(source, "rb") as unzipped, tarfile.open(fileobj=unzipped, mode="r|") as tar:
@@ -202,8 +235,10 @@ class BabiSource:
                         if len(found) == len(wanted):
                             break
         except (tarfile.TarError, EOFError, zlib.error, OSError) as error:
-            raise DataError(f"{source}: corrupt or truncated archive ({error}); download it again or give "
-                            f"the extracted tasks_1-20_v1-2 folder via dataset.path") from error
+            raise DataError(
+                f"{source}: corrupt or truncated archive ({error}); download it again or give "
+                f"the extracted tasks_1-20_v1-2 folder via dataset.path"
+            ) from error
         for split in splits:
             if split not in found:
                 raise self._missing(f"{source}:{self.variant}/{self.file_name(split)}")

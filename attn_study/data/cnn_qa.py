@@ -31,13 +31,16 @@ from typing import Any
 
 from attn_study.data.digest import describe_file, describe_folder
 from attn_study.data.example import RawExample
+from attn_study.data.source import FileSource
 from attn_study.errors import DataError
 
 log = logging.getLogger(__name__)
 
 FOLDERS = {"train": "training", "dev": "validation", "test": "test"}
-OBTAIN = ("download the CNN 'questions' archive (cnn.tgz) from https://cs.nyu.edu/~kcho/DMQA/ (a Google Drive "
-          "link, so attn_study cannot fetch it) and give the cnn folder, cnn/questions or cnn.tgz via dataset.path")
+OBTAIN = (
+    "download the CNN 'questions' archive (cnn.tgz) from https://cs.nyu.edu/~kcho/DMQA/ (a Google Drive "
+    "link, so attn_study cannot fetch it) and give the cnn folder, cnn/questions or cnn.tgz via dataset.path"
+)
 
 _ENTITY = re.compile(r"@entity(\d+)\b")
 _ANSWER = re.compile(r"@entity(\d+)")
@@ -48,8 +51,9 @@ def parse_question(text: str, where: str) -> tuple[str, str, int]:
     """(passage, question, answer entity number) of one ``.question`` file's text."""
     lines = text.replace("\r\n", "\n").split("\n")
     if len(lines) < 7 or any(lines[i].strip() for i in (1, 3, 5)) or not all(lines[i].strip() for i in (2, 4, 6)):
-        raise DataError(f"{where}: not a .question file (url, blank, passage, blank, question, blank, answer); "
-                        f"{OBTAIN}")
+        raise DataError(
+            f"{where}: not a .question file (url, blank, passage, blank, question, blank, answer); {OBTAIN}"
+        )
     answer = _ANSWER.fullmatch(lines[6].strip())
     if answer is None:
         raise DataError(f"{where}, line 7: answer {lines[6].strip()!r} is not an @entity<N>")
@@ -59,12 +63,11 @@ def parse_question(text: str, where: str) -> tuple[str, str, int]:
     return lines[2].strip(), question, int(answer[1])
 
 
-class CNNQASource:
+class CNNQASource(FileSource):
     """CNN questions: training → train, validation → dev, test → test (files sorted by name)."""
 
     def __init__(self, path: str | None = None) -> None:
-        self.path = path
-        self.name = "cnn_qa"
+        super().__init__(path, name="cnn_qa")  # classes: the entities of the training files, read on first use
         self._num_classes: int | None = None
 
     @property
@@ -92,22 +95,28 @@ class CNNQASource:
             if not raw[split]:
                 where = f"{source}:questions/{folder}/" if source.is_file() else source / folder
                 raise DataError(f"{where}: no .question files; {OBTAIN}")
-        largest = max(max([answer, *_entities(passage), *_entities(question)])
-                      for _, passage, question, answer in raw["train"])
+        largest = max(
+            max([answer, *_entities(passage), *_entities(question)]) for _, passage, question, answer in raw["train"]
+        )
         self._num_classes = largest + 1
         splits: dict[str, list[RawExample]] = {}
         for split, items in raw.items():
             examples = []
             for uid, passage, question, answer in sorted(items):
                 if answer >= self._num_classes:
-                    raise DataError(f"{self._where(source, uid)}: answer @entity{answer} is beyond the largest "
-                                    f"entity of the training files (@entity{largest}), so it has no label")
+                    raise DataError(
+                        f"{self._where(source, uid)}: answer @entity{answer} is beyond the largest "
+                        f"entity of the training files (@entity{largest}), so it has no label"
+                    )
                 candidates = tuple(k for k in sorted(set(_entities(passage))) if k < self._num_classes)
-                examples.append(RawExample(uid=uid, text=passage, label=answer, query=question,
-                                           candidates=candidates))
+                examples.append(RawExample(uid=uid, text=passage, label=answer, query=question, candidates=candidates))
             splits[split] = examples
-        log.info("%s: %s; %d entity labels", self.name, ", ".join(f"{len(v)} {k}" for k, v in splits.items()),
-                 self._num_classes)
+        log.info(
+            "%s: %s; %d entity labels",
+            self.name,
+            ", ".join(f"{len(v)} {k}" for k, v in splits.items()),
+            self._num_classes,
+        )
         return splits
 
     def fingerprint(self) -> dict[str, Any]:
@@ -115,22 +124,20 @@ class CNNQASource:
         source = self._resolve()
         if source.is_file():
             return {"class": type(self).__name__, "files": [describe_file(source)]}
-        return {"class": type(self).__name__, "folder": describe_folder(source, [p for _, p in _question_paths(source)])}
+        folder = describe_folder(source, [p for _, p in _question_paths(source)])
+        return {"class": type(self).__name__, "folder": folder}
 
     def _resolve(self) -> Path:
         """The ``questions`` folder or the archive."""
-        if self.path is None:
-            raise DataError(f"dataset.path is required for CNN: {OBTAIN}")
-        given = Path(self.path).expanduser()
-        if not given.exists():
-            raise DataError(f"dataset.path={self.path}: not found; {OBTAIN}")
+        given = self._local_path(f"dataset.path is required for CNN: {OBTAIN}", OBTAIN)
         if given.is_file():
             return given
         for root in (given, given / "questions", given / "cnn" / "questions"):
             if any((root / folder).is_dir() for folder in FOLDERS.values()):
                 return root
-        raise DataError(f"dataset.path={self.path}: no training/, validation/ or test/ in it or in questions/; "
-                        f"{OBTAIN}")
+        raise DataError(
+            f"dataset.path={self.path}: no training/, validation/ or test/ in it or in questions/; {OBTAIN}"
+        )
 
     def _where(self, source: Path, uid: str) -> str:
         return f"{source}:questions/{uid}.question" if source.is_file() else str(source / f"{uid}.question")
@@ -166,8 +173,10 @@ def _read_tar(archive: Path) -> Iterator[tuple[str, str, str, str]]:
             while unzipped.read(1 << 20):
                 pass
     except (tarfile.TarError, EOFError, zlib.error, OSError) as error:
-        raise DataError(f"{archive}: corrupt or truncated archive ({error}); download it again or give "
-                        f"the extracted cnn folder via dataset.path") from error
+        raise DataError(
+            f"{archive}: corrupt or truncated archive ({error}); download it again or give "
+            f"the extracted cnn folder via dataset.path"
+        ) from error
 
 
 def _decode(data: bytes, where: str) -> str:

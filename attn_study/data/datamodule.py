@@ -102,8 +102,11 @@ def collate(items: list[dict], num_classes: int | None = None) -> dict[str, torc
         batch["fixed_attention"] = fixed
         batch["fixed_lengths"] = torch.tensor([len(it["fixed_attention"]) for it in items], dtype=torch.long)
     if items[0].get("boundary"):  # <sos> … <eos>: the positions in between are the text's tokens
-        batch["token_mask"] = mask & (torch.arange(ids.shape[1])[None, :] > 0) & \
-            (torch.arange(ids.shape[1])[None, :] < (lengths - 1)[:, None])
+        batch["token_mask"] = (
+            mask
+            & (torch.arange(ids.shape[1])[None, :] > 0)
+            & (torch.arange(ids.shape[1])[None, :] < (lengths - 1)[:, None])
+        )
     if "sentence_lengths" in items[0]:
         sentence_ids = torch.full(ids.shape, -1, dtype=torch.long)
         for row, it in enumerate(items):
@@ -203,8 +206,9 @@ class TextDataModule(L.LightningDataModule):
         self.setup()
         return self.data.splits[name]
 
-    def loader(self, split: str, shuffle: bool = False, batch_size: int | None = None,
-               indices: np.ndarray | None = None) -> DataLoader:
+    def loader(
+        self, split: str, shuffle: bool = False, batch_size: int | None = None, indices: np.ndarray | None = None
+    ) -> DataLoader:
         """A DataLoader over ``split`` (or only its ``indices``); every batch carries ``index``, the
         position of each instance in the split."""
         data = self.split(split)

@@ -75,5 +75,9 @@ def describe_folder(root: Path, paths: Iterable[Path]) -> dict[str, str | int]:
     below ``root``, sorted here) and the digest of their names and bytes."""
     root = Path(root)
     paths = sorted(Path(p) for p in paths)
-    return {"path": str(root.resolve()), "files": len(paths), "size": sum(p.stat().st_size for p in paths),
-            "blake2b": content_digest(paths, root)}
+    return {
+        "path": str(root.resolve()),
+        "files": len(paths),
+        "size": sum(p.stat().st_size for p in paths),
+        "blake2b": content_digest(paths, root),
+    }

@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from attn_study.errors import DataError
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 TIMEOUT_S = 30.0
 CHUNK_BYTES = 1 << 20
@@ -55,7 +55,7 @@ def fetch(url: str, cache_dir: str | Path, filename: str, sha256: str | None, op
         os.replace(part, target)
         _write_atomic(marker, f"{digest} {size}\n")
         if expected is None:
-            logger.info("downloaded %s with sha256 %s; set %s=%s to verify it", url, digest, sha_option, digest)
+            log.info("downloaded %s with sha256 %s; set %s=%s to verify it", url, digest, sha_option, digest)
     except (OSError, http.client.HTTPException, ValueError) as error:
         raise DataError(
             f"could not download {url} ({_reason(error)}); set {option}=<local copy> or check your network"
@@ -81,8 +81,9 @@ def _download(url: str, part: Path) -> tuple[str, int]:
     with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response, part.open("wb") as out:
         length_header = response.headers.get("Content-Length")
         length = int(length_header) if length_header is not None else None
-        with tqdm(total=length, unit="B", unit_scale=True, unit_divisor=1024, desc=part.name,
-                  file=sys.stderr, leave=False) as progress:
+        with tqdm(
+            total=length, unit="B", unit_scale=True, unit_divisor=1024, desc=part.name, file=sys.stderr, leave=False
+        ) as progress:
             while chunk := response.read(CHUNK_BYTES):
                 out.write(chunk)
                 hasher.update(chunk)
@@ -111,8 +112,9 @@ def _reason(error: BaseException) -> str:
     return " ".join(text.split())
 
 
-def local_or_download(path: str | None, url: str, cache_dir: str | Path, filename: str, sha256: str | None,
-                      hint: str) -> Path:
+def local_or_download(
+    path: str | None, url: str, cache_dir: str | Path, filename: str, sha256: str | None, hint: str
+) -> Path:
     """The user's ``dataset.path`` (file or folder) if given — DataError with ``hint`` when it does not
     exist — else the canonical archive downloaded from ``url`` into ``cache_dir``."""
     if path is None:

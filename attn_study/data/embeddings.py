@@ -59,14 +59,20 @@ def load_embeddings(path: str | Path, vocab: Vocab, dim: int, seed: int = 0) -> 
                         raise DataError(f"{path}:{line_no}: not a number in the vector ({err})") from None
                     found[idx] = True
     except (OSError, EOFError, UnicodeDecodeError) as err:
-        raise DataError(f"{path}: cannot read embeddings ({err}); check the file is a complete GloVe/fastText text file") from None
+        raise DataError(
+            f"{path}: cannot read embeddings ({err}); check the file is a complete GloVe/fastText text file"
+        ) from None
     if n_vectors == 0:
         raise DataError(f"{path}: no vectors found; expected lines '<word> <v1> ... <v{dim}>'")
     matrix[PAD_ID] = 0.0
     words = len(vocab) - 2
     coverage = float(found[2:].sum() / words) if words else 0.0
     if coverage == 0.0:
-        raise DataError(f"{path}: none of the {words} vocabulary words has a vector (model.embeddings.path); check the "
-                        "file is for this language and lower-cased like the tokens, or set model.embeddings.path=null")
-    log.info("embeddings %s: %d vectors read, %.1f%% of %d vocabulary words found", path, n_vectors, 100 * coverage, words)
+        raise DataError(
+            f"{path}: none of the {words} vocabulary words has a vector (model.embeddings.path); check the "
+            "file is for this language and lower-cased like the tokens, or set model.embeddings.path=null"
+        )
+    log.info(
+        "embeddings %s: %d vectors read, %.1f%% of %d vocabulary words found", path, n_vectors, 100 * coverage, words
+    )
     return matrix, coverage

@@ -10,8 +10,9 @@ from typing import Any
 import numpy as np
 
 from attn_study.data.digest import describe_file, describe_folder
-from attn_study.data.download import local_or_download, stream_tar_gz
+from attn_study.data.download import stream_tar_gz
 from attn_study.data.example import RawExample
+from attn_study.data.source import DOWNLOAD_DIR, DownloadableSource
 from attn_study.data.splits import stratified_indices
 from attn_study.data.text import tokenize_many
 from attn_study.errors import DataError, UserError
@@ -29,15 +30,18 @@ _MEMBER = re.compile(r"(?:.*/)?(train|test)/(neg|pos)/(\d+_\d+\.txt)")
 _BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
 
 
-class IMDBSource:
+class IMDBSource(DownloadableSource):
     """IMDB reviews: 25k train (a stratified dev carved out of it) and 25k test."""
+
+    archive = TAR_NAME
+    path_hint = PATH_HINT
 
     def __init__(
         self,
         path: str | None = None,
         url: str = IMDB_URL,
         sha256: str | None = IMDB_SHA256,
-        cache_dir: str = "~/.cache/attn_study/downloads",
+        cache_dir: str = DOWNLOAD_DIR,
         dev_size: int = 2500,
         split_seed: int = 13,
         ratings: bool = False,
@@ -45,23 +49,24 @@ class IMDBSource:
     ) -> None:
         if split not in ("standard", "jain_wallace"):
             raise UserError(f"dataset.source.split={split}: choose standard or jain_wallace")
+        super().__init__(
+            path,
+            url,
+            sha256,
+            cache_dir,
+            name="imdb_rating" if ratings else "imdb",
+            label_names=[f"{r}/10" for r in RATINGS] if ratings else ["negative", "positive"],
+        )
         self.split = split
-        self.path = path
-        self.url = url
-        self.sha256 = sha256
-        self.cache_dir = cache_dir
         self.dev_size = dev_size
         self.split_seed = split_seed
         self.ratings = ratings
-        self.name = "imdb_rating" if ratings else "imdb"
-        self.label_names = [f"{r}/10" for r in RATINGS] if ratings else ["negative", "positive"]
-        self.num_classes = len(self.label_names)
 
     def load(self) -> dict[str, list[RawExample]]:
         """Read train/dev/test, each sorted by uid ``<file split>/<pos|neg>/<id>_<rating>``."""
         source = self._resolve()
         found: dict[tuple[str, str], list[RawExample]] = {(s, p): [] for s in FILE_SPLITS for p in POLARITIES}
-        for split, polarity, name, raw in (_read_tar(source) if source.is_file() else _read_folder(source)):
+        for split, polarity, name, raw in _read_tar(source) if source.is_file() else _read_folder(source):
             found[split, polarity].append(self._example(split, polarity, name, raw))
         for (split, polarity), examples in found.items():
             if not examples:
@@ -85,15 +90,20 @@ class IMDBSource:
         and total size of its review files, and a digest of their names and contents.
         """
         source = self._resolve()
-        options = {"class": type(self).__name__, "dev_size": self.dev_size, "split_seed": self.split_seed,
-                   "ratings": self.ratings, "split": self.split}
+        options = {
+            "class": type(self).__name__,
+            "dev_size": self.dev_size,
+            "split_seed": self.split_seed,
+            "ratings": self.ratings,
+            "split": self.split,
+        }
         if source.is_file():
             return {**options, "files": [describe_file(source)]}
         return {**options, "folder": describe_folder(source, _review_paths(source))}
 
     def _resolve(self) -> Path:
         """The aclImdb folder, or the tarball (downloaded when no path is given)."""
-        given = local_or_download(self.path, self.url, self.cache_dir, TAR_NAME, self.sha256, PATH_HINT)
+        given = self._given()
         if given.is_file():
             return given
         for root in (given, given / "aclImdb"):
@@ -128,6 +138,7 @@ def jain_wallace_split(train: list[RawExample], test: list[RawExample], seed: in
     train cut 80 / 20 into train / dev and a 20 % sample of test, both drawn with ``seed`` (theirs: 1378).
     They drew with scikit-learn's ``train_test_split`` from Keras' pickled copy; the proportions and the
     filter are theirs, the members differ."""
+
     def short(examples):
         lengths = [len(t) for t in tokenize_many((e.text for e in examples), cleaning="keras", digits=False)]
         return [e for e, n in zip(examples, lengths) if n < 400]
@@ -136,9 +147,13 @@ def jain_wallace_split(train: list[RawExample], test: list[RawExample], seed: in
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(train))
     cut = int(round(0.8 * len(train)))
-    sample = np.sort(np.random.default_rng([seed, 1]).choice(len(test), size=int(round(0.2 * len(test))), replace=False))
-    return {"train": [train[i] for i in sorted(order[:cut])], "dev": [train[i] for i in sorted(order[cut:])],
-            "test": [test[i] for i in sample]}
+    size = int(round(0.2 * len(test)))
+    sample = np.sort(np.random.default_rng([seed, 1]).choice(len(test), size=size, replace=False))
+    return {
+        "train": [train[i] for i in sorted(order[:cut])],
+        "dev": [train[i] for i in sorted(order[cut:])],
+        "test": [test[i] for i in sample],
+    }
 
 
 def _review_paths(root: Path) -> Iterator[Path]:

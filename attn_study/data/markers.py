@@ -45,16 +45,21 @@ class Injection:
         if len(set(self.tokens)) != len(self.tokens):
             raise DataError(f"dataset.inject.tokens={list(self.tokens)}: a token is listed twice; list each once")
         if int(self.count) > len(self.tokens):
-            raise DataError(f"dataset.inject.count={self.count}: an instance's markers are distinct tokens, and "
-                            f"dataset.inject.tokens has {len(self.tokens)}; give at least {self.count}")
+            raise DataError(
+                f"dataset.inject.count={self.count}: an instance's markers are distinct tokens, and "
+                f"dataset.inject.tokens has {len(self.tokens)}; give at least {self.count}"
+            )
         if isinstance(self.positions, str) and self.positions not in POSITIONS:
-            raise DataError(f"dataset.inject.positions={self.positions}: choose {list(POSITIONS)} or a list of positions")
+            raise DataError(
+                f"dataset.inject.positions={self.positions}: choose {list(POSITIONS)} or a list of positions"
+            )
         if not isinstance(self.positions, str) and len(self.positions) != int(self.count):
-            raise DataError(f"dataset.inject.positions={list(self.positions)}: give one position per marker "
-                            f"(count={self.count})")
+            raise DataError(
+                f"dataset.inject.positions={list(self.positions)}: give one position per marker (count={self.count})"
+            )
 
     @classmethod
-    def from_config(cls, spec: dict | None) -> "Injection | None":
+    def from_config(cls, spec: dict | None) -> Injection | None:
         """The injection ``dataset.inject`` asks for; None when off (no node, or ``count: 0``)."""
         if not spec or int(spec.get("count", 0)) == 0:
             return None
@@ -63,9 +68,12 @@ class Injection:
         if unknown:
             raise DataError(f"dataset.inject: unknown options {sorted(unknown)}; use tokens, count, positions, seed")
         positions = spec.get("positions", "random")
-        return cls(tokens=tuple(str(t) for t in spec.get("tokens", cls.tokens)), count=int(spec.get("count", 2)),
-                   positions=positions if isinstance(positions, str) else tuple(int(p) for p in positions),
-                   seed=int(spec.get("seed", 0)))
+        return cls(
+            tokens=tuple(str(t) for t in spec.get("tokens", cls.tokens)),
+            count=int(spec.get("count", 2)),
+            positions=positions if isinstance(positions, str) else tuple(int(p) for p in positions),
+            seed=int(spec.get("seed", 0)),
+        )
 
     def slots(self, length: int, rng: np.random.Generator) -> np.ndarray:
         """Sorted positions of the markers in the new sequence of ``length + count`` tokens."""

@@ -101,17 +101,20 @@ class Preprocessing:
         if self.min_length < 1:
             raise DataError(f"dataset.preprocessing.min_length={self.min_length}: must be >= 1")
         if self.max_length is not None and self.max_length < self.min_length:
-            raise DataError(
-                f"dataset.preprocessing.max_length={self.max_length} is below min_length={self.min_length}"
-            )
+            raise DataError(f"dataset.preprocessing.max_length={self.max_length} is below min_length={self.min_length}")
         if self.truncate is not None and self.truncate < 1:
             raise DataError(f"dataset.preprocessing.truncate={self.truncate}: must be >= 1 or null")
-        for option, value, allowed in (("clean", self.clean, CLEANINGS), ("digits", self.digits, ("qqq", "keep")),
-                                       ("vocab_count", self.vocab_count, ("total", "documents"))):
+        for option, value, allowed in (
+            ("clean", self.clean, CLEANINGS),
+            ("digits", self.digits, ("qqq", "keep")),
+            ("vocab_count", self.vocab_count, ("total", "documents")),
+        ):
             if value not in allowed:
                 raise DataError(f"dataset.preprocessing.{option}={value}: choose from {list(allowed)}")
         if self.boundary_tokens and self.sentences:
-            raise DataError("dataset.preprocessing.boundary_tokens does not work with sentence-level models (model=han)")
+            raise DataError(
+                "dataset.preprocessing.boundary_tokens does not work with sentence-level models (model=han)"
+            )
         if self.inject and self.sentences:
             raise DataError("dataset.inject does not work with sentence-level models (model=han); use model=flat")
         Injection.from_config(self.inject)  # a bad option fails here, before anything is read
@@ -149,9 +152,12 @@ def load_or_build(source, prep: Preprocessing, cache_dir: str | Path | None) -> 
     try:
         _write_atomic(entry, dataset)
     except OSError as err:  # a read-only (or full) cache: the run goes on with the dataset built in memory
-        log.warning("cache %s cannot be written (%s): the processed dataset is not cached, every run builds it "
-                    "again; set ATTN_STUDY_CACHE or paths.cache_dir to a writable folder", cache_dir,
-                    err.strerror or err)
+        log.warning(
+            "cache %s cannot be written (%s): the processed dataset is not cached, every run builds it "
+            "again; set ATTN_STUDY_CACHE or paths.cache_dir to a writable folder",
+            cache_dir,
+            err.strerror or err,
+        )
     return dataset
 
 
@@ -168,47 +174,73 @@ def _write_atomic(entry: Path, dataset: ProcessedDataset) -> None:
     write_text_atomic(entry / "COMPLETE", json.dumps(_checksum(blob)))
 
 
+Kept = list[tuple[RawExample, list[str], list[str] | None]]  # (example, passage tokens, query tokens) per instance
+
+
 def build(source, prep: Preprocessing) -> ProcessedDataset:
     """Read the source, tokenise, filter by length, build the vocabulary, encode."""
-    raw = source.load()
-    tokenized: dict[str, list[tuple[RawExample, list[str], list[str] | None]]] = {}
-    sentence_lengths: dict[str, list[np.ndarray]] = {}  # per split, when prep.sentences
+    tokenized, sentence_lengths, stats = _tokenize_and_filter(source, source.load(), prep)
+    rationales = _clip_rationales(tokenized)
+    injection = Injection.from_config(prep.inject)
+    markers = _inject(injection, tokenized, rationales, source, stats)
+    if prep.boundary_tokens:
+        _add_boundaries(tokenized, rationales, markers)
+    keep = (injection.tokens if prep.inject else ()) + ((SOS, EOS) if prep.boundary_tokens else ())
+    vocab = _build_vocab(tokenized["train"], prep, keep)
+    stats["vocab_size"] = len(vocab)
+    splits = {
+        split: _encode(
+            source,
+            split,
+            kept,
+            vocab,
+            rationales[split],
+            sentence_lengths.get(split),
+            markers.get(split),
+            prep.boundary_tokens,
+        )
+        for split, kept in tokenized.items()
+    }
+    return ProcessedDataset(
+        name=source.name,
+        num_classes=source.num_classes,
+        label_names=list(source.label_names),
+        vocab=vocab,
+        splits=splits,
+        stats=stats,
+    )
+
+
+def _tokenize_and_filter(
+    source, raw: dict[str, list[RawExample]], prep: Preprocessing
+) -> tuple[dict[str, Kept], dict[str, list[np.ndarray]], dict]:
+    """Tokenise and length-filter every split, in ``SPLITS`` order: (kept instances per split, their sentence
+    lengths per split when ``prep.sentences``, ``stats`` with the read/kept/dropped counts per split).
+
+    Raises DataError when a split is empty, or when the filter removes all of one; logs the counts."""
+    tokenized: dict[str, Kept] = {}
+    sentence_lengths: dict[str, list[np.ndarray]] = {}
     stats: dict = {}
     for split in SPLITS:
         examples = raw.get(split) or []
         if not examples:
             raise DataError(f"dataset {source.name}: the {split} split is empty; check dataset.path")
-        if prep.sentences:
-            texts, sentences = map(list, zip(*tokenize_sentences_many(e.text for e in examples)))
-        else:
-            texts, sentences = tokenize_many((e.text for e in examples), cleaning=prep.clean,
-                                             digits=prep.digits == "qqq"), None
-        queries = (tokenize_many((e.query or "" for e in examples), cleaning=prep.clean, digits=prep.digits == "qqq")
-                   if examples[0].query is not None else None)
-        kept, kept_sentences, too_short, too_long = [], [], 0, 0
-        for i, (example, tokens) in enumerate(zip(examples, texts)):
-            if len(tokens) < prep.min_length:
-                too_short += 1
-            elif prep.max_length is not None and len(tokens) > prep.max_length:
-                too_long += 1
-            else:
-                if prep.truncate is not None:
-                    tokens = tokens[: prep.truncate]
-                kept.append((example, tokens, queries[i] if queries is not None else None))
-                if sentences is not None:
-                    kept_sentences.append(_cut_sentences(sentences[i], len(tokens)))
+        texts, sentences, queries = _tokenize(examples, prep)
+        kept, kept_sentences, too_short, too_long = _length_filter(examples, texts, sentences, queries, prep)
         if prep.drop_longest and kept:
-            longest = max(len(tokens) for _, tokens, _ in kept)
-            dropped = [i for i, (_, tokens, _) in enumerate(kept) if len(tokens) == longest]
-            kept = [k for i, k in enumerate(kept) if i not in set(dropped)]
-            kept_sentences = [k for i, k in enumerate(kept_sentences) if i not in set(dropped)]
-            too_long += len(dropped)
-            log.info("%s/%s: %d instance(s) of the split's longest length %d dropped (drop_longest)", source.name,
-                     split, len(dropped), longest)
+            kept, kept_sentences, dropped = _drop_longest(kept, kept_sentences, source.name, split)
+            too_long += dropped
         stats[split] = {"read": len(examples), "kept": len(kept), "too_short": too_short, "too_long": too_long}
         log.info(
             "%s/%s: %d read, %d kept, %d dropped shorter than %d tokens, %d dropped longer than %s tokens",
-            source.name, split, len(examples), len(kept), too_short, prep.min_length, too_long, prep.max_length,
+            source.name,
+            split,
+            len(examples),
+            len(kept),
+            too_short,
+            prep.min_length,
+            too_long,
+            prep.max_length,
         )
         if not kept:
             raise DataError(
@@ -218,44 +250,126 @@ def build(source, prep: Preprocessing) -> ProcessedDataset:
         tokenized[split] = kept
         if sentences is not None:
             sentence_lengths[split] = kept_sentences
-    rationales = {split: [None if e.rationale is None else tuple(i for i in e.rationale if i < len(t))
-                          for e, t, _ in kept] for split, kept in tokenized.items()}
-    markers = _inject(Injection.from_config(prep.inject), tokenized, rationales, source, stats)
-    if prep.boundary_tokens:
-        _add_boundaries(tokenized, rationales, markers)
-    # query words (pair tasks) share the passage's vocabulary and embedding table
-    train = tokenized["train"]
-    keep = (Injection.from_config(prep.inject).tokens if prep.inject else ()) + ((SOS, EOS) if prep.boundary_tokens else ())
-    vocab = Vocab.build([t for _, t, _ in train] + [q for _, _, q in train if q is not None], min_count=prep.min_count,
-                        keep=keep, documents=prep.vocab_count == "documents")
-    stats["vocab_size"] = len(vocab)
-    splits = {}
-    for split, kept in tokenized.items():
-        has_query = kept[0][2] is not None
-        has_rationale = kept[0][0].rationale is not None
-        has_candidates = kept[0][0].candidates is not None
-        splits[split] = ProcessedSplit(
-            ids=[np.asarray(vocab.encode(tokens), dtype=np.int64) for _, tokens, _ in kept],
-            labels=np.asarray([e.label for e, _, _ in kept], dtype=np.int64),
-            uids=[e.uid for e, _, _ in kept],
-            query_ids=[np.asarray(vocab.encode(q), dtype=np.int64) for _, _, q in kept] if has_query else None,
-            rationales=rationales[split] if has_rationale else None,
-            candidates=[tuple(e.candidates) for e, _, _ in kept] if has_candidates else None,
-            sentence_lengths=sentence_lengths.get(split),
-            markers=markers.get(split),
-            boundary=prep.boundary_tokens,
-        )
-        labels = splits[split].labels
-        if labels.min() < 0 or labels.max() >= source.num_classes:
-            raise DataError(f"dataset {source.name}/{split}: labels outside 0..{source.num_classes - 1}")
-    return ProcessedDataset(
-        name=source.name,
-        num_classes=source.num_classes,
-        label_names=list(source.label_names),
-        vocab=vocab,
-        splits=splits,
-        stats=stats,
+    return tokenized, sentence_lengths, stats
+
+
+def _tokenize(
+    examples: list[RawExample], prep: Preprocessing
+) -> tuple[list[list[str]], list | None, list[list[str]] | None]:
+    """(passage tokens, sentence lengths per passage or None, query tokens or None) of one split's examples.
+
+    With ``prep.sentences`` passages are tokenised with their sentence boundaries and ``prep.clean`` and
+    ``prep.digits`` do not apply to them; otherwise they do. Queries (pair tasks: when the first example has
+    one) are tokenised with ``prep.clean`` and ``prep.digits``."""
+    digits = prep.digits == "qqq"
+    if prep.sentences:
+        texts, sentences = map(list, zip(*tokenize_sentences_many(e.text for e in examples)))
+    else:
+        texts, sentences = tokenize_many((e.text for e in examples), cleaning=prep.clean, digits=digits), None
+    queries = (
+        tokenize_many((e.query or "" for e in examples), cleaning=prep.clean, digits=digits)
+        if examples[0].query is not None
+        else None
     )
+    return texts, sentences, queries
+
+
+def _length_filter(
+    examples: list[RawExample],
+    texts: list[list[str]],
+    sentences: list | None,
+    queries: list[list[str]] | None,
+    prep: Preprocessing,
+) -> tuple[Kept, list[np.ndarray], int, int]:
+    """Keep the instances whose passage has ``prep.min_length``..``prep.max_length`` tokens (inclusive),
+    cut to their first ``prep.truncate`` tokens (and their sentences with them): (kept instances, their
+    sentence lengths — empty without ``sentences`` —, number dropped too short, number dropped too long)."""
+    kept: Kept = []
+    kept_sentences: list[np.ndarray] = []
+    too_short, too_long = 0, 0
+    for i, (example, tokens) in enumerate(zip(examples, texts)):
+        if len(tokens) < prep.min_length:
+            too_short += 1
+        elif prep.max_length is not None and len(tokens) > prep.max_length:
+            too_long += 1
+        else:
+            if prep.truncate is not None:
+                tokens = tokens[: prep.truncate]
+            kept.append((example, tokens, queries[i] if queries is not None else None))
+            if sentences is not None:
+                kept_sentences.append(_cut_sentences(sentences[i], len(tokens)))
+    return kept, kept_sentences, too_short, too_long
+
+
+def _drop_longest(
+    kept: Kept, kept_sentences: list[np.ndarray], name: str, split: str
+) -> tuple[Kept, list[np.ndarray], int]:
+    """Drop every instance of the split's longest passage length (Jain & Wallace's ``n < max_length``) with
+    its sentence lengths, and log how many: (kept instances, their sentence lengths, number dropped)."""
+    longest = max(len(tokens) for _, tokens, _ in kept)
+    dropped = {i for i, (_, tokens, _) in enumerate(kept) if len(tokens) == longest}
+    kept = [k for i, k in enumerate(kept) if i not in dropped]
+    kept_sentences = [k for i, k in enumerate(kept_sentences) if i not in dropped]
+    log.info(
+        "%s/%s: %d instance(s) of the split's longest length %d dropped (drop_longest)",
+        name,
+        split,
+        len(dropped),
+        longest,
+    )
+    return kept, kept_sentences, len(dropped)
+
+
+def _clip_rationales(tokenized: dict[str, Kept]) -> dict[str, list[tuple[int, ...] | None]]:
+    """Per split, each kept instance's rationale without the positions that truncation cut off (None: none)."""
+    return {
+        split: [None if e.rationale is None else tuple(i for i in e.rationale if i < len(t)) for e, t, _ in kept]
+        for split, kept in tokenized.items()
+    }
+
+
+def _build_vocab(train: Kept, prep: Preprocessing, keep: tuple[str, ...]) -> Vocab:
+    """The vocabulary of the training split's passages and queries (pair tasks: the query words share the
+    passage's vocabulary and embedding table), counted per ``prep.vocab_count`` and cut at ``prep.min_count``;
+    the ``keep`` tokens (markers, boundary tokens) are always in it."""
+    return Vocab.build(
+        [t for _, t, _ in train] + [q for _, _, q in train if q is not None],
+        min_count=prep.min_count,
+        keep=keep,
+        documents=prep.vocab_count == "documents",
+    )
+
+
+def _encode(
+    source,
+    split: str,
+    kept: Kept,
+    vocab: Vocab,
+    rationales: list,
+    sentence_lengths: list | None,
+    markers: list | None,
+    boundary: bool,
+) -> ProcessedSplit:
+    """One split's kept instances as token ids with their labels and metadata (queries, rationales and
+    candidates when its first instance has them). Raises DataError on a label outside ``source.num_classes``."""
+    has_query = kept[0][2] is not None
+    has_rationale = kept[0][0].rationale is not None
+    has_candidates = kept[0][0].candidates is not None
+    encoded = ProcessedSplit(
+        ids=[np.asarray(vocab.encode(tokens), dtype=np.int64) for _, tokens, _ in kept],
+        labels=np.asarray([e.label for e, _, _ in kept], dtype=np.int64),
+        uids=[e.uid for e, _, _ in kept],
+        query_ids=[np.asarray(vocab.encode(q), dtype=np.int64) for _, _, q in kept] if has_query else None,
+        rationales=rationales if has_rationale else None,
+        candidates=[tuple(e.candidates) for e, _, _ in kept] if has_candidates else None,
+        sentence_lengths=sentence_lengths,
+        markers=markers,
+        boundary=boundary,
+    )
+    labels = encoded.labels
+    if labels.min() < 0 or labels.max() >= source.num_classes:
+        raise DataError(f"dataset {source.name}/{split}: labels outside 0..{source.num_classes - 1}")
+    return encoded
 
 
 def _add_boundaries(tokenized: dict, rationales: dict, markers: dict) -> None:
@@ -289,8 +403,13 @@ def _inject(injection: Injection | None, tokenized: dict, rationales: dict, sour
                 counts[tokens[slot]][source.label_names[example.label]] += 1
         out[split] = positions
         stats[split]["markers"] = counts
-        log.info("%s/%s: %d markers per instance injected, by token and class: %s", source.name, split,
-                 injection.count, counts)
+        log.info(
+            "%s/%s: %d markers per instance injected, by token and class: %s",
+            source.name,
+            split,
+            injection.count,
+            counts,
+        )
     return out
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from attn_study.data.digest import describe_file
-from attn_study.data.download import local_or_download
 from attn_study.data.example import SPLITS, RawExample
+from attn_study.data.source import DOWNLOAD_DIR, DownloadableSource
 from attn_study.errors import DataError, UserError
 
 log = logging.getLogger(__name__)
@@ -29,8 +29,11 @@ LABELS = ("entailment", "neutral", "contradiction")
 NO_CONSENSUS = "-"
 
 
-class SNLISource:
+class SNLISource(DownloadableSource):
     """SNLI premise/hypothesis pairs; label = position of the gold label in ``labels``."""
+
+    archive = ZIP_NAME
+    path_hint = PATH_HINT
 
     def __init__(
         self,
@@ -38,18 +41,12 @@ class SNLISource:
         labels: Sequence[str] = LABELS,
         url: str = SNLI_URL,
         sha256: str | None = None,
-        cache_dir: str = "~/.cache/attn_study/downloads",
+        cache_dir: str = DOWNLOAD_DIR,
     ) -> None:
         self.labels = [str(label) for label in labels]
         if sorted(self.labels) != sorted(LABELS):
             raise UserError(f"dataset.source.labels={self.labels}: must order exactly {', '.join(LABELS)}")
-        self.path = path
-        self.url = url
-        self.sha256 = sha256
-        self.cache_dir = cache_dir
-        self.name = "snli"
-        self.label_names = list(self.labels)
-        self.num_classes = len(self.label_names)
+        super().__init__(path, url, sha256, cache_dir, name="snli", label_names=self.labels)
         self.dropped: dict[str, int] = {}
 
     def load(self) -> dict[str, list[RawExample]]:
@@ -65,27 +62,38 @@ class SNLISource:
                     continue
                 if label not in self.labels:
                     raise DataError(f"{where}: gold_label {label!r} is not one of {', '.join(LABELS)} or '-'")
-                examples.append(RawExample(uid=str(record["pairID"]), text=record["sentence1"],
-                                           label=self.labels.index(label), query=record["sentence2"]))
+                examples.append(
+                    RawExample(
+                        uid=str(record["pairID"]),
+                        text=record["sentence1"],
+                        label=self.labels.index(label),
+                        query=record["sentence2"],
+                    )
+                )
             if not examples:
                 raise DataError(f"{self._where(source, split)}: no labelled pairs; {PATH_HINT}")
             self.dropped[split] = dropped
             splits[split] = examples
-        log.info("snli: %s; pairs without a gold label ('-') dropped: %s",
-                 ", ".join(f"{len(v)} {k}" for k, v in splits.items()),
-                 ", ".join(f"{self.dropped[k]} {k}" for k in SPLITS))
+        log.info(
+            "snli: %s; pairs without a gold label ('-') dropped: %s",
+            ", ".join(f"{len(v)} {k}" for k, v in splits.items()),
+            ", ".join(f"{self.dropped[k]} {k}" for k in SPLITS),
+        )
         return splits
 
     def fingerprint(self) -> dict[str, Any]:
         """A JSON-able identity of the source content: class, options, input files' stats."""
         source = self._resolve()
         paths = [source] if source.is_file() else [source / _file_name(split) for split in SPLITS]
-        return {"class": type(self).__name__, "labels": self.labels,
-                "files": [describe_file(path) for path in paths if path.is_file()]}
+        return {
+            "class": type(self).__name__,
+            "labels": self.labels,
+            "files": [describe_file(path) for path in paths if path.is_file()],
+        }
 
     def _resolve(self) -> Path:
         """The folder holding the jsonl files, or the zip archive (downloaded when no path)."""
-        given = local_or_download(self.path, self.url, self.cache_dir, ZIP_NAME, self.sha256, PATH_HINT)
+        given = self._given()
         if given.is_file():
             return given
         for root in (given, given / "snli_1.0"):
@@ -107,17 +115,21 @@ class SNLISource:
             return
         try:
             with zipfile.ZipFile(source) as zipped:
-                names = [n for n in zipped.namelist()
-                         if (n == _file_name(split) or n.endswith(f"/{_file_name(split)}"))
-                         and not n.startswith("__MACOSX/")]
+                names = [
+                    n
+                    for n in zipped.namelist()
+                    if (n == _file_name(split) or n.endswith(f"/{_file_name(split)}")) and not n.startswith("__MACOSX/")
+                ]
                 if not names:
                     raise DataError(f"{source}: no {_file_name(split)} in the archive; {PATH_HINT}")
                 member = min(names, key=len)
                 with zipped.open(member) as handle:
                     yield from _parse(handle, f"{source}:{member}")
         except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as error:
-            raise DataError(f"{source}: not a readable .zip archive, corrupt or truncated ({error}); "
-                            f"download it again or give the extracted folder via dataset.path") from error
+            raise DataError(
+                f"{source}: not a readable .zip archive, corrupt or truncated ({error}); "
+                f"download it again or give the extracted folder via dataset.path"
+            ) from error
 
 
 def _file_name(split: str) -> str:
@@ -134,8 +146,11 @@ def _parse(handle: IO[bytes], where: str) -> Iterator[tuple[str, dict[str, Any]]
             record = json.loads(raw.decode("utf-8"))
         except ValueError as error:  # JSONDecodeError and UnicodeDecodeError
             raise DataError(f"{at}: not a JSON object ({error}); the file is not SNLI 1.0 jsonl") from error
-        missing = [k for k in ("sentence1", "sentence2", "gold_label", "pairID")
-                   if not isinstance(record, dict) or not isinstance(record.get(k), str)]
+        missing = [
+            k
+            for k in ("sentence1", "sentence2", "gold_label", "pairID")
+            if not isinstance(record, dict) or not isinstance(record.get(k), str)
+        ]
         if missing:
             raise DataError(f"{at}: no string field {', '.join(missing)}; the file is not SNLI 1.0 jsonl")
         yield at, record

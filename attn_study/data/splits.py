@@ -16,8 +16,10 @@ def stratified_indices(labels: Sequence[int], size: int, seed: int | Sequence[in
     least one item out (``0 < size < len(labels)`` is required).
     """
     if not 0 < size < len(labels):
-        raise UserError(f"{option}={size}: must be between 1 and {len(labels) - 1} (the number of "
-                        f"instances it is drawn from, minus one)")
+        raise UserError(
+            f"{option}={size}: must be between 1 and {len(labels) - 1} (the number of "
+            f"instances it is drawn from, minus one)"
+        )
     label_array = np.asarray(labels)
     classes = np.unique(label_array)
     counts = np.array([np.count_nonzero(label_array == c) for c in classes])

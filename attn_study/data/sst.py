@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from attn_study.data.digest import describe_file
-from attn_study.data.download import local_or_download
 from attn_study.data.example import SPLITS, RawExample
+from attn_study.data.source import DOWNLOAD_DIR, DownloadableSource
 from attn_study.errors import DataError
 
 SST_URL = "https://nlp.stanford.edu/sentiment/trainDevTestTrees_PTB.zip"
@@ -88,8 +88,11 @@ def _unescape(token: str) -> str:
     return _BRACKETS.get(token, token).replace("\\/", "/").replace("\\*", "*")
 
 
-class SSTSource:
+class SSTSource(DownloadableSource):
     """SST sentences with their root labels: binary (neutral dropped) or fine-grained (5 classes)."""
+
+    archive = ZIP_NAME
+    path_hint = PATH_HINT
 
     def __init__(
         self,
@@ -97,50 +100,54 @@ class SSTSource:
         fine_grained: bool = False,
         url: str = SST_URL,
         sha256: str | None = SST_SHA256,
-        cache_dir: str = "~/.cache/attn_study/downloads",
+        cache_dir: str = DOWNLOAD_DIR,
     ) -> None:
-        self.path = path
+        super().__init__(
+            path, url, sha256, cache_dir, name="sst5" if fine_grained else "sst", label_names=_LABEL_NAMES[fine_grained]
+        )
         self.fine_grained = fine_grained
-        self.url = url
-        self.sha256 = sha256
-        self.cache_dir = cache_dir
-        self.name = "sst5" if fine_grained else "sst"
-        self.label_names = list(_LABEL_NAMES[fine_grained])
-        self.num_classes = len(self.label_names)
 
     def load(self) -> dict[str, list[RawExample]]:
         """Read the three splits; uids are ``<split>-<line number>``."""
         source = self._resolve()
         if source.is_file():
             return self._load_zip(source)
-        return {split: self._examples(split, path, _decode(path.read_bytes(), path))
-                for split, path in _split_files(source).items()}
+        return {
+            split: self._examples(split, path, _decode(path.read_bytes(), path))
+            for split, path in _split_files(source).items()
+        }
 
     def fingerprint(self) -> dict[str, Any]:
         """A JSON-able identity of the source content: class, options, input files' stats."""
         source = self._resolve()
         paths = [source] if source.is_file() else list(_split_files(source).values())
-        return {"class": type(self).__name__, "fine_grained": self.fine_grained,
-                "files": [describe_file(path) for path in paths]}
+        return {
+            "class": type(self).__name__,
+            "fine_grained": self.fine_grained,
+            "files": [describe_file(path) for path in paths],
+        }
 
     def _resolve(self) -> Path:
         """The folder holding the split files, or the zip archive (downloaded when no path)."""
-        given = local_or_download(self.path, self.url, self.cache_dir, ZIP_NAME, self.sha256, PATH_HINT)
+        given = self._given()
         if given.is_file():
             return given
         for sub in SPLIT_DIRS:
             if any((given / sub / f"{split}.txt").is_file() for split in SPLITS):
                 return given / sub
-        raise DataError(f"dataset.path={self.path}: no train.txt, dev.txt or test.txt in it, trees/ "
-                        f"or trainDevTestTrees_PTB/trees/; {PATH_HINT}")
+        raise DataError(
+            f"dataset.path={self.path}: no train.txt, dev.txt or test.txt in it, trees/ "
+            f"or trainDevTestTrees_PTB/trees/; {PATH_HINT}"
+        )
 
     def _load_zip(self, archive: Path) -> dict[str, list[RawExample]]:
         """Read the three splits from the zip members ``[<dir>/]<split>.txt``."""
         try:
             with zipfile.ZipFile(archive) as zipped:
                 names = set(zipped.namelist())
-                sub = next((sub for sub in SPLIT_DIRS if any(f"{sub}{split}.txt" in names for split in SPLITS)),
-                           "trees/")
+                sub = next(
+                    (sub for sub in SPLIT_DIRS if any(f"{sub}{split}.txt" in names for split in SPLITS)), "trees/"
+                )
                 splits = {}
                 for split in SPLITS:
                     member = f"{sub}{split}.txt"
@@ -150,8 +157,10 @@ class SSTSource:
                     splits[split] = self._examples(split, where, _decode(zipped.read(member), where))
                 return splits
         except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as error:
-            raise DataError(f"{archive}: not a readable .zip archive, corrupt or truncated ({error}); "
-                            f"download it again or give the extracted folder via dataset.path") from error
+            raise DataError(
+                f"{archive}: not a readable .zip archive, corrupt or truncated ({error}); "
+                f"download it again or give the extracted folder via dataset.path"
+            ) from error
 
     def _examples(self, split: str, where: str | Path, text: str) -> list[RawExample]:
         """Parse one split file's trees into examples (neutral dropped when binary)."""
@@ -162,8 +171,10 @@ class SSTSource:
             try:
                 label, sentence = parse_ptb_tree(line)
             except DataError as error:
-                raise DataError(f"{where}, line {number}: {error}; the file is not in the Stanford "
-                                f"PTB tree format, get trainDevTestTrees_PTB again") from error
+                raise DataError(
+                    f"{where}, line {number}: {error}; the file is not in the Stanford "
+                    f"PTB tree format, get trainDevTestTrees_PTB again"
+                ) from error
             if not self.fine_grained:
                 if label == 2:
                     continue

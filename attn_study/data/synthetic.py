@@ -15,14 +15,14 @@ from __future__ import annotations
 import numpy as np
 
 from attn_study.data.example import SPLITS, RawExample
+from attn_study.data.source import Source
 
 POSITIVE = (
     "good great excellent wonderful superb brilliant delightful charming moving gripping "
     "enjoyable beautiful clever touching masterful"
 ).split()
 NEGATIVE = (
-    "bad awful terrible boring dull clumsy tedious weak bland painful "
-    "mediocre lifeless pointless messy forgettable"
+    "bad awful terrible boring dull clumsy tedious weak bland painful mediocre lifeless pointless messy forgettable"
 ).split()
 NEGATORS = "not never hardly".split()
 FILLER = (
@@ -36,8 +36,10 @@ FILLER = (
 ).split()
 
 
-class SyntheticSource:
-    """Deterministic synthetic sentiment data with negation and ground-truth rationales."""
+class SyntheticSource(Source):
+    """Deterministic synthetic sentiment data with negation and ground-truth rationales.
+
+    Its cache key is its instance attributes (``fingerprint``), so the generator settings are all it stores."""
 
     name = "synthetic"
     num_classes = 2

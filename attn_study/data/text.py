@@ -59,8 +59,9 @@ def tokenize(text: str) -> list[str]:
     return [normalise(t.text) for t in _spacy_tokenizer()(text) if not t.is_space]
 
 
-def tokenize_many(texts: Iterable[str], batch_size: int = 1000, cleaning: str | None = None,
-                  digits: bool = True) -> list[list[str]]:
+def tokenize_many(
+    texts: Iterable[str], batch_size: int = 1000, cleaning: str | None = None, digits: bool = True
+) -> list[list[str]]:
     """``tokenize`` over many texts, using spaCy's batched ``pipe``; ``cleaning`` (see :func:`clean`)
     first, and ``digits=False`` keeps digits as they are (no ``qqq``). ``keras`` splits on whitespace
     instead of spaCy, as Keras does."""
@@ -113,8 +114,9 @@ class Vocab:
         self.stoi: dict[str, int] = {w: i for i, w in enumerate(self.itos)}
 
     @classmethod
-    def build(cls, token_lists: Iterable[list[str]], min_count: int = 1, keep: Iterable[str] = (),
-              documents: bool = False) -> "Vocab":
+    def build(
+        cls, token_lists: Iterable[list[str]], min_count: int = 1, keep: Iterable[str] = (), documents: bool = False
+    ) -> Vocab:
         """Words seen at least ``min_count`` times — in that many documents with ``documents`` (a
         document frequency, as scikit-learn's ``min_df``) — most frequent first (ties alphabetical);
         the words in ``keep`` always (boundary tokens, injected markers)."""

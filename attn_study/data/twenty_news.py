@@ -13,15 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from attn_study.data.digest import describe_file, describe_folder
-from attn_study.data.download import local_or_download, stream_tar_gz
+from attn_study.data.download import stream_tar_gz
 from attn_study.data.example import RawExample
+from attn_study.data.source import DOWNLOAD_DIR, DownloadableSource
 from attn_study.data.splits import stratified_indices
 from attn_study.errors import DataError, UserError
 
 NEWS_URL = "http://qwone.com/~jason/20Newsgroups/20news-bydate.tar.gz"
 TAR_NAME = "20news-bydate.tar.gz"
-PATH_HINT = ("give the folder holding 20news-bydate-train/ and 20news-bydate-test/, or 20news-bydate.tar.gz, "
-             "via dataset.path")
+PATH_HINT = (
+    "give the folder holding 20news-bydate-train/ and 20news-bydate-test/, or 20news-bydate.tar.gz, via dataset.path"
+)
 FILE_SPLITS = ("train", "test")
 CATEGORIES = ("rec.sport.baseball", "rec.sport.hockey")
 
@@ -46,8 +48,7 @@ def clean_post(text: str) -> str:
     delimiters = [i for i, line in enumerate(lines) if line.strip() == "--"]
     if delimiters:
         lines = lines[: delimiters[-1]]
-    kept = [line for line in lines
-            if not line.lstrip().startswith((">", "|")) and not _ATTRIBUTION.search(line)]
+    kept = [line for line in lines if not line.lstrip().startswith((">", "|")) and not _ATTRIBUTION.search(line)]
     return "\n".join(kept).strip()
 
 
@@ -60,12 +61,18 @@ def jain_wallace_split(posts: list[RawExample], seed: int) -> dict[str, list[Raw
     test = set(stratified_indices([p.label for p in posts], int(round(0.2 * len(posts))), seed, "20News test split"))
     rest = [p for i, p in enumerate(posts) if i not in test]
     dev = set(stratified_indices([p.label for p in rest], int(round(0.2 * len(rest))), [seed, 1], "20News dev split"))
-    return {"train": [p for i, p in enumerate(rest) if i not in dev], "dev": [rest[i] for i in sorted(dev)],
-            "test": [posts[i] for i in sorted(test)]}
+    return {
+        "train": [p for i, p in enumerate(rest) if i not in dev],
+        "dev": [rest[i] for i in sorted(dev)],
+        "test": [posts[i] for i in sorted(test)],
+    }
 
 
-class TwentyNewsSource:
+class TwentyNewsSource(DownloadableSource):
     """Posts of ``categories`` (label = position in the list): bydate train (dev carved out) and test."""
+
+    archive = TAR_NAME
+    path_hint = PATH_HINT
 
     def __init__(
         self,
@@ -73,26 +80,20 @@ class TwentyNewsSource:
         categories: Sequence[str] = CATEGORIES,
         url: str = NEWS_URL,
         sha256: str | None = None,
-        cache_dir: str = "~/.cache/attn_study/downloads",
+        cache_dir: str = DOWNLOAD_DIR,
         dev_size: int = 120,
         split_seed: int = 13,
         split: str = "bydate",
     ) -> None:
         if split not in ("bydate", "jain_wallace"):
             raise UserError(f"dataset.source.split={split}: choose bydate or jain_wallace")
-        self.split = split
-        self.path = path
         self.categories = [str(c) for c in categories]
         if len(self.categories) < 2 or len(set(self.categories)) != len(self.categories):
             raise UserError(f"dataset.source.categories={self.categories}: give two or more distinct newsgroups")
-        self.url = url
-        self.sha256 = sha256
-        self.cache_dir = cache_dir
+        super().__init__(path, url, sha256, cache_dir, name="twenty_news", label_names=self.categories)
+        self.split = split
         self.dev_size = dev_size
         self.split_seed = split_seed
-        self.name = "twenty_news"
-        self.label_names = list(self.categories)
-        self.num_classes = len(self.label_names)
 
     def load(self) -> dict[str, list[RawExample]]:
         """Read train/dev/test, each sorted by uid ``<file split>/<newsgroup>/<id>``."""
@@ -105,17 +106,24 @@ class TwentyNewsSource:
             found[split, category].append(RawExample(uid=uid, text=clean_post(raw.decode("latin-1")), label=label))
         for (split, category), examples in found.items():
             if not examples:
-                where = (f"{source}:20news-bydate-{split}/{category}/" if source.is_file()
-                         else source / f"20news-bydate-{split}" / category)
+                where = (
+                    f"{source}:20news-bydate-{split}/{category}/"
+                    if source.is_file()
+                    else source / f"20news-bydate-{split}" / category
+                )
                 raise DataError(f"{where}: no posts; check dataset.source.categories or {PATH_HINT}")
         train = sorted((e for c in self.categories for e in found["train", c]), key=lambda e: e.uid)
         test = sorted((e for c in self.categories for e in found["test", c]), key=lambda e: e.uid)
         if self.split == "jain_wallace":
             return jain_wallace_split(train + test, self.split_seed)
-        dev = set(stratified_indices([e.label for e in train], self.dev_size, self.split_seed,
-                                     "dataset.source.dev_size"))
-        return {"train": [e for i, e in enumerate(train) if i not in dev], "dev": [train[i] for i in sorted(dev)],
-                "test": test}
+        dev = set(
+            stratified_indices([e.label for e in train], self.dev_size, self.split_seed, "dataset.source.dev_size")
+        )
+        return {
+            "train": [e for i, e in enumerate(train) if i not in dev],
+            "dev": [train[i] for i in sorted(dev)],
+            "test": test,
+        }
 
     def fingerprint(self) -> dict[str, Any]:
         """A JSON-able identity of the source content: class, options, input stats.
@@ -124,22 +132,26 @@ class TwentyNewsSource:
         size and a digest of the names and contents of the post files of the chosen newsgroups.
         """
         source = self._resolve()
-        options = {"class": type(self).__name__, "categories": self.categories, "dev_size": self.dev_size,
-                   "split_seed": self.split_seed, "split": self.split}
+        options = {
+            "class": type(self).__name__,
+            "categories": self.categories,
+            "dev_size": self.dev_size,
+            "split_seed": self.split_seed,
+            "split": self.split,
+        }
         if source.is_file():
             return {**options, "files": [describe_file(source)]}
         return {**options, "folder": describe_folder(source, _post_paths(source, self.categories))}
 
     def _resolve(self) -> Path:
         """The folder holding the two bydate folders, or the tarball (downloaded when no path)."""
-        given = local_or_download(self.path, self.url, self.cache_dir, TAR_NAME, self.sha256, PATH_HINT)
+        given = self._given()
         if given.is_file():
             return given
         for root in (given, given / "20news-bydate"):
             if any((root / f"20news-bydate-{split}").is_dir() for split in FILE_SPLITS):
                 return root
-        raise DataError(f"dataset.path={self.path}: no 20news-bydate-train/ or 20news-bydate-test/ in it; "
-                        f"{PATH_HINT}")
+        raise DataError(f"dataset.path={self.path}: no 20news-bydate-train/ or 20news-bydate-test/ in it; {PATH_HINT}")
 
 
 def _post_paths(root: Path, categories: Sequence[str]) -> Iterator[Path]:

@@ -16,12 +16,13 @@ from typing import Any
 
 from attn_study.data.digest import describe_file
 from attn_study.data.example import SPLITS, RawExample
+from attn_study.data.source import FileSource
 from attn_study.errors import DataError, UserError
 
 log = logging.getLogger(__name__)
 
 
-class UserCSVSource:
+class UserCSVSource(FileSource):
     """Rows of a user-supplied CSV, split by its split column; uids are ``<split>-<row number>``."""
 
     def __init__(
@@ -34,17 +35,15 @@ class UserCSVSource:
         label_column: str = "label",
         split_column: str = "split",
     ) -> None:
-        self.path = path
+        names = [str(name) for name in label_names]
+        if len(names) < 2:
+            raise UserError(f"dataset.source.label_names={names}: give two or more class names")
+        super().__init__(path, name=dataset, label_names=names)
         self.dataset = dataset
-        self.label_names = [str(name) for name in label_names]
-        if len(self.label_names) < 2:
-            raise UserError(f"dataset.source.label_names={self.label_names}: give two or more class names")
         self.obtain = obtain
         self.text_column = text_column
         self.label_column = label_column
         self.split_column = split_column
-        self.name = dataset
-        self.num_classes = len(self.label_names)
 
     def load(self) -> dict[str, list[RawExample]]:
         """Read every row into the split its split column names, in file order."""
@@ -57,9 +56,11 @@ class UserCSVSource:
                 reader = csv.DictReader(handle, strict=True)
                 missing = [c for c in columns if c not in (reader.fieldnames or [])]
                 if missing:
-                    raise DataError(f"{path}: no column {', '.join(missing)} in the header row "
-                                    f"{reader.fieldnames}; the file needs columns text,label,split (or set "
-                                    f"dataset.source.text_column / label_column / split_column)")
+                    raise DataError(
+                        f"{path}: no column {', '.join(missing)} in the header row "
+                        f"{reader.fieldnames}; the file needs columns text,label,split (or set "
+                        f"dataset.source.text_column / label_column / split_column)"
+                    )
                 for row_number, row in enumerate(reader, start=1):
                     where = f"{path}, line {reader.line_num}"
                     split = (row[self.split_column] or "").strip()
@@ -67,8 +68,9 @@ class UserCSVSource:
                         raise DataError(f"{where}: split {split!r} is not one of train, dev, test")
                     label = (row[self.label_column] or "").strip()
                     if not label.isdigit() or int(label) >= self.num_classes:
-                        raise DataError(f"{where}: label {label!r} is not 0-{self.num_classes - 1} "
-                                        f"({', '.join(self.label_names)})")
+                        raise DataError(
+                            f"{where}: label {label!r} is not 0-{self.num_classes - 1} ({', '.join(self.label_names)})"
+                        )
                     text = row[self.text_column]
                     if text is None:
                         raise DataError(f"{where}: fewer fields than the header row names")
@@ -85,18 +87,21 @@ class UserCSVSource:
 
     def fingerprint(self) -> dict[str, Any]:
         """A JSON-able identity of the source content: class, options, the CSV's stats."""
-        return {"class": type(self).__name__, "dataset": self.dataset, "label_names": self.label_names,
-                "columns": [self.text_column, self.label_column, self.split_column],
-                "files": [describe_file(self._resolve())]}
+        return {
+            "class": type(self).__name__,
+            "dataset": self.dataset,
+            "label_names": self.label_names,
+            "columns": [self.text_column, self.label_column, self.split_column],
+            "files": [describe_file(self._resolve())],
+        }
 
     def _resolve(self) -> Path:
         """The CSV file; DataError saying how to obtain it when no path is given."""
-        if self.path is None:
-            raise DataError(f"dataset.path is required for {self.dataset}: attn_study cannot download it; "
-                            f"{self.obtain}")
-        given = Path(self.path).expanduser()
+        hint = f"give the CSV (columns text,label,split) — {self.obtain}"
+        given = self._local_path(
+            f"dataset.path is required for {self.dataset}: attn_study cannot download it; {self.obtain}", hint
+        )
         if not given.is_file():
             state = "a folder, not a CSV file" if given.is_dir() else "not found"
-            raise DataError(f"dataset.path={self.path}: {state}; give the CSV (columns text,label,split) — "
-                            f"{self.obtain}")
+            raise DataError(f"dataset.path={self.path}: {state}; {hint}")
         return given

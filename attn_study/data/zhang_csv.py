@@ -24,15 +24,18 @@ from typing import IO, Any
 
 from attn_study.data.digest import describe_file
 from attn_study.data.example import RawExample
+from attn_study.data.source import FileSource
 from attn_study.data.splits import stratified_indices
 from attn_study.errors import DataError, UserError
 
 log = logging.getLogger(__name__)
 
 FILE_SPLITS = ("train", "test")
-OBTAIN = ("download {archive} from the Zhang et al. (2015) text classification datasets (the Google "
-          "Drive folder linked from https://github.com/zhangxiangxiao/Crepe) and give it, or the folder it "
-          "unpacks to, via dataset.path")
+OBTAIN = (
+    "download {archive} from the Zhang et al. (2015) text classification datasets (the Google "
+    "Drive folder linked from https://github.com/zhangxiangxiao/Crepe) and give it, or the folder it "
+    "unpacks to, via dataset.path"
+)
 
 
 class Preset:
@@ -47,18 +50,33 @@ class Preset:
 PRESETS = {
     "ag_news": Preset("ag_news_csv", ("title", "description"), ("World", "Sports", "Business", "Sci/Tech")),
     "yelp": Preset("yelp_review_full_csv", ("review text",), tuple(f"{k} star{'s' * (k > 1)}" for k in range(1, 6))),
-    "amazon": Preset("amazon_review_full_csv", ("review title", "review text"),
-                     tuple(f"{k} star{'s' * (k > 1)}" for k in range(1, 6))),
-    "yahoo": Preset("yahoo_answers_csv", ("question title", "question content", "best answer"),
-                    ("Society & Culture", "Science & Mathematics", "Health", "Education & Reference",
-                     "Computers & Internet", "Sports", "Business & Finance", "Entertainment & Music",
-                     "Family & Relationships", "Politics & Government")),
+    "amazon": Preset(
+        "amazon_review_full_csv",
+        ("review title", "review text"),
+        tuple(f"{k} star{'s' * (k > 1)}" for k in range(1, 6)),
+    ),
+    "yahoo": Preset(
+        "yahoo_answers_csv",
+        ("question title", "question content", "best answer"),
+        (
+            "Society & Culture",
+            "Science & Mathematics",
+            "Health",
+            "Education & Reference",
+            "Computers & Internet",
+            "Sports",
+            "Business & Finance",
+            "Entertainment & Music",
+            "Family & Relationships",
+            "Politics & Government",
+        ),
+    ),
 }
 
 _MEMBER = re.compile(r"(?:.*/)?(train|test)\.csv")
 
 
-class ZhangCSVSource:
+class ZhangCSVSource(FileSource):
     """One Zhang et al. (2015) CSV release: train.csv (dev carved from it) and test.csv.
 
     ``classes`` maps original 1-based class indices to new labels (classes left out are dropped
@@ -81,7 +99,6 @@ class ZhangCSVSource:
     ) -> None:
         if dataset not in PRESETS:
             raise UserError(f"dataset.source.dataset={dataset}: must be one of {', '.join(PRESETS)}")
-        self.path = path
         self.dataset = dataset
         self.preset = PRESETS[dataset]
         self.dev_size = dev_size
@@ -89,10 +106,7 @@ class ZhangCSVSource:
         self.max_train = max_train
         self.text_columns = len(self.preset.fields) if text_columns is None else int(text_columns)
         self.classes = self._class_map(classes)
-        self.name = dataset
-        self.num_classes = max(self.classes.values()) + 1
-        self.label_names = ["/".join(self.preset.class_names[c - 1] for c in sorted(self.classes)
-                                     if self.classes[c] == label) for label in range(self.num_classes)]
+        super().__init__(path, name=dataset, label_names=self._label_names())
         self.hint = OBTAIN.format(archive=f"{self.preset.folder}.tar.gz")
 
     def load(self) -> dict[str, list[RawExample]]:
@@ -104,15 +118,17 @@ class ZhangCSVSource:
                 kept_records.append(record)
                 labels.append(label)
         if not kept_records:
-            raise DataError(f"{self._where(source, 'train')}: no rows of the kept classes "
-                            f"{sorted(self.classes)}; {self.hint}")
+            raise DataError(
+                f"{self._where(source, 'train')}: no rows of the kept classes {sorted(self.classes)}; {self.hint}"
+            )
         dev_positions = set(stratified_indices(labels, self.dev_size, self.split_seed, "dataset.source.dev_size"))
         train_positions = [i for i in range(len(labels)) if i not in dev_positions]
         if self.max_train is not None and len(train_positions) > self.max_train:
             if self.max_train < 1:
                 raise UserError(f"dataset.source.max_train={self.max_train}: must be >= 1 or null")
-            picked = stratified_indices([labels[i] for i in train_positions], self.max_train,
-                                        (self.split_seed, 1), "dataset.source.max_train")
+            picked = stratified_indices(
+                [labels[i] for i in train_positions], self.max_train, (self.split_seed, 1), "dataset.source.max_train"
+            )
             train_positions = [train_positions[i] for i in picked]
         role = {kept_records[i]: "dev" for i in dev_positions}
         role.update({kept_records[i]: "train" for i in train_positions})
@@ -131,21 +147,42 @@ class ZhangCSVSource:
             assert text is not None
             splits["test"].append(RawExample(uid=f"test-{record}", text=text, label=label))
         if not splits["test"]:
-            raise DataError(f"{self._where(source, 'test')}: no rows of the kept classes "
-                            f"{sorted(self.classes)}; {self.hint}")
-        log.info("%s: %d train, %d dev, %d test instances; train rows of other classes or not sampled: %d, "
-                 "test rows of other classes: %d", self.name, len(splits["train"]), len(splits["dev"]),
-                 len(splits["test"]), dropped["train"], dropped["test"])
+            raise DataError(
+                f"{self._where(source, 'test')}: no rows of the kept classes {sorted(self.classes)}; {self.hint}"
+            )
+        log.info(
+            "%s: %d train, %d dev, %d test instances; train rows of other classes or not sampled: %d, "
+            "test rows of other classes: %d",
+            self.name,
+            len(splits["train"]),
+            len(splits["dev"]),
+            len(splits["test"]),
+            dropped["train"],
+            dropped["test"],
+        )
         return splits
 
     def fingerprint(self) -> dict[str, Any]:
         """A JSON-able identity of the source content: class, options, input files' stats."""
         source = self._resolve()
         paths = [source] if source.is_file() else [source / f"{split}.csv" for split in FILE_SPLITS]
-        return {"class": type(self).__name__, "dataset": self.dataset,
-                "classes": {str(k): v for k, v in sorted(self.classes.items())}, "dev_size": self.dev_size,
-                "split_seed": self.split_seed, "max_train": self.max_train, "text_columns": self.text_columns,
-                "files": [describe_file(path) for path in paths if path.is_file()]}
+        return {
+            "class": type(self).__name__,
+            "dataset": self.dataset,
+            "classes": {str(k): v for k, v in sorted(self.classes.items())},
+            "dev_size": self.dev_size,
+            "split_seed": self.split_seed,
+            "max_train": self.max_train,
+            "text_columns": self.text_columns,
+            "files": [describe_file(path) for path in paths if path.is_file()],
+        }
+
+    def _label_names(self) -> list[str]:
+        """Per new label 0..M-1, the names of the original classes mapped to it, joined by '/'."""
+        return [
+            "/".join(self.preset.class_names[c - 1] for c in sorted(self.classes) if self.classes[c] == label)
+            for label in range(max(self.classes.values()) + 1)
+        ]
 
     def _class_map(self, classes: Mapping[int | str, int] | Sequence[int] | None) -> dict[int, int]:
         """The validated original-class → label map (keys 1..K, labels exactly 0..M-1)."""
@@ -160,47 +197,54 @@ class ZhangCSVSource:
                 if len(mapping) != len(classes):
                     raise ValueError("a class index is listed twice")
         except (TypeError, ValueError) as error:
-            raise UserError(f"dataset.source.classes={classes}: must map class indices to labels, e.g. "
-                            f"{{1: 0, 3: 1}}, or list the indices to keep, e.g. [1, 3] ({error})") from error
+            raise UserError(
+                f"dataset.source.classes={classes}: must map class indices to labels, e.g. "
+                f"{{1: 0, 3: 1}}, or list the indices to keep, e.g. [1, 3] ({error})"
+            ) from error
         if not mapping or any(not 1 <= k <= total for k in mapping):
-            raise UserError(f"dataset.source.classes={classes}: keys must be original class indices 1-{total} "
-                            f"of {self.dataset}")
+            raise UserError(
+                f"dataset.source.classes={classes}: keys must be original class indices 1-{total} of {self.dataset}"
+            )
         if set(mapping.values()) != set(range(max(mapping.values()) + 1)):
             raise UserError(f"dataset.source.classes={classes}: the new labels must be 0..M-1 with none missing")
         return mapping
 
     def _resolve(self) -> Path:
         """The folder holding train.csv and test.csv, or the release's .tar.gz archive."""
-        if self.path is None:
-            raise DataError(f"dataset.path is required for {self.dataset} (no stable download URL); {self.hint}")
-        given = Path(self.path).expanduser()
-        if not given.exists():
-            raise DataError(f"dataset.path={self.path}: not found; {self.hint}")
+        given = self._local_path(
+            f"dataset.path is required for {self.dataset} (no stable download URL); {self.hint}", self.hint
+        )
         if given.is_file():
             return given
         for root in (given, given / self.preset.folder):
             if any((root / f"{split}.csv").is_file() for split in FILE_SPLITS):
                 return root
-        raise DataError(f"dataset.path={self.path}: no train.csv or test.csv in it or in "
-                        f"{self.preset.folder}/; {self.hint}")
+        raise DataError(
+            f"dataset.path={self.path}: no train.csv or test.csv in it or in {self.preset.folder}/; {self.hint}"
+        )
 
     def _where(self, source: Path, split: str) -> str:
         return f"{source}:{split}.csv" if source.is_file() else str(source / f"{split}.csv")
 
-    def _records(self, source: Path, split: str, with_text: bool
-                 ) -> Iterator[tuple[str, int, int, int | None, str | None]]:
+    def _records(
+        self, source: Path, split: str, with_text: bool
+    ) -> Iterator[tuple[str, int, int, int | None, str | None]]:
         """(where, line, record number, label or None when dropped, text or None) of each row."""
         width = 1 + self.text_columns
         total = len(self.preset.class_names)
         for where, line, record, row in _csv_rows(source, split, self.hint):
             if len(row) != width:
-                raise DataError(f"{where}, line {line}: {len(row)} columns, expected {width} (class index, "
-                                f"{', '.join(self.preset.fields)}); is this the {self.preset.folder} release? "
-                                f"(or set dataset.source.text_columns)")
+                raise DataError(
+                    f"{where}, line {line}: {len(row)} columns, expected {width} (class index, "
+                    f"{', '.join(self.preset.fields)}); is this the {self.preset.folder} release? "
+                    f"(or set dataset.source.text_columns)"
+                )
             index = row[0].strip()
             if not index.isdigit() or not 1 <= int(index) <= total:
-                raise DataError(f"{where}, line {line}: class index {row[0]!r} is not 1-{total}; "
-                                f"is this the {self.preset.folder} release?")
+                raise DataError(
+                    f"{where}, line {line}: class index {row[0]!r} is not 1-{total}; "
+                    f"is this the {self.preset.folder} release?"
+                )
             label = self.classes.get(int(index))
             text = " ".join(field.replace("\\n", " ") for field in row[1:]) if with_text and label is not None else None
             yield where, line, record, label, text
@@ -225,8 +269,10 @@ def _csv_rows(source: Path, split: str, hint: str) -> Iterator[tuple[str, int, i
                     yield from _parse(handle, f"{source}:{member.name}")
                     return
     except (tarfile.TarError, EOFError, zlib.error, OSError) as error:
-        raise DataError(f"{source}: corrupt or truncated archive ({error}); download it again or give "
-                        f"the extracted folder via dataset.path") from error
+        raise DataError(
+            f"{source}: corrupt or truncated archive ({error}); download it again or give "
+            f"the extracted folder via dataset.path"
+        ) from error
     raise DataError(f"{source}: no {split}.csv in the archive; {hint}")
 
 

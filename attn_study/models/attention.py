@@ -79,8 +79,9 @@ class PreloadedAttention(nn.Module):
         raise RuntimeError("a pre-loaded attention has no scores; the classifier's attend() returns it")
 
     @staticmethod
-    def attention(fixed: torch.Tensor | None, mask: torch.Tensor, lengths: torch.Tensor,
-                  fixed_lengths: torch.Tensor | None) -> torch.Tensor:
+    def attention(
+        fixed: torch.Tensor | None, mask: torch.Tensor, lengths: torch.Tensor, fixed_lengths: torch.Tensor | None
+    ) -> torch.Tensor:
         """The source's α (B, T) as it is, bit for bit, on an instance whose tokens are all there; where
         tokens were deleted (leave-one-out, erasure by deletion) the weights of those that remain, renormalised."""
         if fixed is None or fixed_lengths is None:

@@ -87,9 +87,19 @@ class AttentionClassifier(nn.Module):
 
     token_attention = True  # α is over the input tokens (token-importance tests apply)
 
-    def __init__(self, vocab_size: int, num_classes: int, encoder, scorer, projection: nn.Module,
-                 embedding_dim: int = 300, dropout: float = 0.0, pretrained: np.ndarray | None = None,
-                 freeze_embeddings: bool = False, word_dropout: float | None = None):
+    def __init__(
+        self,
+        vocab_size: int,
+        num_classes: int,
+        encoder,
+        scorer,
+        projection: nn.Module,
+        embedding_dim: int = 300,
+        dropout: float = 0.0,
+        pretrained: np.ndarray | None = None,
+        freeze_embeddings: bool = False,
+        word_dropout: float | None = None,
+    ):
         super().__init__()
         self.num_classes = num_classes
         self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=PAD_ID)
@@ -114,9 +124,15 @@ class AttentionClassifier(nn.Module):
             embedded = self.embed(batch)
         lengths = batch["lengths"]
         hidden = self.encoder(self.word_dropout(embedded), batch["mask"], lengths)
-        return Encoded(embedded=embedded, hidden=hidden, mask=attended(batch), lengths=lengths,
-                       candidates=batch.get("candidates"), fixed_attention=batch.get("fixed_attention"),
-                       fixed_lengths=batch.get("fixed_lengths"))
+        return Encoded(
+            embedded=embedded,
+            hidden=hidden,
+            mask=attended(batch),
+            lengths=lengths,
+            candidates=batch.get("candidates"),
+            fixed_attention=batch.get("fixed_attention"),
+            fixed_lengths=batch.get("fixed_lengths"),
+        )
 
     def attend(self, enc: Encoded) -> torch.Tensor:
         if getattr(self.scorer, "fixed", False):  # attention=preloaded: another run's α
@@ -131,8 +147,9 @@ class AttentionClassifier(nn.Module):
         """Logits from the attention ``alpha`` (B, T) over ``enc``'s states."""
         return self.decode_pooled(self.pool(enc, alpha), enc.query, enc.candidates)
 
-    def decode_pooled(self, context: torch.Tensor, query: torch.Tensor | None = None,
-                      candidates: torch.Tensor | None = None) -> torch.Tensor:
+    def decode_pooled(
+        self, context: torch.Tensor, query: torch.Tensor | None = None, candidates: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Logits from a pooled vector c (N, m) — the zero vector included. ``query`` (N, m): the
         query encoding of pair tasks; ``candidates`` (N, C): answers allowed (others get −1e9)."""
         return restrict(self.output(self.dropout(self.combine(context, query))), candidates)
@@ -162,17 +179,21 @@ class AttentionClassifier(nn.Module):
         """Whether ``first_layer``/``decode_first_layer`` describe this class's decoder: a subclass that
         changes ``decode_pooled``, or ``combine`` without saying how its first layer splits off, is
         decoded the general way."""
+
         def owner(name):
             return next(c for c in type(self).__mro__ if name in vars(c))
-        return (owner("decode_pooled") is AttentionClassifier
-                and owner("combine") is owner("decode_first_layer") is owner("first_layer"))
+
+        return owner("decode_pooled") is AttentionClassifier and owner("combine") is owner(
+            "decode_first_layer"
+        ) is owner("first_layer")
 
     def first_layer(self) -> nn.Linear:
         """The decoder's first layer, affine in the pooled vector c (flat: the output layer)."""
         return self.output
 
-    def decode_first_layer(self, first: torch.Tensor, query: torch.Tensor | None,
-                           candidates: torch.Tensor | None) -> torch.Tensor:
+    def decode_first_layer(
+        self, first: torch.Tensor, query: torch.Tensor | None, candidates: torch.Tensor | None
+    ) -> torch.Tensor:
         """Logits from the first layer's output W c + b (flat: they are the logits)."""
         return restrict(first, candidates)
 
@@ -221,11 +242,22 @@ class PairAttentionClassifier(AttentionClassifier):
     Wallace, restricted to the allowed answers when the batch has ``candidates``.
     """
 
-    def __init__(self, vocab_size: int, num_classes: int, encoder, scorer, projection: nn.Module,
-                 embedding_dim: int = 300, decoder_dim: int = 128, dropout: float = 0.0,
-                 pretrained: np.ndarray | None = None, freeze_embeddings: bool = False):
-        super().__init__(vocab_size, num_classes, encoder, scorer, projection, embedding_dim, dropout,
-                         pretrained, freeze_embeddings)
+    def __init__(
+        self,
+        vocab_size: int,
+        num_classes: int,
+        encoder,
+        scorer,
+        projection: nn.Module,
+        embedding_dim: int = 300,
+        decoder_dim: int = 128,
+        dropout: float = 0.0,
+        pretrained: np.ndarray | None = None,
+        freeze_embeddings: bool = False,
+    ):
+        super().__init__(
+            vocab_size, num_classes, encoder, scorer, projection, embedding_dim, dropout, pretrained, freeze_embeddings
+        )
         m = self.encoder.output_dim
         self.question_encoder = encoder(input_dim=embedding_dim)
         self.scorer = scorer(hidden_dim=m, query_dim=m)
@@ -247,7 +279,8 @@ class PairAttentionClassifier(AttentionClassifier):
     def first_layer(self) -> nn.Linear:
         return self.w_context
 
-    def decode_first_layer(self, first: torch.Tensor, query: torch.Tensor | None,
-                           candidates: torch.Tensor | None) -> torch.Tensor:
+    def decode_first_layer(
+        self, first: torch.Tensor, query: torch.Tensor | None, candidates: torch.Tensor | None
+    ) -> torch.Tensor:
         """Linear(tanh(W_p c + b_p + W_q q)) from W_p c + b_p."""
         return restrict(self.output(self.dropout(torch.tanh(first + self.w_query(query)))), candidates)

@@ -31,8 +31,14 @@ def masked_mean(h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 class RNNEncoder(nn.Module):
     """Bidirectional LSTM or GRU over packed sequences; m = 2·hidden_size."""
 
-    def __init__(self, input_dim: int, hidden_size: int = 128, cell: str = "lstm", num_layers: int = 1,
-                 bidirectional: bool = True):
+    def __init__(
+        self,
+        input_dim: int,
+        hidden_size: int = 128,
+        cell: str = "lstm",
+        num_layers: int = 1,
+        bidirectional: bool = True,
+    ):
         super().__init__()
         rnn = {"lstm": nn.LSTM, "gru": nn.GRU}[cell]
         self.rnn = rnn(input_dim, hidden_size, num_layers=num_layers, batch_first=True, bidirectional=bidirectional)
@@ -62,8 +68,9 @@ class CNNEncoder(nn.Module):
     real position only sees real neighbours and zeros.
     """
 
-    def __init__(self, input_dim: int, kernel_sizes: tuple[int, ...] = (1, 3, 5, 7), filters: int = 64,
-                 activation: str = "relu"):
+    def __init__(
+        self, input_dim: int, kernel_sizes: tuple[int, ...] = (1, 3, 5, 7), filters: int = 64, activation: str = "relu"
+    ):
         super().__init__()
         if any(k % 2 == 0 for k in kernel_sizes):
             raise ValueError(f"encoder.kernel_sizes={list(kernel_sizes)}: widths must be odd (same-length output)")
@@ -122,8 +129,16 @@ class TransformerEncoder(nn.Module):
     """Small Transformer encoder: Linear(d → model_dim) + sinusoidal positions, ``num_layers``
     pre-norm layers with a key padding mask. m = model_dim."""
 
-    def __init__(self, input_dim: int, model_dim: int = 128, num_heads: int = 4, num_layers: int = 2,
-                 ff_dim: int = 256, dropout: float = 0.1, max_positions: int = 4096):
+    def __init__(
+        self,
+        input_dim: int,
+        model_dim: int = 128,
+        num_heads: int = 4,
+        num_layers: int = 2,
+        ff_dim: int = 256,
+        dropout: float = 0.1,
+        max_positions: int = 4096,
+    ):
         super().__init__()
         self.proj = nn.Linear(input_dim, model_dim)
         layer = nn.TransformerEncoderLayer(model_dim, num_heads, ff_dim, dropout, batch_first=True, norm_first=True)

@@ -17,6 +17,7 @@ The batch needs ``sentence_ids`` (B, T): the sentence index of each token, −1 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -63,13 +64,25 @@ class HierarchicalAttentionClassifier(AttentionClassifier):
 
     token_attention = False  # the final attention is over sentences, not tokens
 
-    def __init__(self, vocab_size: int, num_classes: int, encoder, scorer, projection: nn.Module,
-                 embedding_dim: int = 200, dropout: float = 0.0, pretrained: np.ndarray | None = None,
-                 freeze_embeddings: bool = False, word_dropout: float = 0.0, sentence_dropout: float = 0.0):
+    def __init__(
+        self,
+        vocab_size: int,
+        num_classes: int,
+        encoder,
+        scorer,
+        projection: nn.Module,
+        embedding_dim: int = 200,
+        dropout: float = 0.0,
+        pretrained: np.ndarray | None = None,
+        freeze_embeddings: bool = False,
+        word_dropout: float = 0.0,
+        sentence_dropout: float = 0.0,
+    ):
         # the parent builds the embedding table and an encoder and scorer over the embeddings: those
         # are the word level; the sentence level and the output layer are built on top of them
-        super().__init__(vocab_size, num_classes, encoder, scorer, projection, embedding_dim, dropout,
-                         pretrained, freeze_embeddings)
+        super().__init__(
+            vocab_size, num_classes, encoder, scorer, projection, embedding_dim, dropout, pretrained, freeze_embeddings
+        )
         self.word_encoder = self.encoder
         self.word_scorer = self.scorer
         self.encoder = encoder(input_dim=self.word_encoder.output_dim)
@@ -89,54 +102,122 @@ class HierarchicalAttentionClassifier(AttentionClassifier):
         if "sentence_ids" not in batch:
             raise ValueError(MISSING_SENTENCES)
         if "query_ids" in batch:
-            raise ValueError("the hierarchical model is for single-text tasks; this batch has a query "
-                             "(a QA / NLI dataset): use model=pair")
+            raise ValueError(
+                "the hierarchical model is for single-text tasks; this batch has a query "
+                "(a QA / NLI dataset): use model=pair"
+            )
         if embedded is None:
             embedded = self.embed(batch)
         sid, mask = batch["sentence_ids"], batch["mask"]
-        if sid.shape != mask.shape:
-            raise ValueError(f"sentence_ids {tuple(sid.shape)} does not match the token mask {tuple(mask.shape)}")
-        real = mask & (sid >= 0)
-        if bool((real != mask).any()):
-            raise ValueError("sentence_ids is -1 on a real token: every real token needs a sentence")
-        if bool(((sid[:, 1:] < sid[:, :-1]) & real[:, 1:]).any()):
-            raise ValueError("sentence_ids must be non-decreasing along each instance (contiguous sentences)")
-        b, t = mask.shape
-        device = mask.device
-        sid0 = sid.clamp_min(0)
-        s_raw = int(sid.max()) + 1
-        # tokens per sentence and first token of each sentence, (B, S_raw)
-        counts = torch.zeros(b, s_raw, dtype=torch.long, device=device).scatter_add_(1, sid0, real.long())
-        position = torch.arange(t, device=device).expand(b, t)
-        start = torch.full((b, s_raw), t, dtype=torch.long, device=device).scatter_reduce_(
-            1, sid0, position.masked_fill(~real, t), reduce="amin")
-        present = counts > 0  # sentences with tokens (ids need not be consecutive)
-        lengths = present.sum(1)  # sentences per instance
-        compact = present.long().cumsum(1) - 1  # index of each present sentence within its instance
-        row = present.flatten().long().cumsum(0).view(b, s_raw) - 1  # index among the batch's sentences
-        n_sentences, width = int(present.sum()), int(counts.max())
+        grid = _sentence_grid(sid, _real_tokens(sid, mask))
+        word_alpha, vectors = self._encode_words(embedded, grid)
+        hidden, sentence_mask = self._encode_sentences(vectors, grid)
+        word_attention, token_sentences = _token_views(word_alpha, grid, mask.shape)
+        return HierarchicalEncoded(
+            embedded=embedded,
+            hidden=hidden,
+            mask=sentence_mask,
+            lengths=grid.lengths,
+            candidates=batch.get("candidates"),
+            word_attention=word_attention,
+            token_sentences=token_sentences,
+        )
 
-        # word level: (N, W) grid of the real sentences
-        bt, tt = real.nonzero(as_tuple=True)
-        st = sid[bt, tt]
-        rows, cols = row[bt, st], tt - start[bt, st]
+    def _encode_words(self, embedded: torch.Tensor, grid: _SentenceGrid) -> tuple[torch.Tensor, torch.Tensor]:
+        """Word level: the (dropped-out) token embeddings of each real sentence in an (N, W, d) grid →
+        word encoder → word attention α_w (N, W) (0 beyond a sentence's length) → sentence vectors
+        s_n = Σ_w α_nw h_nw (N, m_w). Returns (α_w, vectors)."""
         x = self.word_dropout(embedded)
-        words = x.new_zeros(n_sentences, width, x.shape[-1]).index_put((rows, cols), x[bt, tt])
-        word_lengths = counts[present]  # row-major, as ``row``
-        word_mask = torch.arange(width, device=device)[None, :] < word_lengths[:, None]
-        word_states = self.word_encoder(words, word_mask, word_lengths)
+        words = x.new_zeros(grid.n_sentences, grid.width, x.shape[-1]).index_put(grid.cells, x[grid.tokens])
+        word_mask = torch.arange(grid.width, device=x.device)[None, :] < grid.word_lengths[:, None]
+        word_states = self.word_encoder(words, word_mask, grid.word_lengths)
         word_alpha = self.projection(self.word_scorer(word_states), word_mask)
         vectors = torch.einsum("nw,nwm->nm", word_alpha, word_states)
+        return word_alpha, vectors
 
-        # sentence level: (B, S, m_w) grid of the sentence vectors
-        bs, ss = present.nonzero(as_tuple=True)  # row-major, as ``row``
-        s_max = int(lengths.max())
-        sentences = vectors.new_zeros(b, s_max, vectors.shape[-1]).index_put((bs, compact[bs, ss]), vectors)
-        sentence_mask = torch.arange(s_max, device=device)[None, :] < lengths[:, None]
-        hidden = self.encoder(self.sentence_dropout(sentences), sentence_mask, lengths)
+    def _encode_sentences(self, vectors: torch.Tensor, grid: _SentenceGrid) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sentence level: the sentence vectors (N, m_w) in a (B, S, m_w) grid, S = the most sentences of
+        an instance → (dropped-out) → sentence encoder. Returns the states (B, S, m) and the mask of
+        real sentences (B, S)."""
+        b, s_max = grid.lengths.shape[0], int(grid.lengths.max())
+        sentences = vectors.new_zeros(b, s_max, vectors.shape[-1]).index_put(grid.slots, vectors)
+        sentence_mask = torch.arange(s_max, device=vectors.device)[None, :] < grid.lengths[:, None]
+        hidden = self.encoder(self.sentence_dropout(sentences), sentence_mask, grid.lengths)
+        return hidden, sentence_mask
 
-        word_attention = word_alpha.new_zeros(b, t).index_put((bt, tt), word_alpha[rows, cols])
-        token_sentences = torch.full((b, t), -1, dtype=torch.long, device=device).index_put((bt, tt), compact[bt, st])
-        return HierarchicalEncoded(embedded=embedded, hidden=hidden, mask=sentence_mask, lengths=lengths,
-                                   candidates=batch.get("candidates"), word_attention=word_attention,
-                                   token_sentences=token_sentences)
+
+class _SentenceGrid(NamedTuple):
+    """Where a batch's real tokens and sentences go (index tensors, int64).
+
+    ``tokens`` (bt, tt): the (instance, position) of each real token, row-major; ``cells`` (rows, cols):
+    each such token's cell in the (N, W) word grid (its sentence's index among the batch's real
+    sentences, its offset in that sentence); ``word_lengths`` (N,): tokens per real sentence;
+    ``n_sentences`` N and ``width`` W (ints); ``slots`` (bs, slot): each real sentence's cell in the
+    (B, S) sentence grid; ``lengths`` (B,): real sentences per instance; ``token_slots``: each real
+    token's sentence slot (the index into the S sentence states).
+    """
+
+    tokens: tuple[torch.Tensor, torch.Tensor]
+    cells: tuple[torch.Tensor, torch.Tensor]
+    word_lengths: torch.Tensor
+    n_sentences: int
+    width: int
+    slots: tuple[torch.Tensor, torch.Tensor]
+    lengths: torch.Tensor
+    token_slots: torch.Tensor
+
+
+def _real_tokens(sid: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The real tokens (B, T) bool = ``mask`` & (sentence_ids ≥ 0), after checking that ``sid`` matches the
+    mask's shape, is ≥ 0 on every real token and is non-decreasing along each instance (ValueError otherwise)."""
+    if sid.shape != mask.shape:
+        raise ValueError(f"sentence_ids {tuple(sid.shape)} does not match the token mask {tuple(mask.shape)}")
+    real = mask & (sid >= 0)
+    if bool((real != mask).any()):
+        raise ValueError("sentence_ids is -1 on a real token: every real token needs a sentence")
+    if bool(((sid[:, 1:] < sid[:, :-1]) & real[:, 1:]).any()):
+        raise ValueError("sentence_ids must be non-decreasing along each instance (contiguous sentences)")
+    return real
+
+
+def _sentence_grid(sid: torch.Tensor, real: torch.Tensor) -> _SentenceGrid:
+    """Index maps from sentence ids (B, T) and the real tokens: per raw id (B, S_raw), S_raw = max id + 1,
+    the token count and the first token; the present sentences (count > 0: ids need not be consecutive)
+    numbered within their instance (the slot) and across the batch, row-major (the word-grid row)."""
+    b, t = real.shape
+    device = real.device
+    sid0 = sid.clamp_min(0)
+    s_raw = int(sid.max()) + 1
+    # tokens per sentence and first token of each sentence, (B, S_raw)
+    counts = torch.zeros(b, s_raw, dtype=torch.long, device=device).scatter_add_(1, sid0, real.long())
+    position = torch.arange(t, device=device).expand(b, t)
+    start = torch.full((b, s_raw), t, dtype=torch.long, device=device).scatter_reduce_(
+        1, sid0, position.masked_fill(~real, t), reduce="amin"
+    )
+    present = counts > 0  # sentences with tokens (ids need not be consecutive)
+    lengths = present.sum(1)  # sentences per instance
+    compact = present.long().cumsum(1) - 1  # index of each present sentence within its instance
+    row = present.flatten().long().cumsum(0).view(b, s_raw) - 1  # index among the batch's sentences
+    bt, tt = real.nonzero(as_tuple=True)
+    st = sid[bt, tt]
+    bs, ss = present.nonzero(as_tuple=True)  # row-major, as ``row``
+    return _SentenceGrid(
+        tokens=(bt, tt),
+        cells=(row[bt, st], tt - start[bt, st]),
+        word_lengths=counts[present],
+        n_sentences=int(present.sum()),
+        width=int(counts.max()),
+        slots=(bs, compact[bs, ss]),
+        lengths=lengths,
+        token_slots=compact[bt, st],
+    )
+
+
+def _token_views(word_alpha: torch.Tensor, grid: _SentenceGrid, shape: torch.Size) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token-level views (B, T) = ``shape``: each token's word-attention weight within its sentence (0 on
+    padding) and its sentence slot (−1 on padding)."""
+    word_attention = word_alpha.new_zeros(shape).index_put(grid.tokens, word_alpha[grid.cells])
+    token_sentences = torch.full(shape, -1, dtype=torch.long, device=word_alpha.device).index_put(
+        grid.tokens, grid.token_slots
+    )
+    return word_attention, token_sentences

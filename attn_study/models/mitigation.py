@@ -41,8 +41,9 @@ class MaskClassifier(nn.Module):
         return self.output(features)
 
 
-def shortcut_weights(prior: torch.Tensor, conditional: torch.Tensor, clip: tuple[float, float] = (0.1, 10.0)
-                     ) -> torch.Tensor:
+def shortcut_weights(
+    prior: torch.Tensor, conditional: torch.Tensor, clip: tuple[float, float] = (0.1, 10.0)
+) -> torch.Tensor:
     """w = clip(p(y) / p̂(y | a), lo, hi) / mean, for each instance's own label y: ``prior`` and
     ``conditional`` are (B,) probabilities of that label."""
     ratio = prior / conditional.clamp_min(1e-12)

@@ -17,7 +17,7 @@ from torchmetrics import AUROC, Accuracy, F1Score, MaxMetric, MetricCollection
 from attn_study.errors import TrainingDiverged, UserError
 from attn_study.models.classifier import attended
 from attn_study.models.mitigation import MaskClassifier, shortcut_weights
-from attn_study.saved import soft_token_attention
+from attn_study.models.selector import soft_token_attention
 
 SCHEDULES = ("standard", "random_attention_pretraining", "model_consistent_adversary")
 #: the model-consistent adversary's KL(α_adv ‖ α_base) floors α_base here (a sparse base has zeros)
@@ -29,11 +29,13 @@ EXPLODED = 100.0
 def _metrics(num_classes: int) -> MetricCollection:
     """Accuracy, macro-F1 and macro one-vs-rest AUROC on the distribution ŷ (B, C). For two classes
     these equal the binary accuracy at 0.5 and the binary AUROC."""
-    return MetricCollection({
-        "acc": Accuracy(task="multiclass", num_classes=num_classes),
-        "f1": F1Score(task="multiclass", num_classes=num_classes, average="macro"),
-        "auroc": AUROC(task="multiclass", num_classes=num_classes),
-    })
+    return MetricCollection(
+        {
+            "acc": Accuracy(task="multiclass", num_classes=num_classes),
+            "f1": F1Score(task="multiclass", num_classes=num_classes, average="macro"),
+            "auroc": AUROC(task="multiclass", num_classes=num_classes),
+        }
+    )
 
 
 class AttentionModule(L.LightningModule):
@@ -62,11 +64,22 @@ class AttentionModule(L.LightningModule):
     its as possible. Dev/test loss and accuracy are as for any run with soft targets.
     """
 
-    def __init__(self, model: nn.Module, lr: float = 1e-3, weight_decay: float = 1e-5,
-                 attention_weight_decay: float = 0.0, amsgrad: bool = True,
-                 class_weights: list[float] | None = None, schedule: str = "standard", pretrain_epochs: int = 0,
-                 instance_weighting: bool = False, weight_clip: tuple[float, float] = (0.1, 10.0),
-                 class_prior: list[float] | None = None, select_from_epoch: int = 0, adversary_lam: float = 0.0):
+    def __init__(
+        self,
+        model: nn.Module,
+        lr: float = 1e-3,
+        weight_decay: float = 1e-5,
+        attention_weight_decay: float = 0.0,
+        amsgrad: bool = True,
+        class_weights: list[float] | None = None,
+        schedule: str = "standard",
+        pretrain_epochs: int = 0,
+        instance_weighting: bool = False,
+        weight_clip: tuple[float, float] = (0.1, 10.0),
+        class_prior: list[float] | None = None,
+        select_from_epoch: int = 0,
+        adversary_lam: float = 0.0,
+    ):
         super().__init__()
         self.save_hyperparameters(ignore=["model"])
         self.model = model
@@ -79,15 +92,20 @@ class AttentionModule(L.LightningModule):
         if schedule == "random_attention_pretraining" and not all(hasattr(model, n) for n in needs):
             raise UserError(f"training.schedule={schedule} needs a flat or selector model, not {type(model).__name__}")
         if schedule == "model_consistent_adversary" and not soft_token_attention(model):
-            raise UserError(f"training.schedule={schedule} needs soft attention over tokens, not {type(model).__name__}")
+            raise UserError(
+                f"training.schedule={schedule} needs soft attention over tokens, not {type(model).__name__}"
+            )
         if schedule == "random_attention_pretraining" and int(pretrain_epochs) < 1:
-            raise UserError(f"training.pretrain_epochs={pretrain_epochs}: random-attention pretraining needs >= 1 epoch")
+            raise UserError(
+                f"training.pretrain_epochs={pretrain_epochs}: random-attention pretraining needs >= 1 epoch"
+            )
         if instance_weighting and class_prior is None:
             raise ValueError("instance weighting needs the class prior of the training split")
         self.register_buffer("class_weights", torch.tensor(class_weights, dtype=torch.float) if class_weights else None)
         # recomputed from the training split on every build: not part of the checkpoint (older ones lack it)
-        self.register_buffer("class_prior", torch.tensor(class_prior, dtype=torch.float) if class_prior else None,
-                             persistent=False)
+        self.register_buffer(
+            "class_prior", torch.tensor(class_prior, dtype=torch.float) if class_prior else None, persistent=False
+        )
         self.mask_classifier = MaskClassifier(k) if instance_weighting else None
         self.test_recorder = None  # saved.AttentionRecorder: each test instance's α and ŷ, kept while testing
         self._seconds_before = 0.0
@@ -120,8 +138,9 @@ class AttentionModule(L.LightningModule):
             return F.binary_cross_entropy_with_logits(logits.squeeze(-1), target, weight=weight)
         return F.cross_entropy(logits, labels, weight=self.class_weights)
 
-    def _per_instance_loss(self, logits: torch.Tensor, labels: torch.Tensor,
-                           soft: torch.Tensor | None = None) -> torch.Tensor:
+    def _per_instance_loss(
+        self, logits: torch.Tensor, labels: torch.Tensor, soft: torch.Tensor | None = None
+    ) -> torch.Tensor:
         if logits.shape[-1] == 1:
             target = labels.float() if soft is None else soft[:, 1]
             return F.binary_cross_entropy_with_logits(logits.squeeze(-1), target, reduction="none")
@@ -136,8 +155,10 @@ class AttentionModule(L.LightningModule):
     @property
     def pretraining(self) -> bool:
         """Whether this epoch is phase 1 of random-attention pretraining."""
-        return self.hparams.schedule == "random_attention_pretraining" and \
-            self.current_epoch < self.hparams.pretrain_epochs
+        return (
+            self.hparams.schedule == "random_attention_pretraining"
+            and self.current_epoch < self.hparams.pretrain_epochs
+        )
 
     def on_train_epoch_start(self) -> None:
         if self.hparams.schedule != "random_attention_pretraining":
@@ -163,8 +184,10 @@ class AttentionModule(L.LightningModule):
             loss = self._weighted_loss(logits, attention, batch, soft)
         self._record(logits, batch, soft, "train")
         if not torch.isfinite(loss):
-            raise TrainingDiverged(f"training diverged at epoch {self.current_epoch}, step {self.global_step}: "
-                                   f"train/loss = {float(loss)}; lower model.optimizer.lr (now {self.hparams.lr:g})")
+            raise TrainingDiverged(
+                f"training diverged at epoch {self.current_epoch}, step {self.global_step}: "
+                f"train/loss = {float(loss)}; lower model.optimizer.lr (now {self.hparams.lr:g})"
+            )
         self.log("train/loss", loss, prog_bar=True, batch_size=batch["labels"].shape[0], on_step=False, on_epoch=True)
         return loss
 
@@ -175,8 +198,11 @@ class AttentionModule(L.LightningModule):
             raise RuntimeError("the model-consistent adversary needs the base run's outputs and attention")
         change = 0.5 * (self.model.probabilities(logits) - soft).abs().sum(-1)
         base = batch["fixed_attention"].clamp_min(BASE_FLOOR)
-        kl = torch.where(attention > 0, attention * (torch.log(attention.clamp_min(BASE_FLOOR)) - torch.log(base)),
-                         torch.zeros_like(attention)).sum(-1)
+        kl = torch.where(
+            attention > 0,
+            attention * (torch.log(attention.clamp_min(BASE_FLOOR)) - torch.log(base)),
+            torch.zeros_like(attention),
+        ).sum(-1)
         size = batch["labels"].shape[0]
         loss = (change - self.hparams.adversary_lam * kl).mean()
         for name, value in (("tvd", change.mean()), ("kl", kl.mean()), ("loss", loss)):
@@ -271,13 +297,15 @@ class AttentionModule(L.LightningModule):
         mean = self.trainer.callback_metrics.get("train/loss")
         limit = EXPLODED * float(np.log(max(self.model.num_classes, 2)))
         if mean is not None and float(mean) > limit:
-            raise TrainingDiverged(f"training diverged in epoch {self.current_epoch}: mean train/loss {float(mean):.3g} > "
-                                   f"{limit:.3g} (100 × the loss of a uniform guess); lower model.optimizer.lr "
-                                   f"(now {self.hparams.lr:g})")
+            raise TrainingDiverged(
+                f"training diverged in epoch {self.current_epoch}: mean train/loss {float(mean):.3g} > "
+                f"{limit:.3g} (100 × the loss of a uniform guess); lower model.optimizer.lr "
+                f"(now {self.hparams.lr:g})"
+            )
 
     def on_validation_epoch_end(self):
         if not self.selectable:  # not a candidate for the best checkpoint: the real values under val/early/
-            values = getattr(self, "val_metrics").compute()
+            values = self.val_metrics.compute()
             self.val_metrics.reset()
             self.log_dict({k.replace("val/", "val/early/"): v for k, v in values.items()})
             self.log_dict({k: float("nan") for k in values}, prog_bar=True)
@@ -285,8 +313,10 @@ class AttentionModule(L.LightningModule):
         values = self._log_epoch("val")
         loss = self.trainer.callback_metrics.get("val/loss")
         if loss is not None and not torch.isfinite(loss):
-            raise TrainingDiverged(f"validation loss is {float(loss)} after epoch {self.current_epoch}: training "
-                                   f"diverged; lower model.optimizer.lr (now {self.hparams.lr:g})")
+            raise TrainingDiverged(
+                f"validation loss is {float(loss)} after epoch {self.current_epoch}: training "
+                f"diverged; lower model.optimizer.lr (now {self.hparams.lr:g})"
+            )
         if not self.trainer.sanity_checking:
             self.val_acc_best.update(values["val/acc"])
             self.log("val/acc_best", self.val_acc_best.compute())
@@ -308,9 +338,17 @@ class AttentionModule(L.LightningModule):
 def _rng_states() -> dict:
     """The global random-number states, as tensors and plain values (checkpoints load with weights_only)."""
     kind, keys, pos, has_gauss, cached = np.random.get_state()
-    states = {"torch": torch.get_rng_state(), "python": random.getstate(),
-              "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
-                        "has_gauss": int(has_gauss), "cached": float(cached)}}
+    states = {
+        "torch": torch.get_rng_state(),
+        "python": random.getstate(),
+        "numpy": {
+            "kind": kind,
+            "keys": torch.from_numpy(keys.astype(np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached": float(cached),
+        },
+    }
     if torch.cuda.is_available():
         states["cuda"] = torch.cuda.get_rng_state_all()
     return states

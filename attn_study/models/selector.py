@@ -37,13 +37,15 @@ def hard_top_k(scores: torch.Tensor, mask: torch.Tensor, k: int) -> torch.Tensor
     """1 on the min(k, length) real tokens with the highest scores (ties: earlier position), else 0."""
     scores = scores.masked_fill(~mask, _NEG)
     order = torch.sort(scores, dim=-1, descending=True, stable=True).indices
-    rank = torch.empty_like(order).scatter_(1, order, torch.arange(scores.shape[1], device=scores.device)
-                                            .expand_as(order))
+    rank = torch.empty_like(order).scatter_(
+        1, order, torch.arange(scores.shape[1], device=scores.device).expand_as(order)
+    )
     return ((rank < k) & mask).to(scores.dtype)
 
 
-def relaxed_top_k(scores: torch.Tensor, mask: torch.Tensor, k: int, temperature: float,
-                  generator: torch.Generator | None = None) -> torch.Tensor:
+def relaxed_top_k(
+    scores: torch.Tensor, mask: torch.Tensor, k: int, temperature: float, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """L2X's relaxed subset: max over k Gumbel-softmax samples of softmax((log p + g) / τ), p = softmax(s)."""
     logits = torch.log_softmax(scores.masked_fill(~mask, _NEG), dim=-1)
     uniform = torch.rand((k, *scores.shape), generator=generator, device=scores.device, dtype=scores.dtype)
@@ -70,9 +72,20 @@ class SelectorPredictor(nn.Module):
 
     token_attention = True
 
-    def __init__(self, vocab_size: int, num_classes: int, encoder, scorer, projection: nn.Module | None = None,
-                 k: int = 5, temperature: float = 0.5, embedding_dim: int = 300, dropout: float = 0.0,
-                 pretrained: np.ndarray | None = None, freeze_embeddings: bool = False):
+    def __init__(
+        self,
+        vocab_size: int,
+        num_classes: int,
+        encoder,
+        scorer,
+        projection: nn.Module | None = None,
+        k: int = 5,
+        temperature: float = 0.5,
+        embedding_dim: int = 300,
+        dropout: float = 0.0,
+        pretrained: np.ndarray | None = None,
+        freeze_embeddings: bool = False,
+    ):
         super().__init__()
         if int(k) < 1:
             raise ValueError(f"model.network.k={k}: select at least one token")
@@ -116,8 +129,9 @@ class SelectorPredictor(nn.Module):
         enc.selection = selection
         return enc
 
-    def encode_selected(self, batch: dict, selection: torch.Tensor, embedded: torch.Tensor | None = None,
-                        neutral: bool = False) -> Encoded:
+    def encode_selected(
+        self, batch: dict, selection: torch.Tensor, embedded: torch.Tensor | None = None, neutral: bool = False
+    ) -> Encoded:
         """Predictor states of the input with ``selection`` (B, T) applied; with ``neutral`` every
         token's content is replaced by the same neutral token (``<unk>``), so only *where* the
         selection falls reaches the predictor (the mask-only test)."""
@@ -161,8 +175,22 @@ class SelectorPredictor(nn.Module):
 
     def attention_parameters(self):
         """The selector's parameters: what phase 2 of random-attention pretraining trains."""
-        return [p for n, p in self.named_parameters()
-                if n.startswith(("selector_embedding.", "selector_encoder.", "scorer."))]
+        return [
+            p
+            for n, p in self.named_parameters()
+            if n.startswith(("selector_embedding.", "selector_encoder.", "scorer."))
+        ]
 
     def probabilities(self, logits: torch.Tensor) -> torch.Tensor:
         return outputs.probabilities(logits)
+
+
+def hard_selection(model) -> bool:
+    """Whether ``model``'s attention is a hard selection of tokens (a selector's k-token mask)."""
+    return isinstance(model, SelectorPredictor)
+
+
+def soft_token_attention(model) -> bool:
+    """Whether ``model``'s attention is a distribution over its input tokens (flat and pair models; not a
+    HAN's sentence attention, not a selector's hard k-subset)."""
+    return bool(getattr(model, "token_attention", False)) and not isinstance(model, SelectorPredictor)

@@ -32,13 +32,29 @@ def format_p(p) -> str:
 def markdown(frame: pd.DataFrame) -> str:
     header = "| " + " | ".join(map(str, frame.columns)) + " |"
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    rows = ["| " + " | ".join(_cell(v).replace("|", "\\|") for v in row) + " |" for row in frame.itertuples(index=False)]
+    rows = [
+        "| " + " | ".join(_cell(v).replace("|", "\\|") for v in row) + " |" for row in frame.itertuples(index=False)
+    ]
     return "\n".join([header, rule, *rows]) + "\n"
 
 
-_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-                  "±": r"$\pm$", "τ": r"$\tau$", "×": r"$\times$", "—": "--", "*": r"$^*$"}
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "±": r"$\pm$",
+    "τ": r"$\tau$",
+    "×": r"$\times$",
+    "—": "--",
+    "*": r"$^*$",
+}
 
 
 def latex_escape(text: str) -> str:
@@ -48,14 +64,23 @@ def latex_escape(text: str) -> str:
 def latex(frame: pd.DataFrame, caption: str) -> str:
     """A booktabs ``table`` environment (needs ``\\usepackage{booktabs}``)."""
     columns = "l" * len(frame.columns)
-    lines = [r"\begin{table}[t]", r"\centering", r"\small", rf"\begin{{tabular}}{{{columns}}}", r"\toprule",
-             " & ".join(latex_escape(str(c)) for c in frame.columns) + r" \\", r"\midrule"]
+    lines = [
+        r"\begin{table}[t]",
+        r"\centering",
+        r"\small",
+        rf"\begin{{tabular}}{{{columns}}}",
+        r"\toprule",
+        " & ".join(latex_escape(str(c)) for c in frame.columns) + r" \\",
+        r"\midrule",
+    ]
     lines += [" & ".join(latex_escape(_cell(v)) for v in row) + r" \\" for row in frame.itertuples(index=False)]
     lines += [r"\bottomrule", r"\end{tabular}", rf"\caption{{{latex_escape(caption)}}}", r"\end{table}"]
     return "\n".join(lines) + "\n"
 
 
-def write_table(frame: pd.DataFrame, out_dir: Path, stem: str, caption: str, display: pd.DataFrame | None = None) -> dict:
+def write_table(
+    frame: pd.DataFrame, out_dir: Path, stem: str, caption: str, display: pd.DataFrame | None = None
+) -> dict:
     """``<stem>.csv`` (the numbers, full precision), ``.md`` and ``.tex`` (``display``, or the frame)."""
     shown = frame if display is None else display
     frame.to_csv(out_dir / f"{stem}.csv", index=False)
@@ -66,8 +91,10 @@ def write_table(frame: pd.DataFrame, out_dir: Path, stem: str, caption: str, dis
 
 def html_table(frame: pd.DataFrame) -> str:
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(v))}</td>" for v in row) + "</tr>"
-                   for row in frame.itertuples(index=False))
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(_cell(v))}</td>" for v in row) + "</tr>"
+        for row in frame.itertuples(index=False)
+    )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -77,7 +104,8 @@ def embedded_png(path: Path) -> str:
 
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:13px}th,td{border:1px solid #ccc;padding:3px 7px;text-align:left}
+table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:13px}
+th,td{border:1px solid #ccc;padding:3px 7px;text-align:left}
 th{background:#f2f2f2}img{max-width:100%;margin:.5em 0}h2{border-bottom:1px solid #ddd;padding-bottom:.2em}
 .bad td{background:#fff0f0}.note{color:#555;font-size:13px}"""
 
@@ -85,8 +113,10 @@ th{background:#f2f2f2}img{max-width:100%;margin:.5em 0}h2{border-bottom:1px soli
 def html_page(title: str, sections: list[tuple[str, str]]) -> str:
     """``sections``: (heading, HTML body) pairs."""
     body = "".join(f"<h2>{html.escape(h)}</h2>\n{content}\n" for h, content in sections)
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>\n{body}</body></html>\n")
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>\n{body}</body></html>\n"
+    )
 
 
 def mean_ci(mean, low, high, digits: int = 3) -> str:
@@ -111,3 +141,9 @@ def seed_spread(a, b) -> str:
         p = 2 / math.comb(len(a) + len(b), len(a))
         return f"Δ {delta:+.3f}, beyond seed spread (p = {p:.2f})"
     return f"Δ {delta:+.3f}, within seed spread"
+
+
+def captioned_table(frame: pd.DataFrame, work: Path, stem: str, caption: str, display=None) -> str:
+    """The table written as files (:func:`write_table`) and as HTML under its caption."""
+    table = write_table(frame, work, stem, caption, display=display)
+    return f"<p>{html.escape(caption)}.</p>" + html_table(table["frame"])

@@ -24,14 +24,14 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import OmegaConf
 
-from attn_study import keys
+from attn_study import layout
 from attn_study.config import family_names
 from attn_study.errors import UserError
 from attn_study.io import read_json
 from attn_study.sweep import state
 from attn_study.sweep.record import RECORD
 
-SKIP_DIRS = {".submitit", "wandb", "analysis", "checkpoints", "csv", "report", ".hydra"}
+SKIP_DIRS = layout.NOT_RUNS
 # what identifies a model in the tables
 MODEL_KEYS = ("dataset", "model", "encoder", "attention", "projection", "seed")
 
@@ -39,10 +39,10 @@ MODEL_KEYS = ("dataset", "model", "encoder", "attention", "projection", "seed")
 @dataclass
 class Run:
     path: Path
-    state: str                      # complete / failed / running (unfinished) / none (never started)
+    state: str  # complete / failed / running (unfinished) / none (never started)
     error: str = ""
     finished: float = 0.0
-    config: dict = field(default_factory=dict)   # MODEL_KEYS + analysis + variant
+    config: dict = field(default_factory=dict)  # MODEL_KEYS + analysis + variant
     labels: list = field(default_factory=list)
     summary: dict = field(default_factory=dict)  # null (undefined) values read as NaN
     identity: dict = field(default_factory=dict)
@@ -51,7 +51,7 @@ class Run:
         return str(self.labels[k]) if 0 <= k < len(self.labels) else f"class {k}"
 
     def instances(self, family: str) -> pd.DataFrame | None:
-        path = self.path / "analysis" / family / keys.INSTANCES
+        path = self.path / layout.ANALYSIS / family / layout.INSTANCES
         return pd.read_parquet(path) if path.is_file() else None
 
     @property
@@ -92,19 +92,21 @@ def _config(cfg) -> dict:
     out["training"] = "+".join(options) or "standard"  # the training variant (conf/training)
     if schedule == "model_consistent_adversary":  # Wiegreffe & Pinter's adversary: its lambda
         out["adversary_lam"] = OmegaConf.select(cfg, "training.lam", default=None, throw_on_resolution_failure=False)
-    out["wp_base"] = OmegaConf.select(cfg, "analysis.wiegreffe_pinter.base", default=None,
-                                      throw_on_resolution_failure=False)
+    out["wp_base"] = OmegaConf.select(
+        cfg, "analysis.wiegreffe_pinter.base", default=None, throw_on_resolution_failure=False
+    )
     out["attention_source"] = OmegaConf.select(cfg, "attention.source", default=None, throw_on_resolution_failure=False)
     out["model_seed"] = OmegaConf.select(cfg, "model_seed", default=None, throw_on_resolution_failure=False)
     out["activation"] = OmegaConf.select(cfg, "encoder.activation", default=None, throw_on_resolution_failure=False)
     # a recipe's row of the paper's own accuracy for this model (recipe=serrano_smith), in percent
-    out["paper_accuracy"] = OmegaConf.select(cfg, "recipe.row.paper_accuracy", default=None,
-                                             throw_on_resolution_failure=False)
+    out["paper_accuracy"] = OmegaConf.select(
+        cfg, "recipe.row.paper_accuracy", default=None, throw_on_resolution_failure=False
+    )
     return out
 
 
 def _run_dirs(root: Path):
-    if (root / ".hydra" / "config.yaml").is_file():
+    if (root / layout.RECORD / layout.CONFIG).is_file():
         yield root
         return
     for child in sorted(p for p in root.iterdir() if p.is_dir() and p.name not in SKIP_DIRS):
@@ -120,17 +122,23 @@ def collect(root: Path) -> tuple[list[Run], list[dict]]:
     for run_dir in _run_dirs(root):
         status = state.read_status(run_dir)
         complete = state.is_complete(run_dir, status)
-        cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
-        run = Run(path=run_dir, state="complete" if complete else status.get("state", "none"),
-                  error=status.get("error", ""), finished=status.get("finished", 0.0),
-                  config=_config(cfg), labels=status.get("labels", []), identity=_identity(cfg, status))
+        cfg = OmegaConf.load(run_dir / layout.RECORD / layout.CONFIG)
+        run = Run(
+            path=run_dir,
+            state="complete" if complete else status.get("state", "none"),
+            error=status.get("error", ""),
+            finished=status.get("finished", 0.0),
+            config=_config(cfg),
+            labels=status.get("labels", []),
+            identity=_identity(cfg, status),
+        )
         if run.state == "running":
             run.error = "no final state: killed, lost or still running"
         if run.state == "unreadable":
-            run.error = f"{run_dir / state.STATUS} is unreadable"
+            run.error = f"{run_dir / layout.STATUS} is unreadable"
         if complete:
             try:
-                run.summary = _numbers(read_json(run_dir / "summary.json"))
+                run.summary = _numbers(read_json(run_dir / layout.SUMMARY))
             except (OSError, ValueError) as err:
                 run.state, run.error = "unreadable", f"{run_dir / 'summary.json'} is unreadable ({type(err).__name__})"
         runs.append(run)
@@ -141,11 +149,17 @@ def collect(root: Path) -> tuple[list[Run], list[dict]]:
         try:
             jobs = read_json(record_path).get("jobs", {})
         except (OSError, ValueError) as err:
-            missing.append({"sweep": str(sweep_dir), "job": RECORD, "state": "unreadable",
-                            "overrides": f"{record_path} is unreadable ({type(err).__name__}); its jobs are not listed"})
+            missing.append(
+                {
+                    "sweep": str(sweep_dir),
+                    "job": RECORD,
+                    "state": "unreadable",
+                    "overrides": f"{record_path} is unreadable ({type(err).__name__}); its jobs are not listed",
+                }
+            )
             continue
         for name, overrides in jobs.items():
-            if not (sweep_dir / name / ".hydra" / "config.yaml").is_file():
+            if not (sweep_dir / name / layout.RECORD / layout.CONFIG).is_file():
                 missing.append({"sweep": str(sweep_dir), "job": name, "overrides": " ".join(overrides)})
     return runs, missing
 
@@ -181,13 +195,23 @@ def _label_variants(runs: list[Run]) -> None:
     for run in runs:
         recipes.setdefault(repr(run.identity.get("recipe/name")), []).append(run)
     if len(recipes) > 1:
-        varying = {key for key in varying if key == "recipe/name" or key.startswith("recipe/") is False and
-                   any(len({repr(r.identity.get(key)) for r in group}) > 1 for group in recipes.values())}
-    modal = {key: Counter(repr(r.identity.get(key)) for r in runs if key in r.identity).most_common(1)[0][0]
-             for key in varying}
+        varying = {
+            key
+            for key in varying
+            if key == "recipe/name"
+            or key.startswith("recipe/") is False
+            and any(len({repr(r.identity.get(key)) for r in group}) > 1 for group in recipes.values())
+        }
+    modal = {
+        key: Counter(repr(r.identity.get(key)) for r in runs if key in r.identity).most_common(1)[0][0]
+        for key in varying
+    }
     for run in runs:
-        run.config["variant"] = ", ".join(f"{key.replace('/', '.')}={run.identity.get(key)}" for key in sorted(varying)
-                                          if repr(run.identity.get(key)) != modal[key])
+        run.config["variant"] = ", ".join(
+            f"{key.replace('/', '.')}={run.identity.get(key)}"
+            for key in sorted(varying)
+            if repr(run.identity.get(key)) != modal[key]
+        )
 
 
 def latest_per_model(runs: list[Run]) -> tuple[list[Run], list[Run]]:
@@ -195,8 +219,7 @@ def latest_per_model(runs: list[Run]) -> tuple[list[Run], list[Run]]:
     best: dict[tuple, Run] = {}
     older = []
     for run in sorted((r for r in runs if r.state == "complete"), key=lambda r: r.finished):
-        key = (tuple(str(run.config.get(k)) for k in MODEL_KEYS),
-               json.dumps(run.identity, sort_keys=True, default=str))
+        key = (tuple(str(run.config.get(k)) for k in MODEL_KEYS), json.dumps(run.identity, sort_keys=True, default=str))
         if key in best:
             older.append(best[key])
         best[key] = run
@@ -211,12 +234,26 @@ def without_empty_variant(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def status_table(runs: list[Run], missing: list[dict], root: Path) -> pd.DataFrame:
-    rows = [{"run": str(r.path.relative_to(root)) if r.path != root else ".", "state": r.state,
-             **{k: r.config[k] for k in MODEL_KEYS}, "variant": r.config.get("variant", ""),
-             "analysis": r.config["analysis"],
-             "finished": time.strftime("%Y-%m-%d %H:%M", time.localtime(r.finished)) if r.finished else "",
-             "error": r.error} for r in runs]
-    rows += [{"run": str(Path(m["sweep"]).relative_to(root) / m["job"]) if Path(m["sweep"]).is_relative_to(root)
-              else m["job"], "state": m.get("state", "missing"),
-              "error": m["overrides"] if m.get("state") else f"never started ({m['overrides']})"} for m in missing]
+    rows = [
+        {
+            "run": str(r.path.relative_to(root)) if r.path != root else ".",
+            "state": r.state,
+            **{k: r.config[k] for k in MODEL_KEYS},
+            "variant": r.config.get("variant", ""),
+            "analysis": r.config["analysis"],
+            "finished": time.strftime("%Y-%m-%d %H:%M", time.localtime(r.finished)) if r.finished else "",
+            "error": r.error,
+        }
+        for r in runs
+    ]
+    rows += [
+        {
+            "run": str(Path(m["sweep"]).relative_to(root) / m["job"])
+            if Path(m["sweep"]).is_relative_to(root)
+            else m["job"],
+            "state": m.get("state", "missing"),
+            "error": m["overrides"] if m.get("state") else f"never started ({m['overrides']})",
+        }
+        for m in missing
+    ]
     return pd.DataFrame(rows)

@@ -32,12 +32,11 @@ def job_dir_name(overrides: Iterable[str]) -> str:
     """``['encoder=lstm', 'dataset=sst']`` → ``dataset=sst,encoder=lstm``: config-group choices
     first, then other values, each sorted by key; unsafe characters replaced by ``_``; names longer
     than 120 characters are cut and end in a hash of the whole."""
-    kept = sorted((o for o in overrides if changes_results(o)),
-                  key=lambda o: ("." in override_key(o), override_key(o)))
+    kept = sorted((o for o in overrides if changes_results(o)), key=lambda o: ("." in override_key(o), override_key(o)))
     if not kept:
         return "default"
     name = _UNSAFE.sub("_", ",".join(kept))
     if len(name) > MAX_NAME:
         digest = hashlib.sha1(",".join(kept).encode()).hexdigest()[:10]
-        name = f"{name[:MAX_NAME - 11]}-{digest}"
+        name = f"{name[: MAX_NAME - 11]}-{digest}"
     return name

@@ -95,11 +95,17 @@ class SweepRecorder(Callback):
         record.setdefault("name", name)
         record.setdefault("group", f"{name}-{launched}")
         record.setdefault("jobs", {}).update(self.jobs)
-        record.setdefault("launches", []).append({
-            "id": self.launch, "time": launched, "started": self.started, "overrides": task,
-            "hydra_overrides": list(config.hydra.overrides.hydra),
-            "launcher": str(config.hydra.launcher.get("_target_", "")), "jobs": sorted(self.jobs),
-        })
+        record.setdefault("launches", []).append(
+            {
+                "id": self.launch,
+                "time": launched,
+                "started": self.started,
+                "overrides": task,
+                "hydra_overrides": list(config.hydra.overrides.hydra),
+                "launcher": str(config.hydra.launcher.get("_target_", "")),
+                "jobs": sorted(self.jobs),
+            }
+        )
         write_json_atomic(sweep_dir / RECORD, record)
         log.info("sweep %s: %d jobs in %s (W&B group %s)", name, len(self.jobs), sweep_dir, record["group"])
 

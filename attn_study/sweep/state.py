@@ -20,14 +20,12 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from attn_study import layout
 from attn_study.io import read_json, write_json_atomic, write_text_atomic
+from attn_study.layout import ATTEMPT_OUTPUTS, ATTENTION, CHECKPOINTS, ERROR, RECORD, STATUS
 from attn_study.sweep.naming import NOT_RESULTS
 
-STATUS = "status.json"
-ERROR = "error.txt"
-RECORD = ".hydra"  # the run's config record (written by the run itself, see write_record)
 # outputs of an unfinished attempt, removed before the next attempt starts
-ATTEMPT_OUTPUTS = ("summary.json", ERROR, "analysis", "csv", "wandb", "checkpoints")
 
 
 def flatten(container: dict) -> dict:
@@ -64,10 +62,15 @@ def identity_differences(stored: dict, current: dict, limit: int | None = 4) -> 
             return (new if old is absent else old) is not None
         return old != new
 
-    keys = sorted(set(stored) | set(current), key=lambda k: (not k.endswith("/name"), k == "run_name",
-                                                            k.endswith("/_target_"), k.count("/"), k))
-    diffs = [f"{k.replace('/', '.')}: {_shown(stored.get(k, absent))} → {_shown(current.get(k, absent))}"
-             for k in keys if differs(k)]
+    keys = sorted(
+        set(stored) | set(current),
+        key=lambda k: (not k.endswith("/name"), k == "run_name", k.endswith("/_target_"), k.count("/"), k),
+    )
+    diffs = [
+        f"{k.replace('/', '.')}: {_shown(stored.get(k, absent))} → {_shown(current.get(k, absent))}"
+        for k in keys
+        if differs(k)
+    ]
     if limit is None:
         return diffs
     return diffs[:limit] + ([f"… {len(diffs) - limit} more"] if len(diffs) > limit else [])
@@ -93,7 +96,7 @@ def read_status(run_dir: Path) -> dict:
 def holds_results(run_dir: Path) -> bool:
     """Whether ``run_dir`` holds a run's outputs (a summary, checkpoints, analyses, logs): with no status
     beside them, what it holds is unknown and must not be deleted."""
-    return any((Path(run_dir) / name).exists() for name in (*ATTEMPT_OUTPUTS, "attention.parquet"))
+    return any((Path(run_dir) / name).exists() for name in (*ATTEMPT_OUTPUTS, ATTENTION))
 
 
 def same_identity(stored: dict, current: dict) -> bool:
@@ -104,7 +107,7 @@ def same_identity(stored: dict, current: dict) -> bool:
 
 def is_complete(run_dir: Path, status: dict | None = None) -> bool:
     status = read_status(run_dir) if status is None else status
-    return status.get("state") == "complete" and (Path(run_dir) / "summary.json").is_file()
+    return status.get("state") == "complete" and (Path(run_dir) / layout.SUMMARY).is_file()
 
 
 def _write(run_dir: Path, status: dict) -> dict:
@@ -128,7 +131,7 @@ def _job_environment() -> dict:
 def clear_attempt(run_dir: Path, keep_checkpoints: bool) -> None:
     """Remove an unfinished attempt's outputs (``.hydra/`` and logs stay)."""
     for name in ATTEMPT_OUTPUTS:
-        if name == "checkpoints" and keep_checkpoints:
+        if name == CHECKPOINTS and keep_checkpoints:
             continue
         path = Path(run_dir) / name
         if path.is_dir():
@@ -138,8 +141,16 @@ def clear_attempt(run_dir: Path, keep_checkpoints: bool) -> None:
 
 
 def mark_running(run_dir: Path, ident: dict, previous: dict) -> dict:
-    return _write(run_dir, {"state": "running", "started": time.time(), "attempt": previous.get("attempt", 0) + 1,
-                            "identity": ident, **_job_environment()})
+    return _write(
+        run_dir,
+        {
+            "state": "running",
+            "started": time.time(),
+            "attempt": previous.get("attempt", 0) + 1,
+            "identity": ident,
+            **_job_environment(),
+        },
+    )
 
 
 def mark_complete(run_dir: Path, running: dict, **extra) -> dict:
@@ -150,14 +161,22 @@ def mark_failed(run_dir: Path, running: dict, error: BaseException) -> dict:
     """Record ``error``: one line in ``status.json``, the traceback in ``error.txt``."""
     text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
     (Path(run_dir) / ERROR).write_text(text)
-    return _write(run_dir, {**running, "state": "failed", "finished": time.time(),
-                            "error": f"{type(error).__name__}: {error}".splitlines()[0]})
+    return _write(
+        run_dir,
+        {
+            **running,
+            "state": "failed",
+            "finished": time.time(),
+            "error": f"{type(error).__name__}: {error}".splitlines()[0],
+        },
+    )
 
 
 def record_conflict(run_dir: Path, status: dict, message: str) -> None:
     """Note on a complete run that a launch found a different config for it (results untouched)."""
-    _write(run_dir, {**status, "conflict": {"time": time.time(), "message": message,
-                                            "launch": os.environ.get(LAUNCH_ENV)}})
+    _write(
+        run_dir, {**status, "conflict": {"time": time.time(), "message": message, "launch": os.environ.get(LAUNCH_ENV)}}
+    )
 
 
 def still_running(status: dict) -> bool:
@@ -182,8 +201,9 @@ def process_start_time(pid: int) -> float | None:
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         ticks = int(fields[19])  # starttime, the 22nd field: clock ticks after boot
-        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                    if line.startswith("btime "))
+        boot = next(
+            float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime ")
+        )
         return boot + ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, StopIteration):
         return None
@@ -195,9 +215,9 @@ def write_record(run_dir: Path, cfg: DictConfig, overrides: list[str] | None = N
     own copy is off: ``hydra.output_subdir: null``)."""
     folder = Path(run_dir) / RECORD
     folder.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(folder / "config.yaml", OmegaConf.to_yaml(cfg))
+    write_text_atomic(folder / layout.CONFIG, OmegaConf.to_yaml(cfg))
     if overrides is not None:
-        write_text_atomic(folder / "overrides.yaml", OmegaConf.to_yaml(OmegaConf.create(list(overrides))))
+        write_text_atomic(folder / layout.OVERRIDES, OmegaConf.to_yaml(OmegaConf.create(list(overrides))))
     if hydra is not None:
         write_text_atomic(folder / "hydra.yaml", OmegaConf.to_yaml(OmegaConf.create({"hydra": hydra})))
 

@@ -18,16 +18,24 @@ from pathlib import Path
 
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides
-from hydra_plugins.hydra_submitit_launcher.submitit_launcher import BaseSubmititLauncher
 from omegaconf import OmegaConf
 
 from attn_study.sweep import state
+from hydra_plugins.hydra_submitit_launcher.submitit_launcher import BaseSubmititLauncher
 
 log = logging.getLogger(__name__)
 
 # keys of the launcher config that AutoExecutor takes without the "slurm_" prefix
-_GENERIC = {"timeout_min", "mem_gb", "nodes", "cpus_per_task", "gpus_per_node", "tasks_per_node",
-            "stderr_to_stdout", "name"}
+_GENERIC = {
+    "timeout_min",
+    "mem_gb",
+    "nodes",
+    "cpus_per_task",
+    "gpus_per_node",
+    "tasks_per_node",
+    "stderr_to_stdout",
+    "name",
+}
 
 
 class SlurmLauncher(BaseSubmititLauncher):
@@ -39,12 +47,18 @@ class SlurmLauncher(BaseSubmititLauncher):
         params = dict(self.params)
         cluster = OmegaConf.to_container(self.config.get("cluster") or OmegaConf.create(), resolve=True)
         params["setup"] = [*(params.get("setup") or []), *(cluster.get("setup") or [])]
-        params["additional_parameters"] = {**(cluster.get("additional_parameters") or {}),
-                                           **(params.get("additional_parameters") or {})}
-        executor = submitit.AutoExecutor(folder=params.pop("submitit_folder"), cluster="slurm",
-                                         slurm_max_num_timeout=params.pop("max_num_timeout", 0))
-        executor.update_parameters(**{k if k in _GENERIC else f"slurm_{k}": v for k, v in params.items()
-                                      if v is not None})
+        params["additional_parameters"] = {
+            **(cluster.get("additional_parameters") or {}),
+            **(params.get("additional_parameters") or {}),
+        }
+        executor = submitit.AutoExecutor(
+            folder=params.pop("submitit_folder"),
+            cluster="slurm",
+            slurm_max_num_timeout=params.pop("max_num_timeout", 0),
+        )
+        executor.update_parameters(
+            **{k if k in _GENERIC else f"slurm_{k}": v for k, v in params.items() if v is not None}
+        )
         return executor
 
     def _run_dir(self, overrides: Sequence[str]) -> Path:

@@ -21,10 +21,23 @@ import subprocess
 import sys
 
 #: import name → distribution, for what a run with logger=[csv] and the J&W / S&S / Meister analyses imports
-NEEDED = {"hydra": "hydra-core", "omegaconf": "omegaconf", "antlr4": "antlr4-python3-runtime==4.9.3",
-          "lightning": "lightning", "torchmetrics": "torchmetrics", "entmax": "entmax", "numpy": "numpy",
-          "scipy": "scipy", "pandas": "pandas", "pyarrow": "pyarrow", "matplotlib": "matplotlib", "tqdm": "tqdm",
-          "yaml": "PyYAML", "joblib": "joblib", "hydra_plugins.hydra_joblib_launcher": "hydra-joblib-launcher"}
+NEEDED = {
+    "hydra": "hydra-core",
+    "omegaconf": "omegaconf",
+    "antlr4": "antlr4-python3-runtime==4.9.3",
+    "lightning": "lightning",
+    "torchmetrics": "torchmetrics",
+    "entmax": "entmax",
+    "numpy": "numpy",
+    "scipy": "scipy",
+    "pandas": "pandas",
+    "pyarrow": "pyarrow",
+    "matplotlib": "matplotlib",
+    "tqdm": "tqdm",
+    "yaml": "PyYAML",
+    "joblib": "joblib",
+    "hydra_plugins.hydra_joblib_launcher": "hydra-joblib-launcher",
+}
 
 
 def missing() -> list[str]:
@@ -50,9 +63,25 @@ def main(argv=None) -> int:
         absent = missing()
         print("\n".join(absent) if absent else "nothing missing")
         return 1 if absent else 0
-    return subprocess.call([sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--no-deps",
-                            "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_17_x86_64",
-                            "--python-version", args.python, "--dest", args.dest, *args.distributions])
+    return subprocess.call(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--only-binary=:all:",
+            "--no-deps",
+            "--platform",
+            "manylinux2014_x86_64",
+            "--platform",
+            "manylinux_2_17_x86_64",
+            "--python-version",
+            args.python,
+            "--dest",
+            args.dest,
+            *args.distributions,
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from attn_study.analysis.callback import analysis_mode
-from attn_study.analysis.jain_wallace import JainWallace
-from attn_study.analysis.serrano_smith import SerranoSmith
-from attn_study.analysis.sparsity import Sparsity
+from attn_study.families.jain_wallace.callback import JainWallace
+from attn_study.families.serrano_smith.callback import SerranoSmith
+from attn_study.families.sparsity.callback import Sparsity
 from attn_study.models import attention, encoders, projection
 from attn_study.models.classifier import AttentionClassifier, general_decoding
 from tests.helpers import StubData, tiny_model, token_batch
@@ -100,7 +100,7 @@ def family_frames(family, model, batch) -> tuple[pd.DataFrame, pd.DataFrame]:
     indices = np.arange(len(batch["lengths"]))
     frames = []
     for general in (False, True):
-        with analysis_mode(model), (general_decoding() if general else contextlib.nullcontext()):
+        with analysis_mode(model), general_decoding() if general else contextlib.nullcontext():
             frames.append(family.measure(model, data, "test", indices, list(family.tests)).frame)
     return frames[0], frames[1]
 
@@ -115,8 +115,11 @@ def assert_frames_equal(fast: pd.DataFrame, slow: pd.DataFrame) -> None:
             assert a.tolist() == b.tolist(), column
 
 
-@pytest.mark.parametrize(("name", "model", "batch"), [c for c in CASES if "Sparsemax" not in c[0]],
-                         ids=[c[0] for c in CASES if "Sparsemax" not in c[0]])
+@pytest.mark.parametrize(
+    ("name", "model", "batch"),
+    [c for c in CASES if "Sparsemax" not in c[0]],
+    ids=[c[0] for c in CASES if "Sparsemax" not in c[0]],
+)
 def test_every_affected_statistic_is_unchanged(name, model, batch):
     families = [SerranoSmith(seed=1, batch_size=8)]
     if not name.startswith("han"):

@@ -13,22 +13,26 @@ import pytest
 import torch
 from scipy import stats
 
-from attn_study.analysis.adversarial import adversarial_attention
 from attn_study.analysis.callback import analysis_mode
 from attn_study.analysis.erasure import erase_each
-from attn_study.analysis.faithfulness import removal_curves
-from attn_study.analysis.importance import gradient_importance, leave_one_out, predict
-from attn_study.analysis.jain_wallace import JainWallace
-from attn_study.analysis.permutation import permute_among_real
-from attn_study.analysis.sparsity import Sparsity
-from attn_study.keys import ATTENTION
+from attn_study.analysis.importance import leave_one_out, predict
+from attn_study.families.faithfulness.callback import removal_curves
+from attn_study.families.jain_wallace.adversarial import adversarial_attention
+from attn_study.families.jain_wallace.callback import JainWallace
+from attn_study.families.jain_wallace.permutation import permute_among_real
+from attn_study.families.sparsity.callback import Sparsity
+from attn_study.layout import ATTENTION
 from attn_study.models import attention, encoders, projection
 from attn_study.run import run as run_job
 from tests.helpers import StubData, compose_config, tiny_model, token_batch
 
 TEXTS = [[5, 6, 7, 8, 9, 10, 11], [12, 13, 14], [15], [16, 17, 18, 19, 20, 4], [4, 9]]
-PROJECTIONS = {"softmax": projection.Softmax, "sparsemax": projection.Sparsemax, "entmax15": projection.Entmax15,
-               "sparsegen": partial(projection.SparsegenLin, lam=-1.0)}
+PROJECTIONS = {
+    "softmax": projection.Softmax,
+    "sparsemax": projection.Sparsemax,
+    "entmax15": projection.Entmax15,
+    "sparsegen": partial(projection.SparsegenLin, lam=-1.0),
+}
 
 
 def inner(batch: dict, r: int) -> slice:
@@ -47,8 +51,9 @@ def test_attention_is_exactly_zero_on_boundary_tokens_for_every_projection(name)
         assert alpha[r, 0] == 0 and alpha[r, n - 1] == 0 and torch.all(alpha[r, n:] == 0)
         torch.testing.assert_close(alpha[r].sum(), torch.tensor(1.0, dtype=torch.double))
         if name == "uniform":  # 1/n over the text's n tokens
-            torch.testing.assert_close(alpha[r, inner(batch, r)], torch.full((len(text),), 1 / len(text),
-                                                                            dtype=torch.double))
+            torch.testing.assert_close(
+                alpha[r, inner(batch, r)], torch.full((len(text),), 1 / len(text), dtype=torch.double)
+            )
 
 
 def test_adversaries_permutations_and_erasures_never_weigh_a_boundary_token():
@@ -56,8 +61,9 @@ def test_adversaries_permutations_and_erasures_never_weigh_a_boundary_token():
     batch = token_batch(TEXTS, boundary=True)
     enc, alpha, probs = predict(model, batch)
     edges = ~batch["token_mask"]  # boundary tokens and padding
-    adv, _, _ = adversarial_attention(model, enc, alpha, probs, k=3, steps=20, lr=0.1,
-                                      generator=torch.Generator().manual_seed(0))
+    adv, _, _ = adversarial_attention(
+        model, enc, alpha, probs, k=3, steps=20, lr=0.1, generator=torch.Generator().manual_seed(0)
+    )
     assert torch.all(adv[edges[:, None, :].expand_as(adv)] == 0)
     torch.testing.assert_close(adv.sum(-1), torch.ones(len(TEXTS), 3, dtype=torch.double))
     permuted = permute_among_real(alpha, enc.mask, torch.rand(len(TEXTS), 7, alpha.shape[1]))
@@ -79,7 +85,7 @@ def brute_force_correlations(model, texts: list[list[int]]) -> list[tuple[float,
         g = (grad[0] * emb[0]).sum(-1).abs()[1:-1]
         loo = []
         for t in range(len(text)):
-            deleted = model.probabilities(model(token_batch([text[:t] + text[t + 1:]], boundary=True))[0])[0]
+            deleted = model.probabilities(model(token_batch([text[:t] + text[t + 1 :]], boundary=True))[0])[0]
             loo.append(0.5 * float((deleted - probs[0]).abs().sum()))
         a = alpha[0, 1:-1].numpy()
         out.append((stats.kendalltau(a, g.detach().numpy()).statistic, stats.kendalltau(a, loo).statistic))
@@ -125,8 +131,9 @@ def test_faithfulness_keeps_the_boundary_tokens_in_every_kept_sequence():
     texts = [[5, 6, 7, 8, 9, 10, 11, 12, 13, 14], [12, 13, 14, 15, 16]]
     batch = token_batch(texts, boundary=True)
     _, alpha, probs = predict(model, batch)
-    order = torch.tensor([[k for k in [3, 7, 1, 9, 2, 4, 5, 6, 8, 10]] + [0, 11],
-                          [2, 5, 1, 3, 4] + [0, 6, 7, 8, 9, 10, 11]])  # text positions first, by importance
+    order = torch.tensor(
+        [[k for k in [3, 7, 1, 9, 2, 4, 5, 6, 8, 10]] + [0, 11], [2, 5, 1, 3, 4] + [0, 6, 7, 8, 9, 10, 11]]
+    )  # text positions first, by importance
     comp, suff = removal_curves(model, batch, probs, {"m": order}, (0.2, 0.5))["m"]
     top = probs.argmax(-1)
     for r, text in enumerate(texts):
@@ -144,9 +151,18 @@ def test_faithfulness_keeps_the_boundary_tokens_in_every_kept_sequence():
 
 @pytest.mark.parametrize("setting", [["dataset.preprocessing.boundary_tokens=true"], ["recipe=jain_wallace"]])
 def test_every_recorded_attention_is_zero_at_the_first_and_last_position(tmp_path, setting):
-    cfg = compose_config("trainer=debug", "logger=none", "dataset.source.n_train=96", "dataset.source.n_dev=32",
-                         "dataset.source.n_test=32", "model.network.embedding_dim=16", "encoder.hidden_size=8",
-                         "analysis=[]", *setting, "training.select_from_epoch=0")
+    cfg = compose_config(
+        "trainer=debug",
+        "logger=none",
+        "dataset.source.n_train=96",
+        "dataset.source.n_dev=32",
+        "dataset.source.n_test=32",
+        "model.network.embedding_dim=16",
+        "encoder.hidden_size=8",
+        "analysis=[]",
+        *setting,
+        "training.select_from_epoch=0",
+    )
     run = tmp_path / "run"
     run_job(cfg, run)
     recorded = pd.read_parquet(run / ATTENTION)

@@ -15,17 +15,26 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attn_study.analysis.jain_wallace import JainWallace
 from attn_study.analyze import analyze
 from attn_study.errors import UserError
+from attn_study.families.jain_wallace.callback import JainWallace
 from attn_study.report.cli import build_report
 from attn_study.run import run as run_job
 from tests.helpers import REPO, TINY, cli_env, compose_config, wandb_run_history, wandb_run_summary
 
-BOTH = ["analysis=[jain_wallace,serrano_smith]", "analysis.jain_wallace.steps=5", "analysis.jain_wallace.permutations=6",
-        "analysis.jain_wallace.max_instances=20", "analysis.jain_wallace.heatmaps=2",
-        "analysis.serrano_smith.max_instances=20"]
-TRACKED = ["analysis.jain_wallace.every_n_epochs=1", "analysis.jain_wallace.val_max_instances=12", "trainer.max_epochs=3"]
+BOTH = [
+    "analysis=[jain_wallace,serrano_smith]",
+    "analysis.jain_wallace.steps=5",
+    "analysis.jain_wallace.permutations=6",
+    "analysis.jain_wallace.max_instances=20",
+    "analysis.jain_wallace.heatmaps=2",
+    "analysis.serrano_smith.max_instances=20",
+]
+TRACKED = [
+    "analysis.jain_wallace.every_n_epochs=1",
+    "analysis.jain_wallace.val_max_instances=12",
+    "trainer.max_epochs=3",
+]
 
 
 def tiny(*overrides):
@@ -46,8 +55,13 @@ def test_two_families_in_one_run_reach_summary_json_and_the_wandb_run(tracked_ru
     run, summary = tracked_run
     on_disk = json.loads((run / "summary.json").read_text())
     in_wandb = wandb_run_summary(run)
-    for key in ("jw/tau_grad/mean", "jw/adv/emax_jsd/mean", "ss/multi/attention/frac_removed/median",
-                "ss/single/flip_table/yes_no", "test/acc"):
+    for key in (
+        "jw/tau_grad/mean",
+        "jw/adv/emax_jsd/mean",
+        "ss/multi/attention/frac_removed/median",
+        "ss/single/flip_table/yes_no",
+        "test/acc",
+    ):
         assert key in on_disk and key in in_wandb, key
         assert in_wandb[key] == pytest.approx(on_disk[key]), key
     for family in ("jain_wallace", "serrano_smith"):
@@ -92,9 +106,17 @@ def test_analysing_again_replaces_a_familys_keys(make_cfg, tmp_path):
     assert "jw/adv/emax_jsd/mean" in first and "ss/multi/gradient/frac_removed/median" in first
 
     # J&W again with one sub-test: its other keys go, Serrano & Smith's stay (its folder is unchanged)
-    merged = analyze(compose_config(f"ckpt_path={run}", "analysis=[jain_wallace]",
-                                    "analysis.jain_wallace.tests=[permutation]", "analysis.jain_wallace.permutations=4",
-                                    "analysis.jain_wallace.max_instances=20", "device=cpu", name="analyze"))
+    merged = analyze(
+        compose_config(
+            f"ckpt_path={run}",
+            "analysis=[jain_wallace]",
+            "analysis.jain_wallace.tests=[permutation]",
+            "analysis.jain_wallace.permutations=4",
+            "analysis.jain_wallace.max_instances=20",
+            "device=cpu",
+            name="analyze",
+        )
+    )
     assert "jw/perm/median_tvd/mean" in merged
     assert not [k for k in merged if k.startswith(("jw/tau", "jw/adv", "jw/diff", "jw/seconds/adversarial"))]
     assert merged["ss/multi/gradient/frac_removed/median"] == first["ss/multi/gradient/frac_removed/median"]
@@ -105,13 +127,23 @@ def test_analysing_again_replaces_a_familys_keys(make_cfg, tmp_path):
     on_disk = json.loads((run / "summary.json").read_text())
     assert on_disk == merged
     # the other family alone, fewer tests
-    merged = analyze(compose_config(f"ckpt_path={run}", "analysis=[serrano_smith]", "analysis.serrano_smith.tests=[single]",
-                                    "analysis.serrano_smith.max_instances=10", "device=cpu", name="analyze"))
+    merged = analyze(
+        compose_config(
+            f"ckpt_path={run}",
+            "analysis=[serrano_smith]",
+            "analysis.serrano_smith.tests=[single]",
+            "analysis.serrano_smith.max_instances=10",
+            "device=cpu",
+            name="analyze",
+        )
+    )
     assert not [k for k in merged if k.startswith("ss/multi")]
     assert "ss/single/flip_table/yes_no" in merged and "jw/perm/median_tvd/mean" in merged
     families = {k.split("/")[0] for k in merged} - {"test", "val", "train", "data", "run", "undefined", "warnings"}
     assert families == {"jw", "ss"}
-    assert (run / "csv" / "metrics.csv").is_file() and "val/jw/tau_grad/mean" in (run / "csv" / "metrics.csv").read_text()
+    assert (run / "csv" / "metrics.csv").is_file() and "val/jw/tau_grad/mean" in (
+        run / "csv" / "metrics.csv"
+    ).read_text()
 
 
 @pytest.fixture
@@ -131,10 +163,16 @@ def test_result_files_are_readable_by_the_group_and_others(umask_022, tmp_path):
     from attn_study.run import run as run_job
 
     run_job(tiny(*BOTH, "logger=csv", f"paths.cache_dir={cache}"), run)
-    files = [run / "summary.json", run / "status.json", run / "analysis" / "jain_wallace" / "summary.json",
-             run / "analysis" / "jain_wallace" / "instances.parquet", run / "analysis" / "serrano_smith" / "summary.json",
-             run / "analysis" / "jain_wallace" / "fig2_tau_grad_by_class.png",
-             run / "analysis" / "jain_wallace" / "heatmaps.html", *cache.glob("*/dataset.pkl")]
+    files = [
+        run / "summary.json",
+        run / "status.json",
+        run / "analysis" / "jain_wallace" / "summary.json",
+        run / "analysis" / "jain_wallace" / "instances.parquet",
+        run / "analysis" / "serrano_smith" / "summary.json",
+        run / "analysis" / "jain_wallace" / "fig2_tau_grad_by_class.png",
+        run / "analysis" / "jain_wallace" / "heatmaps.html",
+        *cache.glob("*/dataset.pkl"),
+    ]
     assert len(files) == 8
     for path in files:
         assert mode(path) == 0o644, (path, oct(mode(path)))
@@ -145,10 +183,12 @@ def test_result_files_are_readable_by_the_group_and_others(umask_022, tmp_path):
 
 
 def test_analysis_options_are_checked_before_training(tmp_path):
-    cases = {"analysis.jain_wallace.split=validation": "analysis.jain_wallace.split=validation",
-             "analysis.jain_wallace.max_instances=0": "analysis.jain_wallace.max_instances=0",
-             "analysis.jain_wallace.tests=[correlation,bogus]": "analysis.jain_wallace.tests",
-             "analysis.serrano_smith.rankings=[attention,alphabetical]": "analysis.serrano_smith.rankings"}
+    cases = {
+        "analysis.jain_wallace.split=validation": "analysis.jain_wallace.split=validation",
+        "analysis.jain_wallace.max_instances=0": "analysis.jain_wallace.max_instances=0",
+        "analysis.jain_wallace.tests=[correlation,bogus]": "analysis.jain_wallace.tests",
+        "analysis.serrano_smith.rankings=[attention,alphabetical]": "analysis.serrano_smith.rankings",
+    }
     for override, named in cases.items():
         with pytest.raises(UserError, match=re.escape(named)):
             run_job(tiny(*BOTH, override, "logger=none"), tmp_path / "run")
@@ -170,8 +210,10 @@ def test_a_module_without_the_stages_is_refused_by_name():
 
 def test_resumed_state_keeps_the_tracked_epochs_and_testing_an_earlier_checkpoint_loses_none():
     callback = JainWallace()
-    checkpoint = {"history": [{"epoch": 0, "k": 1.0}, {"epoch": 1, "k": 2.0}],
-                  "history_rows": [{"epoch": 0, "uid": "a"}, {"epoch": 1, "uid": "a"}]}
+    checkpoint = {
+        "history": [{"epoch": 0, "k": 1.0}, {"epoch": 1, "k": 2.0}],
+        "history_rows": [{"epoch": 0, "uid": "a"}, {"epoch": 1, "uid": "a"}],
+    }
     callback.load_state_dict(checkpoint)  # resumed: the epochs before the interruption come back
     callback.history.append({"epoch": 2, "k": 3.0})
     callback.history_rows.append({"epoch": 2, "uid": "a"})
@@ -192,8 +234,9 @@ def test_the_readme_plain_lightning_example_runs_as_written(tmp_path):
     assert "hydra" not in code.lower()
     script = tmp_path / "example.py"
     script.write_text(code)
-    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True,
-                          env=cli_env(), timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, env=cli_env(), timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     tau = float(re.search(r"tau\(attention, gradient\): (\S+)", proc.stdout).group(1))
     folder = tmp_path / "tiny_run" / "analysis" / "jain_wallace"
@@ -208,8 +251,16 @@ def test_every_familys_own_summary_is_strict_json_with_undefined_values_as_null(
     (not only the run's) must say null, never the bare NaN that strict JSON readers refuse, and hold the same
     values as the run's summary."""
     run = tmp_path / "run"
-    run_job(tiny("attention=uniform", "analysis=[jain_wallace,sparsity]", "analysis.jain_wallace.tests=[correlation]",
-                 "analysis.sparsity.tests=[input]", "logger=csv"), run)
+    run_job(
+        tiny(
+            "attention=uniform",
+            "analysis=[jain_wallace,sparsity]",
+            "analysis.jain_wallace.tests=[correlation]",
+            "analysis.sparsity.tests=[input]",
+            "logger=csv",
+        ),
+        run,
+    )
     whole = json.loads((run / "summary.json").read_text())
 
     def strict(text):

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from attn_study.analysis.callback import analysis_mode
-from attn_study.analysis.jain_wallace import JainWallace
-from attn_study.analysis.serrano_smith import SerranoSmith
-from attn_study.analysis.sparsity import Sparsity
+from attn_study.families.jain_wallace.callback import JainWallace
+from attn_study.families.serrano_smith.callback import SerranoSmith
+from attn_study.families.sparsity.callback import Sparsity
 from attn_study.models import encoders
 from tests.helpers import StubData, tiny_model, token_batch
 
@@ -24,9 +24,11 @@ SEQS = [[5, 6, 7, 8, 9, 10, 11, 12, 13], [12, 13, 14], [15, 16], [16, 17, 18, 19
 
 @pytest.mark.parametrize("encoder", ["lstm", "cnn", "average"])
 def test_cpu_and_gpu_agree(encoder):
-    make = {"lstm": partial(encoders.RNNEncoder, hidden_size=8),
-            "cnn": partial(encoders.CNNEncoder, kernel_sizes=(3,), filters=8),
-            "average": partial(encoders.AverageEncoder, hidden_size=8)}[encoder]
+    make = {
+        "lstm": partial(encoders.RNNEncoder, hidden_size=8),
+        "cnn": partial(encoders.CNNEncoder, kernel_sizes=(3,), filters=8),
+        "average": partial(encoders.AverageEncoder, hidden_size=8),
+    }[encoder]
     cpu = tiny_model(make, num_classes=2, double=True)
     batch = token_batch(SEQS, [0, 1, 1, 0, 1])
     families = [JainWallace(seed=3, steps=50, permutations=20), SerranoSmith(seed=3), Sparsity(seed=3)]
@@ -36,10 +38,12 @@ def test_cpu_and_gpu_agree(encoder):
         data = StubData(batch)  # each family moves its batches to the model's device
         for family in families:
             with analysis_mode(model):
-                frames[device, family.name] = family.measure(model, data, "test", np.arange(len(SEQS)),
-                                                             list(family.tests)).frame
+                frames[device, family.name] = family.measure(
+                    model, data, "test", np.arange(len(SEQS)), list(family.tests)
+                ).frame
     for family in families:
         a, b = frames["cpu", family.name], frames["cuda", family.name]
         numeric = [c for c in a.columns if a[c].dtype.kind in "fiu"]
-        np.testing.assert_allclose(b[numeric].to_numpy(float), a[numeric].to_numpy(float), atol=1e-6, rtol=0,
-                                   err_msg=family.name)
+        np.testing.assert_allclose(
+            b[numeric].to_numpy(float), a[numeric].to_numpy(float), atol=1e-6, rtol=0, err_msg=family.name
+        )

@@ -14,20 +14,19 @@ import pytest
 import torch
 from scipy import stats
 
-from attn_study.analysis.faithfulness import (
+from attn_study.analysis.importance import integrated_gradients, kept_probabilities, kept_sub_batch, predict
+from attn_study.analysis.measures import bootstrap_ci_of
+from attn_study.families.faithfulness.callback import (
     _f1,
     chance_areas,
     hard_rationale_scores,
-    precision_recall_areas,
-    integrated_gradients,
     paired_with_attention,
+    precision_recall_areas,
     rank_of,
     ranking,
     removal_curves,
     top_counts,
 )
-from attn_study.analysis.importance import kept_probabilities, kept_sub_batch, predict
-from attn_study.analysis.measures import bootstrap_ci_of
 from attn_study.models import attention, encoders
 from attn_study.run import run as run_job
 from tests.helpers import TINY, compose_config, tiny_model, token_batch
@@ -60,7 +59,7 @@ def test_comprehensiveness_and_sufficiency_closed_form():
     batch = token_batch(seqs)
     _, _, probs = predict(model, batch)
     first = torch.tensor([[2, 0, 1, 3, 4, 5, 6, 7, 8, 9], [0, 1, 2, 0, 0, 0, 0, 0, 0, 0]])  # token 7 ranked first
-    last = torch.tensor([[0, 1, 3, 4, 5, 6, 7, 8, 9, 2], [1, 2, 0, 0, 0, 0, 0, 0, 0, 0]])   # token 7 ranked last
+    last = torch.tensor([[0, 1, 3, 4, 5, 6, 7, 8, 9, 2], [1, 2, 0, 0, 0, 0, 0, 0, 0, 0]])  # token 7 ranked last
     last[1, 3:] = torch.arange(3, 10)
     first[1, 3:] = torch.arange(3, 10)
     curves = removal_curves(model, batch, probs, {"first": first, "last": last}, FRACTIONS, chunk_size=3)
@@ -96,8 +95,14 @@ def test_top_counts_are_exact_ceilings():
     assert top_counts(torch.tensor([30]), 0.1).item() == 3  # 0.1 * 30 = 3.0000000000000004 in floats
 
 
-@pytest.mark.parametrize("encoder", [encoders.NoEncoder, partial(encoders.RNNEncoder, hidden_size=4),
-                                     partial(encoders.CNNEncoder, kernel_sizes=(3,), filters=4)])
+@pytest.mark.parametrize(
+    "encoder",
+    [
+        encoders.NoEncoder,
+        partial(encoders.RNNEncoder, hidden_size=4),
+        partial(encoders.CNNEncoder, kernel_sizes=(3,), filters=4),
+    ],
+)
 def test_kept_probabilities_equal_running_each_shortened_text(encoder):
     model = tiny_model(encoder, double=True)
     seqs = [[5, 6, 7, 8, 9, 10], [11, 12, 13], [14, 15, 16, 17]]
@@ -232,12 +237,23 @@ def test_paired_comparison_is_scipys_wilcoxon():
 # end to end: a BiLSTM trained on the synthetic task, scored against its known rationales
 # ------------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     run = tmp_path_factory.mktemp("ff") / "run"
-    cfg = compose_config(*TINY, "encoder=lstm", "encoder.hidden_size=16", "dataset.source.n_train=3000",
-                         "dataset.source.n_test=120", "trainer.max_epochs=6", "trainer.limit_train_batches=1.0", "model.optimizer.lr=0.01",
-                         "analysis=[faithfulness]", "analysis.faithfulness.ig_steps=8", "logger=csv")
+    cfg = compose_config(
+        *TINY,
+        "encoder=lstm",
+        "encoder.hidden_size=16",
+        "dataset.source.n_train=3000",
+        "dataset.source.n_test=120",
+        "trainer.max_epochs=6",
+        "trainer.limit_train_batches=1.0",
+        "model.optimizer.lr=0.01",
+        "analysis=[faithfulness]",
+        "analysis.faithfulness.ig_steps=8",
+        "logger=csv",
+    )
     return run, run_job(cfg, run)
 
 
@@ -261,16 +277,19 @@ def test_known_rationales_rank_above_chance(trained):
 def test_the_trained_runs_curves_are_its_models(trained):
     """The end-to-end run's comprehensiveness and sufficiency of leave-one-out and attention at 20 % and 50 %,
     recomputed from the saved model instance by instance (tests/reference.py)."""
-    from attn_study import saved
+    from attn_study import assemble
     from tests import reference as ref
 
     run, _ = trained
-    loaded = saved.load(run)
+    loaded = assemble.load(run)
     model, split = loaded.model.double(), loaded.datamodule.split("test")
     frame = pd.read_parquet(run / "analysis" / "faithfulness" / "instances.parquet").set_index("index")
     for i in frame.index[:5]:
         text = split.ids[i].tolist()
-        for method, scores in (("attention", ref.attention(model, text)), ("loo", ref.signed_leave_one_out(model, text))):
+        for method, scores in (
+            ("attention", ref.attention(model, text)),
+            ("loo", ref.signed_leave_one_out(model, text)),
+        ):
             for fraction, part in ((0.2, "k20"), (0.5, "k50")):
                 comp, suff = ref.removal(model, text, scores, fraction)
                 assert frame.loc[i, f"{method}_comp_{part}"] == pytest.approx(comp, abs=1e-5), (i, method, part)
@@ -309,38 +328,60 @@ def test_every_curve_and_rationale_score_equals_its_definition_instance_by_insta
     family's frame — batches of 2 whose rows are not the split's order — equal ERASER's definitions worked out
     for each instance alone, for the methods whose scores have no ties (tests/reference.py)."""
     from attn_study.analysis.callback import analysis_mode
-    from attn_study.analysis.faithfulness import Faithfulness
     from attn_study.data.datamodule import collate
+    from attn_study.families.faithfulness.callback import Faithfulness
     from tests import reference as ref
-    from tests.helpers import SOS_ID, EOS_ID, StubData
+    from tests.helpers import EOS_ID, SOS_ID, StubData
 
     model = tiny_model(partial(encoders.RNNEncoder, hidden_size=4), num_classes=3, double=True, seed=5)
     texts = [[5, 6, 7, 8, 9, 10, 11, 12, 13, 14], [12, 13, 14, 15], [16, 17, 18, 19, 20, 21, 2], [4, 9], [7]]
     truths = [(1, 4), (0,), (2, 3, 5), (1,), (0,)]
     shift = 1 if boundary else 0
-    items = [{"index": i, "ids": ([SOS_ID, *t, EOS_ID] if boundary else t), "label": i % 3, "boundary": boundary,
-              "rationale": tuple(p + shift for p in truth)} for i, (t, truth) in enumerate(zip(texts, truths))]
+    items = [
+        {
+            "index": i,
+            "ids": ([SOS_ID, *t, EOS_ID] if boundary else t),
+            "label": i % 3,
+            "boundary": boundary,
+            "rationale": tuple(p + shift for p in truth),
+        }
+        for i, (t, truth) in enumerate(zip(texts, truths))
+    ]
     batch = collate(items, num_classes=3)
     data = StubData(batch, 3, serve_order=[3, 0, 4, 2, 1])
     methods = ["attention", "gradient", "input_x_gradient", "loo"]
     with analysis_mode(model):
-        frame = Faithfulness(batch_size=2, methods=methods).measure(
-            model, data, "test", np.arange(len(texts)), ["removal", "rationale"]).frame.set_index("index")
+        frame = (
+            Faithfulness(batch_size=2, methods=methods)
+            .measure(model, data, "test", np.arange(len(texts)), ["removal", "rationale"])
+            .frame.set_index("index")
+        )
     for i, text in enumerate(texts):
         row = frame.loc[i]
-        scores = {"attention": ref.attention(model, text, boundary), "gradient": ref.gradient_jw(model, text, boundary),
-                  "input_x_gradient": ref.input_x_gradient(model, text, boundary),
-                  "loo": ref.signed_leave_one_out(model, text, boundary)}
+        scores = {
+            "attention": ref.attention(model, text, boundary),
+            "gradient": ref.gradient_jw(model, text, boundary),
+            "input_x_gradient": ref.input_x_gradient(model, text, boundary),
+            "loo": ref.signed_leave_one_out(model, text, boundary),
+        }
         truth = [t in truths[i] for t in range(len(text))]
         for method, values in scores.items():
             for fraction in FRACTIONS:
                 comp, suff = ref.removal(model, text, values, fraction, boundary)
                 percent = f"k{round(fraction * 100, 6):g}"
-                assert row[f"{method}_comp_{percent}"] == pytest.approx(comp, abs=1e-9, nan_ok=True), (i, method, fraction)
-                assert row[f"{method}_suff_{percent}"] == pytest.approx(suff, abs=1e-9, nan_ok=True), (i, method, fraction)
+                assert row[f"{method}_comp_{percent}"] == pytest.approx(comp, abs=1e-9, nan_ok=True), (
+                    i,
+                    method,
+                    fraction,
+                )
+                assert row[f"{method}_suff_{percent}"] == pytest.approx(suff, abs=1e-9, nan_ok=True), (
+                    i,
+                    method,
+                    fraction,
+                )
             auprc, ap = pr_curve_by_hand(list(values), truth)
             assert (row[f"{method}_auprc"], row[f"{method}_ap"]) == pytest.approx((auprc, ap)), (i, method)
-            top = set(np.argsort(-values, kind="stable")[:sum(truth)].tolist())
+            top = set(np.argsort(-values, kind="stable")[: sum(truth)].tolist())
             assert row[f"{method}_token_f1"] == pytest.approx(sum(truth[t] for t in top) / sum(truth)), (i, method)
 
 
@@ -349,8 +390,8 @@ def test_rankings_left_to_the_tie_break_are_counted_and_iou_f1_has_its_interval(
     decided by the random tie-break alone, and the summary counts them all (one-token texts are too short);
     IOU F1 is the F1 of the mean IOU precision and recall, inside its bootstrap interval."""
     from attn_study.analysis.callback import analysis_mode
-    from attn_study.analysis.faithfulness import Faithfulness
     from attn_study.data.datamodule import collate
+    from attn_study.families.faithfulness.callback import Faithfulness
     from tests.helpers import StubData
 
     model = tiny_model(scorer=attention.UniformScorer, double=True)

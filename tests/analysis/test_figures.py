@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attn_study.analysis.figures import common
-from attn_study.analysis.figures.heatmaps import attention_heatmaps_html
-from attn_study.analysis.figures.jain_wallace import FILENAMES, build_figures, jain_wallace_figures
+from attn_study.families.jain_wallace.figures import FILENAMES, build_figures, jain_wallace_figures
+from attn_study.figures import common
+from attn_study.figures.heatmaps import attention_heatmaps_html
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 ADV = ["adv_emax_jsd"]
@@ -21,18 +21,23 @@ ADV = ["adv_emax_jsd"]
 
 def battery_frame(n: int, n_classes: int, seed: int = 0, nan_frac: float = 0.1) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
-    frame = pd.DataFrame({
-        "uid": [f"test-{i}" for i in range(n)],
-        "length": rng.integers(1, 60, n),
-        "label": rng.integers(0, n_classes, n),
-        "prediction": rng.integers(0, n_classes, n),
-        "max_attention": rng.uniform(0.02, 1.0, n),
-        "tau_grad": rng.uniform(-1, 1, n), "p_grad": rng.uniform(0, 1, n),
-        "tau_loo": rng.uniform(-1, 1, n), "p_loo": rng.uniform(0, 1, n),
-        "tau_grad_loo": rng.uniform(-1, 1, n), "p_grad_loo": rng.uniform(0, 1, n),
-        "perm_median_tvd": rng.exponential(0.03, n),
-        "adv_emax_jsd": rng.uniform(0, math.log(2), n),
-    })
+    frame = pd.DataFrame(
+        {
+            "uid": [f"test-{i}" for i in range(n)],
+            "length": rng.integers(1, 60, n),
+            "label": rng.integers(0, n_classes, n),
+            "prediction": rng.integers(0, n_classes, n),
+            "max_attention": rng.uniform(0.02, 1.0, n),
+            "tau_grad": rng.uniform(-1, 1, n),
+            "p_grad": rng.uniform(0, 1, n),
+            "tau_loo": rng.uniform(-1, 1, n),
+            "p_loo": rng.uniform(0, 1, n),
+            "tau_grad_loo": rng.uniform(-1, 1, n),
+            "p_grad_loo": rng.uniform(0, 1, n),
+            "perm_median_tvd": rng.exponential(0.03, n),
+            "adv_emax_jsd": rng.uniform(0, math.log(2), n),
+        }
+    )
     for col in ["tau_grad", "perm_median_tvd", "adv_emax_jsd", "max_attention"]:
         frame.loc[rng.random(n) < nan_frac, col] = np.nan
     return frame
@@ -49,8 +54,9 @@ def legend_texts(fig) -> list[str]:
     return [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
 
 
-@pytest.mark.parametrize("n_classes,names", [(2, ["negative", "positive"]),
-                                             (5, ["very neg", "neg", "neutral", "pos", "very pos"])])
+@pytest.mark.parametrize(
+    "n_classes,names", [(2, ["negative", "positive"]), (5, ["very neg", "neg", "neutral", "pos", "very pos"])]
+)
 def test_all_four_figures_written(tmp_path, n_classes, names):
     df = battery_frame(400, n_classes)
     out = jain_wallace_figures(df, tmp_path / "figs", names, title="SST (test)")
@@ -86,7 +92,7 @@ def test_figure_content_per_class():
 
 def test_nan_rows_dropped_and_absent_class_skipped():
     df = battery_frame(200, 4, seed=2, nan_frac=0.0)
-    df.loc[df.prediction == 2, "prediction"] = 1          # nobody is predicted class 2
+    df.loc[df.prediction == 2, "prediction"] = 1  # nobody is predicted class 2
     df.loc[:9, "tau_grad"] = np.nan
     figs = build_figures(df, ["a", "b", "c", "d"])
     texts = legend_texts(figs["tau_grad_by_class"])
@@ -132,15 +138,16 @@ def test_ten_classes_and_unnamed_class(tmp_path):
     out = jain_wallace_figures(df.drop(columns=ADV), tmp_path, [f"topic {k}" for k in range(8)])
     assert set(out) == {"tau_grad_by_class", "perm_tvd_vs_max_attention"}
     width, height = png_size(out["perm_tvd_vs_max_attention"])
-    assert width > 2 * height                           # two rows of five panels
+    assert width > 2 * height  # two rows of five panels
     texts = legend_texts(build_figures(df, [f"topic {k}" for k in range(8)])["tau_grad_by_class"])
     assert any(t.startswith("class 9") for t in texts)
 
 
 def test_no_pyplot_figures_leak(tmp_path):
     before = len(sys.modules["matplotlib.pyplot"].get_fignums()) if "matplotlib.pyplot" in sys.modules else 0
-    out = jain_wallace_figures(battery_frame(100, 2)[["prediction", "max_attention", "perm_median_tvd"]], tmp_path,
-                               ["neg", "pos"])
+    out = jain_wallace_figures(
+        battery_frame(100, 2)[["prediction", "max_attention", "perm_median_tvd"]], tmp_path, ["neg", "pos"]
+    )
     assert set(out) == {"perm_tvd_vs_max_attention"}
     after = len(sys.modules["matplotlib.pyplot"].get_fignums()) if "matplotlib.pyplot" in sys.modules else 0
     assert after == before
@@ -155,16 +162,27 @@ def test_class_colours_follow_the_paper_for_two_classes():
 # heatmaps
 # ------------------------------------------------------------------------------------------------
 
+
 def example(**over) -> dict:
-    ex = {"uid": "sst-1", "tokens": ["a", "good", "film"], "label": "positive", "prediction": "positive",
-          "probability": 0.973, "attention": [0.25, 0.5, 0.25], "adversarial": [0.0, 0.1, 0.9],
-          "adv_tvd": 0.004, "adv_jsd": 0.612}
+    ex = {
+        "uid": "sst-1",
+        "tokens": ["a", "good", "film"],
+        "label": "positive",
+        "prediction": "positive",
+        "probability": 0.973,
+        "attention": [0.25, 0.5, 0.25],
+        "adversarial": [0.0, 0.1, 0.9],
+        "adv_tvd": 0.004,
+        "adv_jsd": 0.612,
+    }
     ex.update(over)
     return ex
 
 
-STYLE = re.compile(r'<span class="tok[^"]*" style="background-color: rgba\((\d+), (\d+), (\d+), ([0-9.]+)\)" '
-                   r'title="([^"]*)">(.*?)</span>')
+STYLE = re.compile(
+    r'<span class="tok[^"]*" style="background-color: rgba\((\d+), (\d+), (\d+), ([0-9.]+)\)" '
+    r'title="([^"]*)">(.*?)</span>'
+)
 
 
 def token_rows(text: str) -> list[list[tuple[float, str, str]]]:
@@ -176,22 +194,39 @@ def token_rows(text: str) -> list[list[tuple[float, str, str]]]:
 
 
 def test_heatmap_escapes_all_text(tmp_path):
-    ex = example(uid='id<"1">&x', tokens=["<script>", "a&b", 'say "hi"', "it's"], label="<b>gold</b>",
-                 prediction="p&q", attention=[0.1, 0.2, 0.3, 0.4], adversarial=[0.4, 0.3, 0.2, 0.1])
+    ex = example(
+        uid='id<"1">&x',
+        tokens=["<script>", "a&b", 'say "hi"', "it's"],
+        label="<b>gold</b>",
+        prediction="p&q",
+        attention=[0.1, 0.2, 0.3, 0.4],
+        adversarial=[0.4, 0.3, 0.2, 0.1],
+    )
     path = attention_heatmaps_html([ex], tmp_path / "h.html", title="<i>Title</i> & co")
     text = path.read_text(encoding="utf-8")
     for raw in ["<script>", "a&b", 'say "hi"', "<b>gold</b>", "p&q", "<i>Title</i>", 'id<"1">']:
         assert raw not in text, raw
-    for escaped in ["&lt;script&gt;", "a&amp;b", "say &quot;hi&quot;", "it&#x27;s", "&lt;b&gt;gold&lt;/b&gt;",
-                    "p&amp;q", "&lt;i&gt;Title&lt;/i&gt; &amp; co", "id&lt;&quot;1&quot;&gt;&amp;x"]:
+    for escaped in [
+        "&lt;script&gt;",
+        "a&amp;b",
+        "say &quot;hi&quot;",
+        "it&#x27;s",
+        "&lt;b&gt;gold&lt;/b&gt;",
+        "p&amp;q",
+        "&lt;i&gt;Title&lt;/i&gt; &amp; co",
+        "id&lt;&quot;1&quot;&gt;&amp;x",
+    ]:
         assert escaped in text, escaped
-    assert [tok for _, _, tok in token_rows(text)[0]] == ["&lt;script&gt;", "a&amp;b", "say &quot;hi&quot;",
-                                                          "it&#x27;s"]
+    assert [tok for _, _, tok in token_rows(text)[0]] == [
+        "&lt;script&gt;",
+        "a&amp;b",
+        "say &quot;hi&quot;",
+        "it&#x27;s",
+    ]
 
 
 def test_heatmap_shading_proportional_to_row_max(tmp_path):
-    ex = example(tokens=["w", "x", "y", "z"], attention=[0.0, 0.1, 0.2, 0.7],
-                 adversarial=[0.6, 0.3, 0.1, 0.0])
+    ex = example(tokens=["w", "x", "y", "z"], attention=[0.0, 0.1, 0.2, 0.7], adversarial=[0.6, 0.3, 0.1, 0.0])
     text = attention_heatmaps_html([ex], tmp_path / "h.html", "t").read_text(encoding="utf-8")
     original, adversarial = token_rows(text)
     assert [a for a, _, _ in original] == pytest.approx([0.0, 0.1 / 0.7, 0.2 / 0.7, 1.0], abs=1e-3)
@@ -210,18 +245,16 @@ def test_heatmap_all_zero_row_has_no_shading(tmp_path):
 
 
 def test_heatmap_without_adversary(tmp_path):
-    examples = [example(uid="has-adv"),
-                example(uid="no-adv", adversarial=None, adv_tvd=None, adv_jsd=None)]
+    examples = [example(uid="has-adv"), example(uid="no-adv", adversarial=None, adv_tvd=None, adv_jsd=None)]
     text = attention_heatmaps_html(examples, tmp_path / "h.html", "t").read_text(encoding="utf-8")
     assert text.count("no adversary within ε") == 1
-    assert len(token_rows(text)) == 3                     # 2 rows + 1 row
-    second = text[text.index("no-adv"):]
+    assert len(token_rows(text)) == 3  # 2 rows + 1 row
+    second = text[text.index("no-adv") :]
     assert "Adversarial" not in second and "no adversary within ε" in second
 
 
 def test_heatmap_is_one_self_contained_document(tmp_path):
-    path = attention_heatmaps_html([example(), example(uid="b", adversarial=None)], tmp_path / "sub" / "h.html",
-                                   "t")
+    path = attention_heatmaps_html([example(), example(uid="b", adversarial=None)], tmp_path / "sub" / "h.html", "t")
     text = path.read_text(encoding="utf-8")
     assert text.startswith("<!DOCTYPE html>") and text.rstrip().endswith("</html>")
     assert text.count("<html") == 1 and text.count("</body>") == 1 and "<style>" in text
@@ -240,6 +273,5 @@ def test_heatmap_replaces_existing_file(tmp_path):
 
 def test_heatmap_length_mismatch_is_visible(tmp_path):
     with pytest.warns(UserWarning, match="tokens"):
-        text = attention_heatmaps_html([example(tokens=["a", "b", "c", "<eos>"])], tmp_path / "h.html",
-                                       "t").read_text()
+        text = attention_heatmaps_html([example(tokens=["a", "b", "c", "<eos>"])], tmp_path / "h.html", "t").read_text()
     assert 'class="warn"' in text and [len(r) for r in token_rows(text)] == [3, 3]

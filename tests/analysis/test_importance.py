@@ -33,13 +33,15 @@ def test_gradient_importance_closed_form_noenc_linear_decoder():
     torch.testing.assert_close(got, expected * batch["mask"])
     # the predicted class alone, through its log-odds: |∇ŷ_c·e_t| / (ŷ_c(1 − ŷ_c)) = α_t |w·e_t|, the
     # same once normalised
-    torch.testing.assert_close(gradient_importance(model, batch, normalise=False),
-                               alpha * (e @ w).abs() * batch["mask"])
+    torch.testing.assert_close(
+        gradient_importance(model, batch, normalise=False), alpha * (e @ w).abs() * batch["mask"]
+    )
     normalised = gradient_importance(model, batch)
     torch.testing.assert_close(normalised.sum(1), torch.ones(len(SEQS), dtype=torch.double))
     # with the attention not detached the gradient differs (α depends on e through the scores)
-    assert not torch.allclose(gradient_importance(model, batch, detach_attention=False, normalise=False,
-                                                  classes="sum"), got)
+    assert not torch.allclose(
+        gradient_importance(model, batch, detach_attention=False, normalise=False, classes="sum"), got
+    )
 
 
 def test_gradient_importance_multiclass_sums_over_outputs_when_asked():
@@ -78,7 +80,7 @@ def brute_force_loo(model, seqs):
             out[row, 0] = float("nan")
             continue
         for t in range(len(seq)):
-            deleted = model.probabilities(model(token_batch([seq[:t] + seq[t + 1:]]))[0])[0]
+            deleted = model.probabilities(model(token_batch([seq[:t] + seq[t + 1 :]]))[0])[0]
             out[row, t] = 0.5 * (deleted - base).abs().sum()
     return out
 

@@ -9,12 +9,12 @@ import pandas as pd
 import pytest
 import torch
 
-from attn_study.analysis.adversarial import adversarial_attention, epsilon_max_jsd
 from attn_study.analysis.importance import predict
 from attn_study.analysis.measures import jsd, tvd
-from attn_study.analysis.permutation import permutation_tvd, permute_among_real
 from attn_study.analyze import analyze
 from attn_study.errors import UserError
+from attn_study.families.jain_wallace.adversarial import adversarial_attention, epsilon_max_jsd
+from attn_study.families.jain_wallace.permutation import permutation_tvd, permute_among_real
 from attn_study.models import encoders
 from attn_study.run import run as run_job
 from tests.helpers import TINY, tiny_model, token_batch
@@ -51,8 +51,9 @@ def test_selected_adversaries_stay_within_epsilon():
     batch = token_batch(SEQS)
     enc, alpha, probs = predict(model, batch)
     eps = 0.02
-    adv, change, divergence = adversarial_attention(model, enc, alpha, probs, k=4, steps=80, lr=0.05, epsilon=eps,
-                                                    generator=torch.Generator().manual_seed(0))
+    adv, change, divergence = adversarial_attention(
+        model, enc, alpha, probs, k=4, steps=80, lr=0.05, epsilon=eps, generator=torch.Generator().manual_seed(0)
+    )
     assert adv.shape == (4, 4, alpha.shape[1])
     assert torch.all(adv[~batch["mask"][:, None, :].expand_as(adv)] == 0)
     torch.testing.assert_close(adv.sum(-1), torch.ones(4, 4))
@@ -76,31 +77,56 @@ def test_adversary_reaches_ln2_when_the_decoder_ignores_attention():
     model.output.weight.zero_()
     batch = token_batch([[5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20] * 4])
     enc, alpha, probs = predict(model, batch)
-    _, change, divergence = adversarial_attention(model, enc, alpha, probs, k=3, steps=300, lr=0.1,
-                                                  generator=torch.Generator().manual_seed(0))
+    _, change, divergence = adversarial_attention(
+        model, enc, alpha, probs, k=3, steps=300, lr=0.1, generator=torch.Generator().manual_seed(0)
+    )
     assert torch.all(change == 0)
     best, _, _ = epsilon_max_jsd(change, divergence, 0.01)
     assert best.item() > 0.6
 
 
 def test_battery_after_training_and_again_from_the_checkpoint(make_cfg, tmp_path):
-    cfg = make_cfg(*TINY, "logger=csv", "encoder=average", "encoder.hidden_size=8", "analysis=[jain_wallace]",
-                   "analysis.jain_wallace.steps=5", "analysis.jain_wallace.permutations=6",
-                   "analysis.jain_wallace.max_instances=20", "analysis.jain_wallace.heatmaps=3")
+    cfg = make_cfg(
+        *TINY,
+        "logger=csv",
+        "encoder=average",
+        "encoder.hidden_size=8",
+        "analysis=[jain_wallace]",
+        "analysis.jain_wallace.steps=5",
+        "analysis.jain_wallace.permutations=6",
+        "analysis.jain_wallace.max_instances=20",
+        "analysis.jain_wallace.heatmaps=3",
+    )
     run = tmp_path / "run"
     summary = run_job(cfg, run)
     folder = run / "analysis" / "jain_wallace"
-    for name in ("instances.parquet", "summary.json", "heatmaps.html", "fig2_tau_grad_by_class.png",
-                 "fig6_perm_median_tvd_vs_max_attention.png", "fig7_adv_emax_jsd_by_class.png",
-                 "fig8_adv_emax_jsd_vs_max_attention.png"):
+    for name in (
+        "instances.parquet",
+        "summary.json",
+        "heatmaps.html",
+        "fig2_tau_grad_by_class.png",
+        "fig6_perm_median_tvd_vs_max_attention.png",
+        "fig7_adv_emax_jsd_by_class.png",
+        "fig8_adv_emax_jsd_vs_max_attention.png",
+    ):
         assert (folder / name).is_file(), name
     frame = pd.read_parquet(folder / "instances.parquet")
     assert len(frame) == 20 and frame["uid"].is_unique
     for column in ("tau_grad", "p_grad", "tau_loo", "tau_grad_loo", "perm_median_tvd", "adv_emax_jsd", "max_attention"):
         assert column in frame
-    keys = ["jw/tau_grad/mean", "jw/tau_grad/std", "jw/tau_grad/sig_frac", "jw/tau_loo/mean", "jw/tau_grad_loo/mean",
-            "jw/perm/median_tvd/mean", "jw/adv/emax_jsd/mean", "jw/adv/emax_jsd/frac_above_0.5",
-            "jw/seconds/correlation", "jw/seconds/permutation", "jw/seconds/adversarial"]
+    keys = [
+        "jw/tau_grad/mean",
+        "jw/tau_grad/std",
+        "jw/tau_grad/sig_frac",
+        "jw/tau_loo/mean",
+        "jw/tau_grad_loo/mean",
+        "jw/perm/median_tvd/mean",
+        "jw/adv/emax_jsd/mean",
+        "jw/adv/emax_jsd/frac_above_0.5",
+        "jw/seconds/correlation",
+        "jw/seconds/permutation",
+        "jw/seconds/adversarial",
+    ]
     on_disk = json.loads((run / "summary.json").read_text())
     for key in keys:
         assert key in summary and key in on_disk
@@ -113,9 +139,13 @@ def test_battery_after_training_and_again_from_the_checkpoint(make_cfg, tmp_path
     assert not list((run / "analysis").glob(".*partial"))
 
     # re-analyse from the checkpoint with other settings: same model → same predictions
-    analyze_cfg = make_analyze_cfg(f"ckpt_path={run}", "analysis.jain_wallace.tests=[permutation]",
-                                   "analysis.jain_wallace.permutations=4", "analysis.jain_wallace.max_instances=20",
-                                   "device=cpu")
+    analyze_cfg = make_analyze_cfg(
+        f"ckpt_path={run}",
+        "analysis.jain_wallace.tests=[permutation]",
+        "analysis.jain_wallace.permutations=4",
+        "analysis.jain_wallace.max_instances=20",
+        "device=cpu",
+    )
     merged = analyze(analyze_cfg)
     again = pd.read_parquet(folder / "instances.parquet")
     assert list(again.prediction) == list(frame.prediction) and "tau_grad" not in again
@@ -140,8 +170,15 @@ def test_battery_runs_unchanged_on_a_pair_task(make_cfg, tmp_path):
     from tests.data.canonical_files import BABI_TASK1, write_babi
 
     release = write_babi(tmp_path, tasks=(BABI_TASK1,))
-    cfg = make_cfg("dataset=babi1", f"dataset.path={release}", "trainer=debug", "logger=none",
-                   "analysis=[jain_wallace]", "analysis.jain_wallace.steps=5", "analysis.jain_wallace.permutations=4")
+    cfg = make_cfg(
+        "dataset=babi1",
+        f"dataset.path={release}",
+        "trainer=debug",
+        "logger=none",
+        "analysis=[jain_wallace]",
+        "analysis.jain_wallace.steps=5",
+        "analysis.jain_wallace.permutations=4",
+    )
     assert cfg.model.name == "pair" and cfg.model.network.embedding_dim == 50
     summary = run_job(cfg, tmp_path / "run")
     for key in ("jw/tau_grad/mean", "jw/tau_loo/mean", "jw/perm/median_tvd/mean", "jw/adv/emax_jsd/mean"):
@@ -153,6 +190,7 @@ def test_battery_runs_unchanged_on_a_pair_task(make_cfg, tmp_path):
 # the adversary's objective and selection: the paper's reading and the authors' code
 # ------------------------------------------------------------------------------------------------
 
+
 def js(p, q) -> float:
     """JSD (natural log) by scipy: jensenshannon is its square root."""
     from scipy.spatial.distance import jensenshannon
@@ -161,7 +199,7 @@ def js(p, q) -> float:
 
 
 def test_adversary_objective_by_hand():
-    from attn_study.analysis.adversarial import adversary_objective
+    from attn_study.families.jain_wallace.adversarial import adversary_objective
 
     alpha = torch.tensor([[0.5, 0.3, 0.2]], dtype=torch.float64)
     adv = torch.tensor([[[0.1, 0.1, 0.8], [0.6, 0.3, 0.1], [0.2, 0.7, 0.1]]], dtype=torch.float64)
@@ -180,16 +218,16 @@ def test_adversary_objective_by_hand():
 
 
 def test_multiclass_output_change_is_l1_in_the_authors_code():
-    from attn_study.analysis.adversarial import output_change
+    from attn_study.families.jain_wallace.adversarial import output_change
 
     probs = torch.tensor([[0.6, 0.3, 0.1]])
     out = torch.tensor([[[0.5, 0.3, 0.2]]])
-    assert float(output_change(out, probs)) == pytest.approx(0.1)        # TVD
+    assert float(output_change(out, probs)) == pytest.approx(0.1)  # TVD
     assert float(output_change(out, probs, "l1")) == pytest.approx(0.2)  # Σ|p - q|: 0.01 in the ReLU = TVD 0.005
 
 
 def test_the_authors_selection_includes_the_original_attention_and_thresholds_the_mean_difference():
-    from attn_study.analysis.adversarial import authors_emax_jsd
+    from attn_study.families.jain_wallace.adversarial import authors_emax_jsd
 
     alpha = torch.tensor([[0.0, 0.5, 0.5, 0.0]])  # with boundary tokens at both ends
     token_mask = torch.tensor([[False, True, True, False]])
@@ -213,10 +251,32 @@ def test_the_penalty_keeps_the_output_where_it_was():
     batch = token_batch(SEQS)
     enc, alpha, probs = predict(model, batch)
     for options in ({}, {"lam_per_adversary": True, "diversity": "k_squared", "output_distance": "l1"}):
-        kept = adversarial_attention(model, enc, alpha, probs, k=3, steps=150, lr=0.05, lam=500.0, epsilon=0.01,
-                                     generator=torch.Generator().manual_seed(0), **options)[1]
-        free = adversarial_attention(model, enc, alpha, probs, k=3, steps=150, lr=0.05, lam=0.0, epsilon=0.01,
-                                     generator=torch.Generator().manual_seed(0), **options)[1]
+        kept = adversarial_attention(
+            model,
+            enc,
+            alpha,
+            probs,
+            k=3,
+            steps=150,
+            lr=0.05,
+            lam=500.0,
+            epsilon=0.01,
+            generator=torch.Generator().manual_seed(0),
+            **options,
+        )[1]
+        free = adversarial_attention(
+            model,
+            enc,
+            alpha,
+            probs,
+            k=3,
+            steps=150,
+            lr=0.05,
+            lam=0.0,
+            epsilon=0.01,
+            generator=torch.Generator().manual_seed(0),
+            **options,
+        )[1]
         assert kept.mean() < free.mean() and free.mean() > 0.05, options
 
 
@@ -233,8 +293,9 @@ def test_predicted_class_gradient_equals_per_instance_autograd():
         probs = model.probabilities(model.decode(enc, model.attend(enc).detach()))
         (grad,) = torch.autograd.grad(probs[0].max(), emb)
         top = probs[0].max().detach()  # the log-odds' gradient is ∇ŷ_c / (ŷ_c (1 − ŷ_c))
-        torch.testing.assert_close(got[r, :len(seq)] * top * (1 - top), (grad[0] * emb[0]).sum(-1).abs(),
-                                   rtol=1e-5, atol=1e-7)
+        torch.testing.assert_close(
+            got[r, : len(seq)] * top * (1 - top), (grad[0] * emb[0]).sum(-1).abs(), rtol=1e-5, atol=1e-7
+        )
     summed = gradient_importance(model, batch, normalise=False, classes="sum")
     assert not torch.allclose(summed, got)  # three classes: the sum is another importance
 
@@ -248,7 +309,7 @@ def test_correlations_equal_their_definition_instance_by_instance(num_classes, b
     import numpy as np
 
     from attn_study.analysis.callback import analysis_mode
-    from attn_study.analysis.jain_wallace import JainWallace
+    from attn_study.families.jain_wallace.callback import JainWallace
     from tests import reference as ref
     from tests.helpers import StubData
 
@@ -257,8 +318,11 @@ def test_correlations_equal_their_definition_instance_by_instance(num_classes, b
     batch = token_batch(texts, boundary=boundary)
     data = StubData(batch, num_classes, serve_order=[4, 1, 5, 0, 3, 2])
     with analysis_mode(model):
-        frame = JainWallace(batch_size=2, tests=["correlation"]).measure(
-            model, data, "test", np.arange(len(texts)), ["correlation"]).frame.set_index("index")
+        frame = (
+            JainWallace(batch_size=2, tests=["correlation"])
+            .measure(model, data, "test", np.arange(len(texts)), ["correlation"])
+            .frame.set_index("index")
+        )
     for i, text in enumerate(texts):
         row = frame.loc[i]
         alpha = ref.attention(model, text, boundary)
@@ -279,20 +343,30 @@ def test_the_summary_of_a_hand_made_frame():
     import numpy as np
 
     from attn_study.analysis.callback import Measured
-    from attn_study.analysis.jain_wallace import JainWallace
+    from attn_study.families.jain_wallace.callback import JainWallace
 
-    frame = pd.DataFrame({
-        "prediction": [0, 0, 1, 1],
-        "tau_grad": [0.2, 0.4, float("nan"), 0.8], "p_grad": [0.01, 0.2, float("nan"), 0.05],
-        "tau_loo": [0.1, 0.3, 0.5, 0.7], "p_loo": [0.5, 0.5, 0.04, 0.5],
-        "tau_grad_loo": [0.6, 0.6, 0.9, 0.9], "p_grad_loo": [0.0, 0.0, 0.0, 0.0],
-        "tau_grad_dropped": [None, None, "too_short", None], "tau_loo_dropped": [None] * 4,
-        "tau_grad_loo_dropped": [None] * 4,
-        "perm_median_tvd": [0.01, 0.03, 0.2, 0.4], "adv_emax_jsd": [0.6, 0.2, 0.0, 0.69],
-        "adv_feasible": [3, 1, 0, 5]})
+    frame = pd.DataFrame(
+        {
+            "prediction": [0, 0, 1, 1],
+            "tau_grad": [0.2, 0.4, float("nan"), 0.8],
+            "p_grad": [0.01, 0.2, float("nan"), 0.05],
+            "tau_loo": [0.1, 0.3, 0.5, 0.7],
+            "p_loo": [0.5, 0.5, 0.04, 0.5],
+            "tau_grad_loo": [0.6, 0.6, 0.9, 0.9],
+            "p_grad_loo": [0.0, 0.0, 0.0, 0.0],
+            "tau_grad_dropped": [None, None, "too_short", None],
+            "tau_loo_dropped": [None] * 4,
+            "tau_grad_loo_dropped": [None] * 4,
+            "perm_median_tvd": [0.01, 0.03, 0.2, 0.4],
+            "adv_emax_jsd": [0.6, 0.2, 0.0, 0.69],
+            "adv_feasible": [3, 1, 0, 5],
+        }
+    )
     family = JainWallace(p_threshold=0.05)
-    summary = family.summarise(Measured(frame, {"correlation": 1.5}, {"epsilon": 0.01, "select_epsilon": 0.05}),
-                               ["correlation", "permutation", "adversarial"])
+    summary = family.summarise(
+        Measured(frame, {"correlation": 1.5}, {"epsilon": 0.01, "select_epsilon": 0.05}),
+        ["correlation", "permutation", "adversarial"],
+    )
     assert summary["jw/n_instances"] == 4
     assert (summary["jw/adv/epsilon"], summary["jw/adv/select_epsilon"]) == (0.01, 0.05)
     assert summary["jw/tau_grad/mean"] == pytest.approx(np.mean([0.2, 0.4, 0.8]))
@@ -317,17 +391,23 @@ def test_permutations_and_adversaries_are_each_instances_own():
     import numpy as np
 
     from attn_study.analysis.callback import analysis_mode
-    from attn_study.analysis.jain_wallace import JainWallace
     from attn_study.analysis.seeding import instance_draws
+    from attn_study.families.jain_wallace.callback import JainWallace
     from tests.helpers import StubData
 
     model = tiny_model(num_classes=2, double=True, seed=3)
     texts = [*SEQS, [7, 8, 9, 10, 11]]
-    family = JainWallace(batch_size=2, seed=4, permutations=9, adversaries=3, steps=15,
-                         tests=["permutation", "adversarial"])
+    family = JainWallace(
+        batch_size=2, seed=4, permutations=9, adversaries=3, steps=15, tests=["permutation", "adversarial"]
+    )
     with analysis_mode(model):
-        frame = family.measure(model, StubData(token_batch(texts), serve_order=[2, 4, 0, 3, 1]), "test",
-                               np.arange(len(texts)), ["permutation", "adversarial"]).frame.set_index("index")
+        frame = family.measure(
+            model,
+            StubData(token_batch(texts), serve_order=[2, 4, 0, 3, 1]),
+            "test",
+            np.arange(len(texts)),
+            ["permutation", "adversarial"],
+        ).frame.set_index("index")
         for i, text in enumerate(texts):
             single = token_batch([text])
             enc, alpha, probs = predict(model, single)
@@ -336,8 +416,9 @@ def test_permutations_and_adversaries_are_each_instances_own():
             change = permutation_tvd(model, enc, alpha, probs, draws)
             assert frame.loc[i, "perm_median_tvd"] == pytest.approx(float(change.quantile(0.5)), abs=1e-12)
             noise = instance_draws(index, enc.mask, 4, "adversary_init", (3,), normal=True, dtype=alpha.dtype)
-            _, tvds, jsds = adversarial_attention(model, enc, alpha, probs, k=3, steps=15, lr=family.lr, lam=family.lam,
-                                                  epsilon=0.01, noise=noise)
+            _, tvds, jsds = adversarial_attention(
+                model, enc, alpha, probs, k=3, steps=15, lr=family.lr, lam=family.lam, epsilon=0.01, noise=noise
+            )
             best, _, feasible = epsilon_max_jsd(tvds, jsds, 0.01)
             assert frame.loc[i, "adv_emax_jsd"] == pytest.approx(float(best[0]), abs=1e-9)
             assert frame.loc[i, "adv_feasible"] == int(feasible[0])

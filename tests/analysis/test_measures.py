@@ -266,8 +266,9 @@ def bootstrap_by_hand(values, resamples=1000, seed=0):
 def test_summarise_known_values():
     s = summarise(np.array([1.0, 2.0, np.nan, 4.0]))
     low, high = bootstrap_by_hand([1.0, 2.0, 4.0])
-    assert s == pytest.approx({"mean": 7 / 3, "ci_low": low, "ci_high": high, "std": math.sqrt(14 / 9),
-                               "median": 2.0, "n": 3})
+    assert s == pytest.approx(
+        {"mean": 7 / 3, "ci_low": low, "ci_high": high, "std": math.sqrt(14 / 9), "median": 2.0, "n": 3}
+    )
     # three values: every resample's mean is one of the 10 multisets' means, from 1 to 4
     assert 1.0 <= low < 7 / 3 < high <= 4.0 and low in {1.0, 4 / 3, 5 / 3, 2.0} and high in {3.0, 10 / 3, 4.0}
     assert all(type(v) is float for k, v in s.items() if k != "n") and type(s["n"]) is int

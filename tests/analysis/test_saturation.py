@@ -13,16 +13,17 @@ import torch
 
 from attn_study.analysis.callback import analysis_mode
 from attn_study.analysis.erasure import decision_gradient
-from attn_study.analysis.faithfulness import Faithfulness, input_x_gradient
 from attn_study.analysis.importance import (
     gradient_importance,
     gradient_norm_importance,
     hidden_gradient_importance,
+    input_x_gradient,
     predict,
 )
-from attn_study.analysis.jain_wallace import JainWallace
-from attn_study.analysis.serrano_smith import SerranoSmith
-from attn_study.analysis.sparsity import Sparsity
+from attn_study.families.faithfulness.callback import Faithfulness
+from attn_study.families.jain_wallace.callback import JainWallace
+from attn_study.families.serrano_smith.callback import SerranoSmith
+from attn_study.families.sparsity.callback import Sparsity
 from attn_study.models import encoders, outputs
 from tests.helpers import StubData, tiny_model, token_batch
 
@@ -136,7 +137,7 @@ def test_probabilities_keep_their_gradient_in_float32():
             (g64,) = torch.autograd.grad(ref[:, c].sum(), x64)
             torch.testing.assert_close(g.double(), g64, rtol=1e-5, atol=1e-30)
         odds = outputs.log_odds(logits)
-        p = (torch.sigmoid(logits.double()) if logits.shape[1] == 1 else torch.softmax(logits.double(), -1))
+        p = torch.sigmoid(logits.double()) if logits.shape[1] == 1 else torch.softmax(logits.double(), -1)
         p = torch.cat([1 - p, p], -1) if logits.shape[1] == 1 else p
         top = p.max(-1).values
         torch.testing.assert_close(odds.double(), torch.log(top) - torch.log1p(-top), rtol=1e-5, atol=1e-5)

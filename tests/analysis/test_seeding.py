@@ -9,17 +9,24 @@ import numpy as np
 import pytest
 import torch
 
-from attn_study.analysis.adversarial import adversary_objective
 from attn_study.analysis.callback import analysis_mode
-from attn_study.analysis.jain_wallace import JainWallace
 from attn_study.analysis.measures import jsd
 from attn_study.analysis.seeding import instance_draws
-from attn_study.analysis.serrano_smith import SerranoSmith
+from attn_study.families.jain_wallace.adversarial import adversary_objective
+from attn_study.families.jain_wallace.callback import JainWallace
+from attn_study.families.serrano_smith.callback import SerranoSmith
 from attn_study.models import encoders, projection
 from tests.helpers import StubData, tiny_model, token_batch
 
-SEQS = [[5, 6, 7, 8, 9, 10, 11, 12, 13], [12, 13, 14], [15], [16, 17, 18, 19, 20, 2, 3], [4, 9], [7, 7, 8, 3],
-        [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]]
+SEQS = [
+    [5, 6, 7, 8, 9, 10, 11, 12, 13],
+    [12, 13, 14],
+    [15],
+    [16, 17, 18, 19, 20, 2, 3],
+    [4, 9],
+    [7, 7, 8, 3],
+    [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14],
+]
 
 
 def test_draws_depend_on_the_instance_alone():
@@ -30,8 +37,9 @@ def test_draws_depend_on_the_instance_alone():
     # instance 3 alone, in a batch of its own width: the same numbers
     alone = token_batch([SEQS[3]])
     alone["index"] = torch.tensor([3])
-    torch.testing.assert_close(instance_draws(alone["index"], alone["mask"], 3, "permutation", (4,))[0],
-                               whole[3, :, :7], rtol=0, atol=0)
+    torch.testing.assert_close(
+        instance_draws(alone["index"], alone["mask"], 3, "permutation", (4,))[0], whole[3, :, :7], rtol=0, atol=0
+    )
     # another seed, another stream: other numbers; normal draws are normal-looking
     assert not torch.equal(instance_draws(batch["index"], batch["mask"], 4, "permutation", (4,)), whole)
     assert not torch.equal(instance_draws(batch["index"], batch["mask"], 3, "adversary_init", (4,)), whole)
@@ -49,8 +57,10 @@ FAMILIES = {
 @pytest.mark.parametrize("family", list(FAMILIES))
 @pytest.mark.parametrize("encoder", ["lstm", "average"])
 def test_statistics_do_not_depend_on_the_batch_size(family, encoder):
-    enc = {"lstm": partial(encoders.RNNEncoder, hidden_size=4),
-           "average": partial(encoders.AverageEncoder, hidden_size=5)}[encoder]
+    enc = {
+        "lstm": partial(encoders.RNNEncoder, hidden_size=4),
+        "average": partial(encoders.AverageEncoder, hidden_size=5),
+    }[encoder]
     model = tiny_model(enc, proj=projection.Softmax, num_classes=3, double=True)
     batch = token_batch(SEQS, [0, 1, 2, 0, 1, 2, 0])
     data = StubData(batch, 3)
@@ -63,8 +73,9 @@ def test_statistics_do_not_depend_on_the_batch_size(family, encoder):
     numeric = [c for c in frames[0].columns if frames[0][c].dtype.kind in "fiu"]
     assert len(numeric) > 5
     for other in frames[1:]:
-        np.testing.assert_allclose(other[numeric].to_numpy(float), frames[0][numeric].to_numpy(float),
-                                   atol=1e-9, rtol=0)
+        np.testing.assert_allclose(
+            other[numeric].to_numpy(float), frames[0][numeric].to_numpy(float), atol=1e-9, rtol=0
+        )
 
 
 @pytest.mark.parametrize("diversity", ["pairs", "k_squared"])
@@ -89,8 +100,10 @@ def test_the_adversary_gradient_in_closed_form_equals_autograd(diversity):
         return jsd(adv, alpha[:, None, :]).sum(-1) + spread - (500.0 / k) * torch.relu(change - 0.01).sum(-1)
 
     values, grads = [], []
-    for objective in (by_autograd, lambda adv: adversary_objective(adv, alpha, change, 500.0, 0.01,
-                                                                   diversity=diversity)):
+    for objective in (
+        by_autograd,
+        lambda adv: adversary_objective(adv, alpha, change, 500.0, 0.01, diversity=diversity),
+    ):
         adv = torch.softmax(theta.masked_fill(~mask, -torch.inf), dim=-1)
         value = objective(adv)
         values.append(value.detach())

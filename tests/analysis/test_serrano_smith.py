@@ -23,8 +23,8 @@ from attn_study.analysis.erasure import (
     zero_vector_logits,
 )
 from attn_study.analysis.importance import predict
-from attn_study.analysis.serrano_smith import SerranoSmith
-from attn_study.keys import RANKINGS
+from attn_study.families.serrano_smith.callback import SerranoSmith
+from attn_study.families.serrano_smith.keys import RANKINGS
 from attn_study.models import attention, encoders, projection
 from attn_study.models.classifier import AttentionClassifier
 from attn_study.run import run as run_job
@@ -39,6 +39,7 @@ def uniform(mask: torch.Tensor, seed: int) -> torch.Tensor:
     """Uniform draws (B, T) as the random ranking and the random item use them."""
     return torch.rand(mask.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.double)
 
+
 def test_erasure_renormalises_by_hand_and_erasing_everything_pools_zero():
     model = tiny_model(double=True, num_classes=3)
     with torch.no_grad():
@@ -47,11 +48,11 @@ def test_erasure_renormalises_by_hand_and_erasing_everything_pools_zero():
     enc, alpha, probs = predict(model, batch)
     a = alpha[0]
     removed = torch.zeros(2, 3, 3, dtype=torch.bool)
-    removed[0, 0, 1] = True            # erase item 1
-    removed[0, 1, [0, 1]] = True       # erase items 0 and 1
-    removed[0, 2, :] = True            # erase everything
+    removed[0, 0, 1] = True  # erase item 1
+    removed[0, 1, [0, 1]] = True  # erase items 0 and 1
+    removed[0, 2, :] = True  # erase everything
     removed[1, 0, 0] = True
-    removed[1, 1, [0, 1]] = True       # everything (instance 1 has 2 items)
+    removed[1, 1, [0, 1]] = True  # everything (instance 1 has 2 items)
     erased, empty = renormalise_erased(alpha, removed)
     expected = torch.stack([a[0] / (a[0] + a[2]), torch.zeros(()), a[2] / (a[0] + a[2])])
     torch.testing.assert_close(erased[0, 0], expected)
@@ -92,8 +93,14 @@ BIAS = -0.1
 
 
 def hand_model():
-    model = AttentionClassifier(vocab_size=7, num_classes=2, encoder=encoders.NoEncoder,
-                                scorer=attention.AdditiveScorer, projection=projection.Softmax(), embedding_dim=2)
+    model = AttentionClassifier(
+        vocab_size=7,
+        num_classes=2,
+        encoder=encoders.NoEncoder,
+        scorer=attention.AdditiveScorer,
+        projection=projection.Softmax(),
+        embedding_dim=2,
+    )
     with torch.no_grad():
         model.embedding.weight.zero_()
         for i, e in TOKENS.items():
@@ -143,12 +150,15 @@ def test_decision_flips_match_brute_force_on_a_linear_noenc_model():
         removed, flipped, mass = first_flips(model, enc, alpha, order, pred, steps_per_call=2)
         for b, ids in enumerate(seqs):
             sent = [TOKENS[i][0] for i in ids]
-            a = alpha[b, :len(ids)].tolist()
+            a = alpha[b, : len(ids)].tolist()
             sign = 1.0 if pred[b] == 1 else -1.0  # ∂d/∂α_t = ±σ'(z)·s_t
-            by_hand = {"attention": hand_order(a), "gradient": hand_order([sign * s for s in sent]),
-                       "grad_attention": hand_order([sign * s * x for s, x in zip(sent, a)]),
-                       "random": order[b, :len(ids)].tolist()}[name]
-            assert order[b, :len(ids)].tolist() == by_hand, (name, ids)
+            by_hand = {
+                "attention": hand_order(a),
+                "gradient": hand_order([sign * s for s in sent]),
+                "grad_attention": hand_order([sign * s * x for s, x in zip(sent, a)]),
+                "random": order[b, : len(ids)].tolist(),
+            }[name]
+            assert order[b, : len(ids)].tolist() == by_hand, (name, ids)
             k, m = brute_force_flip(ids, by_hand)
             assert removed[b].item() == k and flipped[b].item() == (k > 0), (name, ids)
             assert mass[b].item() == pytest.approx(m, abs=1e-9)
@@ -167,6 +177,7 @@ def test_decision_flips_match_brute_force_on_a_linear_noenc_model():
 # ------------------------------------------------------------------------------------------------
 # gradient and rankings
 # ------------------------------------------------------------------------------------------------
+
 
 def test_decision_gradient_matches_finite_differences():
     model = tiny_model(double=True, num_classes=4, seed=3)
@@ -222,6 +233,7 @@ def test_rankings_never_select_padding_and_random_is_reproducible():
 # batched multi-weight test against a per-instance Python reference
 # ------------------------------------------------------------------------------------------------
 
+
 def reference_first_flip(model, enc, alpha, order, b, pred):
     """(removed, mass) for instance b: a Python loop over prefixes, one decode_pooled per prefix."""
     items = [t for t in order[b].tolist() if enc.mask[b, t]]
@@ -268,22 +280,31 @@ def test_batched_first_flips_equal_a_per_instance_reference(steps_per_call):
 
 def test_summary_tables_and_paired_comparison_from_a_frame():
     nan = float("nan")
-    frame = pd.DataFrame({
-        "length": [1, 3, 4, 5, 6, 7],
-        "delta_js": [nan, 0.2, -0.1, 0.3, 0.0, 0.1],
-        "flip_top": [nan, 1, 1, 0, 0, 1], "flip_random": [nan, 1, 0, 1, 0, 0],
-        "flip_top_grad": [nan, 0, 0, 0, 0, 0], "flip_random_grad": [nan, 0, 0, 0, 0, 1],
-        "flip_top_grad_attention": [nan, 1, 1, 1, 1, 1], "flip_random_grad_attention": [nan, 0, 0, 0, 0, 0],
-        "attention_removed": [nan, 2, 3, nan, 1, 4], "gradient_removed": [nan, 1, 3, 2, 2, nan],
-        "grad_attention_removed": [nan, 1, 1, 1, nan, nan],
-    })
+    frame = pd.DataFrame(
+        {
+            "length": [1, 3, 4, 5, 6, 7],
+            "delta_js": [nan, 0.2, -0.1, 0.3, 0.0, 0.1],
+            "flip_top": [nan, 1, 1, 0, 0, 1],
+            "flip_random": [nan, 1, 0, 1, 0, 0],
+            "flip_top_grad": [nan, 0, 0, 0, 0, 0],
+            "flip_random_grad": [nan, 0, 0, 0, 0, 1],
+            "flip_top_grad_attention": [nan, 1, 1, 1, 1, 1],
+            "flip_random_grad_attention": [nan, 0, 0, 0, 0, 0],
+            "attention_removed": [nan, 2, 3, nan, 1, 4],
+            "gradient_removed": [nan, 1, 3, 2, 2, nan],
+            "grad_attention_removed": [nan, 1, 1, 1, nan, nan],
+        }
+    )
     for r in ("attention", "gradient", "grad_attention"):
         frame[f"{r}_frac"] = frame[f"{r}_removed"] / frame["length"]
         frame[f"{r}_mass"] = frame[f"{r}_frac"]
     s = SerranoSmith(rankings=["attention", "gradient", "grad_attention"]).summarise(
-        Measured(frame, {"single": 1.0}), ["single", "multi"])
+        Measured(frame, {"single": 1.0}), ["single", "multi"]
+    )
     assert s["ss/single/excluded"] == 1 and s["ss/n_instances"] == 6
-    assert [s[f"ss/single/flip_table/{c}"] for c in ("yes_yes", "yes_no", "no_yes", "no_no")] == pytest.approx([20, 40, 20, 20])
+    assert [s[f"ss/single/flip_table/{c}"] for c in ("yes_yes", "yes_no", "no_yes", "no_no")] == pytest.approx(
+        [20, 40, 20, 20]
+    )
     assert s["ss/single_grad/flip_table/no_yes"] == pytest.approx(20)
     assert s["ss/single_grad_attention/flip_table/yes_no"] == pytest.approx(100)
     assert s["ss/single/neg_delta_js_frac"] == pytest.approx(0.2)
@@ -291,7 +312,9 @@ def test_summary_tables_and_paired_comparison_from_a_frame():
     assert s["ss/multi/grad_faster_than_attn"] == pytest.approx(1 / 3)
     assert s["ss/multi/attn_faster_than_grad"] == pytest.approx(1 / 3)
     assert s["ss/multi/grad_vs_attn_ratio"] == 1.0
-    assert s["ss/multi/grad_attention_faster_than_attn"] == 1.0 and s["ss/multi/grad_attention_vs_attn_ratio"] == math.inf
+    assert (
+        s["ss/multi/grad_attention_faster_than_attn"] == 1.0 and s["ss/multi/grad_attention_vs_attn_ratio"] == math.inf
+    )
     assert s["ss/multi/attention/never_flip_frac"] == pytest.approx(0.2)
     assert s["ss/multi/gradient/frac_removed/median"] == pytest.approx(np.median([1 / 3, 3 / 4, 2 / 5, 2 / 6]))
     assert s["ss/seconds/single"] == 1.0
@@ -301,29 +324,65 @@ def test_summary_tables_and_paired_comparison_from_a_frame():
 # end to end
 # ------------------------------------------------------------------------------------------------
 
+
 def test_serrano_smith_after_training(make_cfg, tmp_path):
-    cfg = make_cfg(*TINY, "logger=csv", "encoder=gru", "encoder.hidden_size=8", "analysis=[serrano_smith]",
-                   "analysis.serrano_smith.max_instances=24", "analysis.serrano_smith.batch_size=10",
-                   "analysis.serrano_smith.perturbations_per_eval=6")
+    cfg = make_cfg(
+        *TINY,
+        "logger=csv",
+        "encoder=gru",
+        "encoder.hidden_size=8",
+        "analysis=[serrano_smith]",
+        "analysis.serrano_smith.max_instances=24",
+        "analysis.serrano_smith.batch_size=10",
+        "analysis.serrano_smith.perturbations_per_eval=6",
+    )
     run = tmp_path / "run"
     summary = run_job(cfg, run)
     folder = run / "analysis" / "serrano_smith"
-    for name in ("instances.parquet", "summary.json", "fig3_delta_js_vs_delta_alpha.png", "fig4_negative_delta_js.png",
-                 "fig5_frac_removed.png", "fig11_mass_removed.png"):
+    for name in (
+        "instances.parquet",
+        "summary.json",
+        "fig3_delta_js_vs_delta_alpha.png",
+        "fig4_negative_delta_js.png",
+        "fig5_frac_removed.png",
+        "fig11_mass_removed.png",
+    ):
         assert (folder / name).is_file(), name
     frame = pd.read_parquet(folder / "instances.parquet")
     assert len(frame) == 24 and frame["uid"].is_unique
-    columns = ["index", "uid", "length", "label", "prediction", "max_attention", "delta_js", "delta_alpha",
-               "flip_top", "flip_random"] + [f"{r}_{w}" for r in RANKINGS for w in ("removed", "frac", "mass")]
+    columns = [
+        "index",
+        "uid",
+        "length",
+        "label",
+        "prediction",
+        "max_attention",
+        "delta_js",
+        "delta_alpha",
+        "flip_top",
+        "flip_random",
+    ] + [f"{r}_{w}" for r in RANKINGS for w in ("removed", "frac", "mass")]
     assert all(c in frame for c in columns)
-    keys = [f"ss/{t}/flip_table/{c}" for t in ("single", "single_grad", "single_grad_attention")
-            for c in ("yes_yes", "yes_no", "no_yes", "no_no")]
-    keys += ["ss/single/neg_delta_js_frac", "ss/single/excluded", "ss/n_instances", "ss/seconds/single",
-             "ss/seconds/multi", "ss/multi/grad_faster_than_attn", "ss/multi/attn_faster_than_grad",
-             "ss/multi/grad_vs_attn_ratio", "ss/multi/grad_attention_faster_than_attn",
-             "ss/multi/attn_faster_than_grad_attention"]
-    keys += [f"ss/multi/{r}/{w}/{s}" for r in RANKINGS for w in ("frac_removed", "mass_removed")
-             for s in ("median", "mean")] + [f"ss/multi/{r}/never_flip_frac" for r in RANKINGS]
+    keys = [
+        f"ss/{t}/flip_table/{c}"
+        for t in ("single", "single_grad", "single_grad_attention")
+        for c in ("yes_yes", "yes_no", "no_yes", "no_no")
+    ]
+    keys += [
+        "ss/single/neg_delta_js_frac",
+        "ss/single/excluded",
+        "ss/n_instances",
+        "ss/seconds/single",
+        "ss/seconds/multi",
+        "ss/multi/grad_faster_than_attn",
+        "ss/multi/attn_faster_than_grad",
+        "ss/multi/grad_vs_attn_ratio",
+        "ss/multi/grad_attention_faster_than_attn",
+        "ss/multi/attn_faster_than_grad_attention",
+    ]
+    keys += [
+        f"ss/multi/{r}/{w}/{s}" for r in RANKINGS for w in ("frac_removed", "mass_removed") for s in ("median", "mean")
+    ] + [f"ss/multi/{r}/never_flip_frac" for r in RANKINGS]
     on_disk = json.loads((run / "summary.json").read_text())
     for key in keys:
         assert key in summary and key in on_disk, key

@@ -17,13 +17,13 @@ from scipy import stats
 
 from attn_study.analysis.callback import analysis_mode
 from attn_study.analysis.importance import predict
-from attn_study.analysis.shortcuts import Shortcuts, choice_accuracy, neutral_predictions
 from attn_study.data.datamodule import TextDataModule
 from attn_study.data.example import RawExample
 from attn_study.data.markers import Injection
 from attn_study.data.processed import Preprocessing, build
 from attn_study.data.synthetic import SyntheticSource
 from attn_study.errors import DataError, UserError
+from attn_study.families.shortcuts.callback import Shortcuts, choice_accuracy, neutral_predictions
 from attn_study.models import attention, encoders
 from attn_study.models.mitigation import shortcut_weights
 from attn_study.models.module import AttentionModule
@@ -39,6 +39,7 @@ INJECT = {"count": 2, "tokens": ["<m1>", "<m2>"], "positions": "random", "seed":
 # injected markers
 # ------------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def injected():
     source = SyntheticSource(n_train=1500, n_dev=200, n_test=600, seed=5)
@@ -50,7 +51,8 @@ def test_markers_are_in_every_instance_and_the_rationales_move_with_their_tokens
     for split in ("train", "dev", "test"):
         with_markers, without = data.splits[split], plain.splits[split]
         for ids, old_ids, markers, rationale, old_rationale in zip(
-                with_markers.ids, without.ids, with_markers.markers, with_markers.rationales, without.rationales):
+            with_markers.ids, without.ids, with_markers.markers, with_markers.rationales, without.rationales
+        ):
             tokens = data.vocab.decode(ids.tolist())
             assert len(ids) == len(old_ids) + 2 and len(markers) == 2
             assert all(tokens[p] in ("<m1>", "<m2>") for p in markers)
@@ -109,6 +111,7 @@ def test_the_markers_of_an_instance_are_distinct(injected):
 # the selector–predictor
 # ------------------------------------------------------------------------------------------------
 
+
 def test_hard_top_k_selects_exactly_k_real_tokens_never_padding():
     torch.manual_seed(0)
     batch = token_batch([[3] * 9, [4] * 3, [5], [6] * 6])
@@ -128,8 +131,10 @@ def test_hard_top_k_selects_exactly_k_real_tokens_never_padding():
 
 def test_random_attention_is_drawn_from_the_mask_alone():
     a, b = token_batch([[3, 4, 5, 6, 7], [8, 9]]), token_batch([[10, 11, 12, 13, 14], [15, 16]])
-    for model in (tiny_model(), SelectorPredictor(20, 2, encoders.NoEncoder, attention.AdditiveScorer, k=2,
-                                                  embedding_dim=4)):
+    for model in (
+        tiny_model(),
+        SelectorPredictor(20, 2, encoders.NoEncoder, attention.AdditiveScorer, k=2, embedding_dim=4),
+    ):
         first = model.random_attention(a["mask"], torch.Generator().manual_seed(1))
         other = model.random_attention(b["mask"], torch.Generator().manual_seed(1))
         torch.testing.assert_close(first, other)  # other content, same lengths: the same draw
@@ -168,13 +173,21 @@ def train_xor(schedule: str, seed: int = 1):
     L.seed_everything(seed, verbose=False)
     data = TextDataModule(XorSource(seed), batch_size=32)
     data.setup()
-    model = SelectorPredictor(len(data.vocab), 2, partial(encoders.RNNEncoder, hidden_size=16), attention.AdditiveScorer,
-                              k=1, temperature=0.5, embedding_dim=16)
+    model = SelectorPredictor(
+        len(data.vocab),
+        2,
+        partial(encoders.RNNEncoder, hidden_size=16),
+        attention.AdditiveScorer,
+        k=1,
+        temperature=0.5,
+        embedding_dim=16,
+    )
     model.embedding.weight.data.fill_(1.0)
     model.embedding.weight.requires_grad_(False)
     module = AttentionModule(model, lr=1e-2, schedule=schedule, pretrain_epochs=4)
-    L.Trainer(max_epochs=8, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-              enable_model_summary=False).fit(module, datamodule=data)
+    L.Trainer(
+        max_epochs=8, logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False
+    ).fit(module, datamodule=data)
     analysis = Shortcuts(top_k=1)
     with analysis_mode(model):
         measured = analysis.measure(model, data, "test", np.arange(200), ["mask_only"])
@@ -197,13 +210,21 @@ def test_phase_two_trains_only_the_attention():
     L.seed_everything(0, verbose=False)
     data = TextDataModule(XorSource(0), batch_size=32)
     data.setup()
-    for model in (tiny_model(vocab=len(data.vocab)).requires_grad_(True).train(),
-                  SelectorPredictor(len(data.vocab), 2, encoders.NoEncoder, attention.AdditiveScorer, k=2,
-                                    embedding_dim=6)):
+    for model in (
+        tiny_model(vocab=len(data.vocab)).requires_grad_(True).train(),
+        SelectorPredictor(len(data.vocab), 2, encoders.NoEncoder, attention.AdditiveScorer, k=2, embedding_dim=6),
+    ):
         module = AttentionModule(model, schedule="random_attention_pretraining", pretrain_epochs=1, lr=0.05)
         snapshot = Snapshot()
-        L.Trainer(max_epochs=2, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                  limit_val_batches=0, enable_model_summary=False, callbacks=[snapshot]).fit(module, datamodule=data)
+        L.Trainer(
+            max_epochs=2,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            limit_val_batches=0,
+            enable_model_summary=False,
+            callbacks=[snapshot],
+        ).fit(module, datamodule=data)
         attention_ids = {id(p) for p in model.attention_parameters()}
         for name, p in model.named_parameters():
             changed = not torch.equal(snapshot.before[name], p.detach())
@@ -266,19 +287,21 @@ def test_mask_only_and_selected_only_by_hand():
 # end to end
 # ------------------------------------------------------------------------------------------------
 
+
 def small(*overrides):
-    return compose_config(*TINY, "encoder.hidden_size=8", "trainer.max_epochs=2", "trainer.limit_train_batches=1.0",
-                          *overrides)
+    return compose_config(
+        *TINY, "encoder.hidden_size=8", "trainer.max_epochs=2", "trainer.limit_train_batches=1.0", *overrides
+    )
 
 
 def test_shortcut_measures_on_injected_data(tmp_path):
     """End to end on the synthetic task with markers: the summary's marker numbers are those recomputed from the
     trained model itself, instance by instance (the markers' attention mass; whether one of the top 5 tokens is
     a marker; the accuracy)."""
-    from attn_study import saved
+    from attn_study import assemble
 
     summary = run_job(small("dataset=synthetic_markers", "analysis=[shortcuts]", "logger=none"), tmp_path / "r")
-    trained = saved.load(tmp_path / "r")
+    trained = assemble.load(tmp_path / "r")
     split = trained.datamodule.split("test")
     mass, selected, correct = [], [], []
     frame = pd.read_parquet(tmp_path / "r" / "analysis" / "shortcuts" / "instances.parquet").set_index("index")
@@ -300,13 +323,15 @@ def test_shortcut_measures_on_injected_data(tmp_path):
 def test_an_explainer_reproduces_its_black_box_and_is_scored_post_hoc(tmp_path):
     """The explainer's post-hoc accuracy is recomputed by hand: the black box on each test text's selected
     tokens alone (in order) against the black box on the whole text."""
-    from attn_study import saved
+    from attn_study import assemble
 
     black_box = tmp_path / "black_box"
     run_job(small("logger=none"), black_box)
-    summary = run_job(small("model=selector", f"explainer.target={black_box}", "analysis=[shortcuts]",
-                            "logger=csv"), tmp_path / "explainer")
-    explainer, box = saved.load(tmp_path / "explainer"), saved.load(black_box)
+    summary = run_job(
+        small("model=selector", f"explainer.target={black_box}", "analysis=[shortcuts]", "logger=csv"),
+        tmp_path / "explainer",
+    )
+    explainer, box = assemble.load(tmp_path / "explainer"), assemble.load(black_box)
     split = explainer.datamodule.split("test")
     agree = []
     for i in range(len(split)):
@@ -320,14 +345,19 @@ def test_an_explainer_reproduces_its_black_box_and_is_scored_post_hoc(tmp_path):
     metrics = pd.read_csv(tmp_path / "explainer" / "csv" / "metrics.csv")
     assert metrics["val/fidelity"].notna().any()
     with pytest.raises(UserError, match=f"explainer.target={black_box}.*differ"):
-        run_job(small("model=selector", f"explainer.target={black_box}", "seed=99", "logger=none"),
-                tmp_path / "other")
+        run_job(small("model=selector", f"explainer.target={black_box}", "seed=99", "logger=none"), tmp_path / "other")
 
 
 def test_smoke_bai_sweep_then_report(tmp_path):
     sweep = tmp_path / "smoke_bai"
-    run = subprocess.run([sys.executable, "-m", "attn_study.cli", "-m", "sweep=smoke_bai", f"hydra.sweep.dir={sweep}",
-                          "logger=csv"], capture_output=True, text=True, cwd=REPO, env=cli_env(), timeout=900)
+    run = subprocess.run(
+        [sys.executable, "-m", "attn_study.cli", "-m", "sweep=smoke_bai", f"hydra.sweep.dir={sweep}", "logger=csv"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=cli_env(),
+        timeout=900,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     assert "6 jobs: 6 ran" in run.stdout
     out = build_report(sweep)
@@ -353,8 +383,13 @@ def hand_model():
 def test_a_selectors_mask_only_prediction_keeps_its_selection_and_blanks_the_content():
     """For a selector the mask-only input is its predictor on <unk> everywhere with the selector's own choice of
     positions (from the real text); selected-only is its ordinary prediction."""
-    model = SelectorPredictor(30, 2, partial(encoders.RNNEncoder, hidden_size=3), attention.AdditiveScorer, k=2,
-                              embedding_dim=4).double().eval()
+    model = (
+        SelectorPredictor(
+            30, 2, partial(encoders.RNNEncoder, hidden_size=3), attention.AdditiveScorer, k=2, embedding_dim=4
+        )
+        .double()
+        .eval()
+    )
     batch = token_batch([[5, 6, 7, 8, 9], [10, 11, 12]])
     enc, alpha, probs = predict(model, batch)
     selection = (alpha > 0).double()
@@ -379,13 +414,20 @@ def test_the_family_measures_what_its_definitions_say(tmp_path):
     black_box = tiny_model(encoders.NoEncoder, num_classes=2, double=True, seed=1, vocab=30)
     texts = [[5, 6, 7, 8, 9, 10], [12, 13, 14], [20, 21, 22, 23], [24, 25, 26, 27, 28], [9, 8, 7, 6]]
     labels, truths = [0, 1, 1, 0, 1], [(0, 1), (2,), (1, 2, 3), (4,), (0, 3)]
-    batch = collate([{"index": i, "ids": t, "label": y, "rationale": r}
-                     for i, (t, y, r) in enumerate(zip(texts, labels, truths))], num_classes=2)
+    batch = collate(
+        [{"index": i, "ids": t, "label": y, "rationale": r} for i, (t, y, r) in enumerate(zip(texts, labels, truths))],
+        num_classes=2,
+    )
     analysis = Shortcuts(top_k=2, target="black_box", batch_size=2)
     analysis._black_box = SimpleNamespace(model=black_box)
     with analysis_mode(model):
-        measured = analysis.measure(model, StubData(batch, 2, serve_order=[2, 4, 0, 3, 1]), "test", np.arange(5),
-                                    ["mask_only", "selected_only", "rationale", "posthoc"])
+        measured = analysis.measure(
+            model,
+            StubData(batch, 2, serve_order=[2, 4, 0, 3, 1]),
+            "test",
+            np.arange(5),
+            ["mask_only", "selected_only", "rationale", "posthoc"],
+        )
     frame = measured.frame.set_index("index")
     summary = analysis.summarise(measured, ["mask_only", "selected_only", "rationale", "posthoc"])
     assert (frame["mask_only_prediction"] == 0).all()

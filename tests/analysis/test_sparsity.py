@@ -21,7 +21,7 @@ from attn_study.analysis.importance import (
     predict,
 )
 from attn_study.analysis.measures import entropy
-from attn_study.analysis.sparsity import Sparsity
+from attn_study.families.sparsity.callback import Sparsity
 from attn_study.models import encoders, projection
 from attn_study.run import run as run_job
 from tests import reference as ref
@@ -109,7 +109,7 @@ def test_hidden_gradient_importance_matches_per_instance_autograd():
         probs = model.probabilities(model.decode(enc, model.attend(enc)))
         (grad,) = torch.autograd.grad(probs[0].max(), leaf)
         top = probs[0].max().detach()  # through the log-odds: ∇ŷ_c / (ŷ_c (1 − ŷ_c))
-        torch.testing.assert_close(got[r, :len(seq)] * top * (1 - top), grad[0].norm(dim=-1))
+        torch.testing.assert_close(got[r, : len(seq)] * top * (1 - top), grad[0].norm(dim=-1))
     assert torch.all(got[~batch["mask"]] == 0)
 
 
@@ -122,10 +122,10 @@ def test_erasing_each_state_equals_erase_and_decode_by_hand(proj):
     for r, seq in enumerate(SEQS):
         c = int(probs[r].argmax())
         for i in range(len(seq)):
-            a = alpha[r, :len(seq)].clone()
+            a = alpha[r, : len(seq)].clone()
             a[i] = 0.0
             if a.sum() > 0:
-                context = (a / a.sum()) @ enc.hidden[r, :len(seq)]
+                context = (a / a.sum()) @ enc.hidden[r, : len(seq)]
             else:  # nothing left: the zero vector
                 context = torch.zeros(enc.hidden.shape[-1], dtype=torch.double)
             q = model.probabilities(model.decode_pooled(context[None]))[0]
@@ -144,7 +144,7 @@ def test_predicted_class_leave_one_out_equals_brute_force_deletion():
             continue
         c = int(probs[r].argmax())
         for i in range(len(seq)):
-            deleted = model.probabilities(model(token_batch([seq[:i] + seq[i + 1:]]))[0])[0]
+            deleted = model.probabilities(model(token_batch([seq[:i] + seq[i + 1 :]]))[0])[0]
             assert got[r, i].item() == pytest.approx(abs(deleted[c] - probs[r, c]).item(), abs=1e-12)
 
 
@@ -154,8 +154,10 @@ def test_sparsegen_support_never_grows_with_lambda_and_lambda_zero_is_sparsemax(
     mask = torch.rand(50, 12) > 0.2
     mask[:, 0] = True
     torch.testing.assert_close(projection.SparsegenLin(lam=0.0)(scores, mask), projection.Sparsemax()(scores, mask))
-    supports = [(projection.SparsegenLin(lam=lam)(scores, mask) > 0).sum(-1)
-                for lam in (-8.0, -2.0, -1.0, -0.5, 0.0, 0.25, 0.5, 0.75, 0.9)]
+    supports = [
+        (projection.SparsegenLin(lam=lam)(scores, mask) > 0).sum(-1)
+        for lam in (-8.0, -2.0, -1.0, -0.5, 0.0, 0.25, 0.5, 0.75, 0.9)
+    ]
     for denser, sparser in zip(supports, supports[1:]):
         assert torch.all(sparser <= denser)
     assert supports[0].sum() > supports[-1].sum()  # the grid spans a real change
@@ -171,8 +173,9 @@ def measure(model, seqs, tests=Sparsity.TESTS):
     for k in ("ids", "mask"):
         batch[k] = torch.cat([batch[k], torch.zeros(len(seqs), extra, dtype=batch[k].dtype)], 1)
     with analysis_mode(model):
-        return Sparsity(batch_size=len(seqs)).measure(model, StubData(batch, model.num_classes), "test",
-                                                      np.arange(len(seqs)), list(tests))
+        return Sparsity(batch_size=len(seqs)).measure(
+            model, StubData(batch, model.num_classes), "test", np.arange(len(seqs)), list(tests)
+        )
 
 
 def test_padding_never_enters_any_statistic():
@@ -195,11 +198,21 @@ def test_padding_never_enters_any_statistic():
 def trained(tmp_path_factory):
     """Tiny trained models: noenc and BiLSTM with softmax, BiLSTM with sparsemax."""
     out = {}
-    for name, overrides in {"noenc": ["encoder=noenc"], "lstm": ["encoder=lstm", "encoder.hidden_size=8"],
-                            "sparsemax": ["encoder=lstm", "encoder.hidden_size=8", "projection=sparsemax"]}.items():
+    for name, overrides in {
+        "noenc": ["encoder=noenc"],
+        "lstm": ["encoder=lstm", "encoder.hidden_size=8"],
+        "sparsemax": ["encoder=lstm", "encoder.hidden_size=8", "projection=sparsemax"],
+    }.items():
         run = tmp_path_factory.mktemp(name) / "run"
-        cfg = compose_config(*TINY, *overrides, "analysis=[sparsity]", "analysis.sparsity.max_instances=20",
-                             "trainer.max_epochs=2", "trainer.limit_train_batches=1.0", "logger=csv")
+        cfg = compose_config(
+            *TINY,
+            *overrides,
+            "analysis=[sparsity]",
+            "analysis.sparsity.max_instances=20",
+            "trainer.max_epochs=2",
+            "trainer.limit_train_batches=1.0",
+            "logger=csv",
+        )
         out[name] = (run, run_job(cfg, run))
     return out
 
@@ -228,10 +241,13 @@ def test_every_column_equals_its_definition_instance_by_instance(name, boundary)
         row = frame.loc[i]
         alpha = ref.attention(model, text, boundary)
         zeros += int((alpha == 0).sum())
-        importances = {"attention": alpha, "g_input": ref.gradient_norm(model, text, boundary),
-                       "loo_input": ref.leave_one_out(model, text, boundary, predicted_class=True),
-                       "g_intermediate": ref.hidden_gradient(model, text, boundary),
-                       "loo_intermediate": ref.erase_each(model, text, boundary)}
+        importances = {
+            "attention": alpha,
+            "g_input": ref.gradient_norm(model, text, boundary),
+            "loo_input": ref.leave_one_out(model, text, boundary, predicted_class=True),
+            "g_intermediate": ref.hidden_gradient(model, text, boundary),
+            "loo_intermediate": ref.erase_each(model, text, boundary),
+        }
         assert row["length"] == len(text) and row["support"] == int((alpha > 0).sum())
         for stat, values in importances.items():
             expected = ref.normalised_entropy(values)
@@ -245,8 +261,9 @@ def test_every_column_equals_its_definition_instance_by_instance(name, boundary)
         inner = slice(1, len(text) + 1) if boundary else slice(0, len(text))
         grid = grid[inner, inner]
         per_p = [ref.normalised_entropy(grid[p]) for p in range(len(text))]
-        assert row["entropy_g_hidden"] == pytest.approx(np.mean(per_p) if len(text) > 1 else np.nan, abs=1e-7,
-                                                        nan_ok=True), i
+        assert row["entropy_g_hidden"] == pytest.approx(
+            np.mean(per_p) if len(text) > 1 else np.nan, abs=1e-7, nan_ok=True
+        ), i
     assert zeros > 0  # the case has tokens sparsemax gives no weight
     for stat, ps in pvalues.items():
         ps = np.array([p for p in ps if not np.isnan(p)])
@@ -276,10 +293,19 @@ def test_sparsity_end_to_end_known_answers(trained):
     assert noenc["sp/entropy/g_hidden/mean"] <= 1e-6 and noenc["sp/diag_share/mean"] == pytest.approx(1.0)
     assert lstm["sp/entropy/g_hidden/mean"] > 0.2 and lstm["sp/diag_share/mean"] < 0.9
     assert lstm["sp/support/frac/mean"] == 1.0 and sparse["sp/support/frac/mean"] < 1.0
-    for key in ("sp/entropy/attention/mean", "sp/entropy/g_input/mean", "sp/entropy/loo_input/mean",
-                "sp/entropy/g_intermediate/mean", "sp/entropy/loo_intermediate/mean", "sp/tau/attn_g_input/mean",
-                "sp/tau/attn_loo_input/mean", "sp/tau/attn_g_intermediate/mean", "sp/tau/attn_loo_intermediate/mean",
-                "sp/tau/attn_g_input/sig_frac", "sp/seconds/input_hidden"):
+    for key in (
+        "sp/entropy/attention/mean",
+        "sp/entropy/g_input/mean",
+        "sp/entropy/loo_input/mean",
+        "sp/entropy/g_intermediate/mean",
+        "sp/entropy/loo_intermediate/mean",
+        "sp/tau/attn_g_input/mean",
+        "sp/tau/attn_loo_input/mean",
+        "sp/tau/attn_g_intermediate/mean",
+        "sp/tau/attn_loo_intermediate/mean",
+        "sp/tau/attn_g_input/sig_frac",
+        "sp/seconds/input_hidden",
+    ):
         assert key in lstm, key
         assert 0.0 <= lstm[key] <= 1.0 or key.startswith("sp/tau") and -1.0 <= lstm[key] <= 1.0, key
 
@@ -287,11 +313,11 @@ def test_sparsity_end_to_end_known_answers(trained):
 def test_the_trained_runs_numbers_are_its_models(trained):
     """The end-to-end run's per-instance entropies and τ, and its summary's means, recomputed from the saved model
     instance by instance (tests/reference.py)."""
-    from attn_study import saved
+    from attn_study import assemble
 
     run, summary = trained["sparsemax"]
-    model = saved.load(run).model.double()
-    split = saved.load(run).datamodule.split("test")
+    model = assemble.load(run).model.double()
+    split = assemble.load(run).datamodule.split("test")
     frame = pd.read_parquet(run / "analysis" / "sparsity" / "instances.parquet").set_index("index")
     for i in frame.index[:6]:
         text = split.ids[i].tolist()
@@ -300,8 +326,9 @@ def test_the_trained_runs_numbers_are_its_models(trained):
         loo = ref.leave_one_out(model, text, predicted_class=True)
         assert frame.loc[i, "entropy_attention"] == pytest.approx(ref.normalised_entropy(alpha), abs=1e-5, nan_ok=True)
         assert frame.loc[i, "entropy_g_input"] == pytest.approx(ref.normalised_entropy(g), abs=1e-5, nan_ok=True)
-        assert frame.loc[i, "tau_attn_loo_input"] == pytest.approx(ref.tau(alpha, loo / loo.sum())[0], abs=1e-5,
-                                                                   nan_ok=True)
+        assert frame.loc[i, "tau_attn_loo_input"] == pytest.approx(
+            ref.tau(alpha, loo / loo.sum())[0], abs=1e-5, nan_ok=True
+        )
     assert summary["sp/entropy/g_input/mean"] == pytest.approx(frame["entropy_g_input"].mean())
     assert summary["sp/support/frac/mean"] == pytest.approx((frame["support"] / frame["length"]).mean())
 

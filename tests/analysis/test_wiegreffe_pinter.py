@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 import torch
 
-from attn_study import keys, saved
+from attn_study import assemble, layout, saved
 from attn_study.analysis.callback import analysis_mode
-from attn_study.analysis.wiegreffe_pinter import WiegreffePinter, compare
 from attn_study.errors import UserError
+from attn_study.families.wiegreffe_pinter.callback import WiegreffePinter, compare
 from attn_study.models import attention, projection
 from attn_study.run import run as run_job
 from tests.helpers import TINY, StubData, compose_config, tiny_model, token_batch
@@ -74,22 +74,24 @@ def test_the_family_compares_a_run_with_its_base_file_by_instance(tmp_path):
     batch.update(fixed_attention=fixed, fixed_lengths=batch["lengths"].clone())
     probs = model.probabilities(model(batch)[0])
     shifted = torch.stack([probs[:, 1], probs[:, 0]], dim=1)  # the base predicts the other way round
-    pd.DataFrame({"uid": [f"t{i}" for i in range(4)], "attention": theirs,
-                  "probabilities": shifted.tolist()}).to_parquet(tmp_path / keys.ATTENTION)
+    pd.DataFrame(
+        {"uid": [f"t{i}" for i in range(4)], "attention": theirs, "probabilities": shifted.tolist()}
+    ).to_parquet(tmp_path / layout.ATTENTION)
     (tmp_path / "summary.json").write_text("{}")  # a finished base run
     (tmp_path / "status.json").write_text('{"state": "complete"}')
     family = WiegreffePinter(base=str(tmp_path), batch_size=2)  # batches whose rows are not the split's order
     family.base_dir = tmp_path
     with analysis_mode(model):
-        frame = family.measure(model, StubData(batch, serve_order=[2, 0, 3, 1]), "test", np.arange(4),
-                               ["comparison"]).frame
+        frame = family.measure(
+            model, StubData(batch, serve_order=[2, 0, 3, 1]), "test", np.arange(4), ["comparison"]
+        ).frame
     # identical, disjoint (ln 2), identical (a single token), disjoint
     np.testing.assert_allclose(frame["jsd"], [0.0, math.log(2), 0.0, math.log(2)], atol=1e-12)
     np.testing.assert_allclose(frame["tvd"], (probs[:, 0] - probs[:, 1]).abs().numpy(), atol=1e-12)
     summary = family.summarise(family.measure(model, StubData(batch), "test", np.arange(4), ["comparison"]), [])
     assert summary["wp/jsd/mean"] == pytest.approx(math.log(2) / 2)
-    bad = pd.read_parquet(tmp_path / keys.ATTENTION).iloc[:3]
-    bad.to_parquet(tmp_path / keys.ATTENTION)
+    bad = pd.read_parquet(tmp_path / layout.ATTENTION).iloc[:3]
+    bad.to_parquet(tmp_path / layout.ATTENTION)
     with pytest.raises(UserError, match=str(tmp_path)):
         family.measure(model, StubData(batch), "test", np.arange(4), ["comparison"])
 
@@ -97,9 +99,17 @@ def test_the_family_compares_a_run_with_its_base_file_by_instance(tmp_path):
 # -- end to end: runs that build on a base run ---------------------------------------------------
 
 # long enough for the base to learn the synthetic task and the adversary to move (seconds on a CPU)
-RUN = [*TINY, "logger=csv", "encoder.hidden_size=8", "trainer.max_epochs=6", "trainer.limit_train_batches=null",
-       "dataset.source.n_train=512", "model.optimizer.lr=0.01", "dataset.source.negation_prob=0",
-       "dataset.source.decoy_negators=0"]
+RUN = [
+    *TINY,
+    "logger=csv",
+    "encoder.hidden_size=8",
+    "trainer.max_epochs=6",
+    "trainer.limit_train_batches=null",
+    "dataset.source.n_train=512",
+    "model.optimizer.lr=0.01",
+    "dataset.source.negation_prob=0",
+    "dataset.source.decoy_negators=0",
+]
 
 
 @pytest.fixture(scope="module")
@@ -110,29 +120,46 @@ def base_run(tmp_path_factory):
 
 
 def test_a_preloaded_run_reproduces_its_source_attention_bit_for_bit(base_run, tmp_path):
-    run_job(compose_config(*RUN, "attention=preloaded", f"attention.source={base_run}",
-                                  "analysis=[wiegreffe_pinter]", f"analysis.wiegreffe_pinter.base={base_run}"),
-                   tmp_path / "preloaded")
-    source, preloaded = saved.load(base_run), saved.load(tmp_path / "preloaded")
+    run_job(
+        compose_config(
+            *RUN,
+            "attention=preloaded",
+            f"attention.source={base_run}",
+            "analysis=[wiegreffe_pinter]",
+            f"analysis.wiegreffe_pinter.base={base_run}",
+        ),
+        tmp_path / "preloaded",
+    )
+    source, preloaded = assemble.load(base_run), assemble.load(tmp_path / "preloaded")
     for batch in preloaded.datamodule.loader("test", batch_size=64):
         with torch.no_grad():
-            assert torch.equal(preloaded.model.attend(preloaded.model.encode(batch)),
-                               source.model.attend(source.model.encode(batch)))
+            assert torch.equal(
+                preloaded.model.attend(preloaded.model.encode(batch)), source.model.attend(source.model.encode(batch))
+            )
     summary = saved.run_config(tmp_path / "preloaded")  # the saved config reads back
     assert summary.attention.source == str(base_run)
     assert pd.read_json(tmp_path / "preloaded" / "summary.json", typ="series")["wp/jsd/mean"] == 0.0
     # analysed again later: the run reads its source's attention back
     from attn_study.analyze import analyze
 
-    again = analyze(compose_config(f"ckpt_path={tmp_path / 'preloaded'}", "analysis=[wiegreffe_pinter]",
-                                   f"analysis.wiegreffe_pinter.base={base_run}", "use_loggers=false", name="analyze"))
+    again = analyze(
+        compose_config(
+            f"ckpt_path={tmp_path / 'preloaded'}",
+            "analysis=[wiegreffe_pinter]",
+            f"analysis.wiegreffe_pinter.base={base_run}",
+            "use_loggers=false",
+            name="analyze",
+        )
+    )
     assert again["wp/jsd/mean"] == 0.0
 
 
 def test_a_preloaded_run_on_other_instances_names_both_runs(base_run, tmp_path):
     with pytest.raises(UserError) as err:
-        run_job(compose_config(*RUN, "dataset.source.n_test=40", "attention=preloaded",
-                                      f"attention.source={base_run}"), tmp_path / "other")
+        run_job(
+            compose_config(*RUN, "dataset.source.n_test=40", "attention=preloaded", f"attention.source={base_run}"),
+            tmp_path / "other",
+        )
     assert str(base_run) in str(err.value) and str(tmp_path / "other") in str(err.value)
 
 
@@ -140,9 +167,18 @@ def test_the_adversary_distils_at_lambda_zero_and_moves_its_attention_with_lambd
     results, last = {}, {}
     for lam in (0.0, 1.0):
         run_dir = tmp_path / f"lam{lam}"
-        results[lam] = run_job(compose_config(
-            *RUN, "trainer.max_epochs=14", "training=model_consistent_adversary", f"training.base={base_run}",
-            f"training.lam={lam}", "analysis=[wiegreffe_pinter]", f"analysis.wiegreffe_pinter.base={base_run}"), run_dir)
+        results[lam] = run_job(
+            compose_config(
+                *RUN,
+                "trainer.max_epochs=14",
+                "training=model_consistent_adversary",
+                f"training.base={base_run}",
+                f"training.lam={lam}",
+                "analysis=[wiegreffe_pinter]",
+                f"analysis.wiegreffe_pinter.base={base_run}",
+            ),
+            run_dir,
+        )
         epochs = pd.read_csv(run_dir / "csv" / "metrics.csv").groupby("epoch").first()
         last[lam] = epochs[["train/adversary_tvd", "train/adversary_kl"]].dropna().iloc[[0, -1]]
     # λ = 0: distillation — the outputs on the training data converge to the base model's
@@ -162,9 +198,22 @@ def test_smoke_wiegreffe_pinter_sweep_then_report(tmp_path):
     from tests.report.test_report import build_report
 
     sweep = tmp_path / "smoke_wiegreffe_pinter"
-    run = subprocess.run([sys.executable, "-m", "attn_study.cli", "-m", "sweep=smoke_wiegreffe_pinter",
-                          f"hydra.sweep.dir={sweep}", "logger=csv"], capture_output=True, text=True, cwd=REPO,
-                         env=cli_env(), timeout=900)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attn_study.cli",
+            "-m",
+            "sweep=smoke_wiegreffe_pinter",
+            f"hydra.sweep.dir={sweep}",
+            "logger=csv",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=cli_env(),
+        timeout=900,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     assert "11 jobs: 11 ran" in run.stdout
     out = build_report(sweep)
@@ -178,22 +227,36 @@ def test_smoke_wiegreffe_pinter_sweep_then_report(tmp_path):
         assert baselines.loc[mlp, f"{kind} F1"] != "—", kind
     assert baselines.loc[own, "pre-loaded: base acc"] != "—"
     frontier = pd.read_csv(out / "wp_frontier.csv")
-    assert sorted(frontier["role"]) == ["adversary λ=0", "adversary λ=1", "model seed 1001", "model seed 1002",
-                                        "pre-loaded: base (this project's check, not in W&P)"]
+    assert sorted(frontier["role"]) == [
+        "adversary λ=0",
+        "adversary λ=1",
+        "model seed 1001",
+        "model seed 1002",
+        "pre-loaded: base (this project's check, not in W&P)",
+    ]
     assert frontier.loc[frontier["role"].str.startswith("pre-loaded"), "jsd"].item() == 0.0
     assert (out / "wp_jsd_vs_tvd.png").is_file()
     # seed variance varies the model alone: the seed jobs read the base's very texts
-    base = saved.load(next(sweep.glob("experiment=wiegreffe_pinter?base")))
-    other = saved.load(next(sweep.glob("experiment=wiegreffe_pinter?seed1")))
+    base = assemble.load(next(sweep.glob("experiment=wiegreffe_pinter?base")))
+    other = assemble.load(next(sweep.glob("experiment=wiegreffe_pinter?seed1")))
     for split in ("train", "test"):
-        assert all(np.array_equal(a, b) for a, b in zip(base.datamodule.split(split).ids, other.datamodule.split(split).ids))
+        assert all(
+            np.array_equal(a, b) for a, b in zip(base.datamodule.split(split).ids, other.datamodule.split(split).ids)
+        )
     assert other.cfg.seed == base.cfg.seed and other.cfg.model_seed == 1001
 
 
 def test_a_missing_base_is_refused_before_training(tmp_path):
     with pytest.raises(UserError, match="no such run directory"):
-        run_job(compose_config(*TINY, "logger=csv", "analysis=[wiegreffe_pinter]",
-                                      f"analysis.wiegreffe_pinter.base={tmp_path / 'nowhere'}"), tmp_path / "run")
+        run_job(
+            compose_config(
+                *TINY,
+                "logger=csv",
+                "analysis=[wiegreffe_pinter]",
+                f"analysis.wiegreffe_pinter.base={tmp_path / 'nowhere'}",
+            ),
+            tmp_path / "run",
+        )
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
@@ -206,9 +269,11 @@ def test_leave_one_out_of_a_preloaded_attention_model_equals_deleting_and_renorm
     from attn_study.analysis.importance import leave_one_out
     from attn_study.models import encoders
 
-    make = {"average": partial(encoders.AverageEncoder, hidden_size=5),
-            "cnn": partial(encoders.CNNEncoder, kernel_sizes=(3,), filters=3),
-            "lstm": partial(encoders.RNNEncoder, hidden_size=4)}[name]
+    make = {
+        "average": partial(encoders.AverageEncoder, hidden_size=5),
+        "cnn": partial(encoders.CNNEncoder, kernel_sizes=(3,), filters=3),
+        "lstm": partial(encoders.RNNEncoder, hidden_size=4),
+    }[name]
     model = tiny_model(make, scorer=attention.PreloadedAttention, double=True)
     batch = token_batch(SEQS)
     fixed = torch.rand(batch["mask"].shape, generator=torch.Generator().manual_seed(0), dtype=torch.double)
@@ -220,14 +285,18 @@ def test_leave_one_out_of_a_preloaded_attention_model_equals_deleting_and_renorm
         got = leave_one_out(model, batch, probs=probs, chunk_size=3)
         for row, seq in enumerate(SEQS):
             for t in range(len(seq) if len(seq) > 1 else 0):
-                rest = seq[:t] + seq[t + 1:]
-                alpha = torch.cat([fixed[row, :t], fixed[row, t + 1:len(seq)]])[None]
+                rest = seq[:t] + seq[t + 1 :]
+                alpha = torch.cat([fixed[row, :t], fixed[row, t + 1 : len(seq)]])[None]
                 out = model.probabilities(model.decode(model.encode(token_batch([rest])), alpha / alpha.sum()))
                 assert float(got[row, t]) == pytest.approx(0.5 * float((out[0] - probs[row]).abs().sum()), abs=1e-12)
 
 
 def test_preloaded_attention_on_a_model_without_token_attention_is_refused_before_training(tmp_path):
     with pytest.raises(UserError, match="model=flat or model=pair"):
-        run_job(compose_config(*TINY, "logger=csv", "model=han", "attention=preloaded",
-                                      f"attention.source={tmp_path / 'nowhere'}"), tmp_path / "run")
+        run_job(
+            compose_config(
+                *TINY, "logger=csv", "model=han", "attention=preloaded", f"attention.source={tmp_path / 'nowhere'}"
+            ),
+            tmp_path / "run",
+        )
     assert not (tmp_path / "run" / "checkpoints").exists()

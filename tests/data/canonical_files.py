@@ -59,8 +59,7 @@ def write_tarball(root: Path, archive: Path, reverse: bool = False) -> Path:
 
 # ---------------------------------------------------------------- 20 Newsgroups (bydate, latin-1)
 
-NEWS_HEADER = ("From: fan{n}@univ.edu (A Fan)\nSubject: Re: post {n}\nOrganization: Univ\n"
-               "Lines: 9\n")
+NEWS_HEADER = "From: fan{n}@univ.edu (A Fan)\nSubject: Re: post {n}\nOrganization: Univ\nLines: 9\n"
 # one post that exercises every cleaning rule: its expected cleaned text is NEWS_SPECIAL_CLEAN
 NEWS_SPECIAL = (
     "From: fan@univ.edu (A Fan)\n"
@@ -81,10 +80,12 @@ NEWS_SPECIAL = (
     "-- \n"
     "A Fan  fan@univ.edu\n"
 )
-NEWS_SPECIAL_CLEAN = ("I think the best pitcher is Clemens, caf\xe9 owner.\n"
-                      "A line -- with dashes -- inside.\n"
-                      "--\n"  # only the last '--' line starts the signature
-                      "not the signature yet")
+NEWS_SPECIAL_CLEAN = (
+    "I think the best pitcher is Clemens, caf\xe9 owner.\n"
+    "A line -- with dashes -- inside.\n"
+    "--\n"  # only the last '--' line starts the signature
+    "not the signature yet"
+)
 # (split, newsgroup) -> post ids; the special post is train/rec.sport.baseball/104 and a post without
 # any blank line (all header) is train/rec.sport.hockey/207
 NEWS_POSTS = {
@@ -113,8 +114,15 @@ def write_news_tree(root: Path) -> Path:
             elif n == 207:
                 text = NEWS_HEADER.format(n=n) + "no blank line, so this is header too\n"
             else:
-                text = (NEWS_HEADER.format(n=n) + "\n" + f"> quoted {n}\n" + news_body(split, group, n) + "\n"
-                        + "-- \n" + f"sig {n}\n")
+                text = (
+                    NEWS_HEADER.format(n=n)
+                    + "\n"
+                    + f"> quoted {n}\n"
+                    + news_body(split, group, n)
+                    + "\n"
+                    + "-- \n"
+                    + f"sig {n}\n"
+                )
             (folder / str(n)).write_bytes(text.encode("latin-1"))
     return root
 
@@ -138,8 +146,11 @@ AG_TRAIN_HEAD = [
     '"4","New chip","A faster chip\\n\\nfor laptops"',
 ]
 AG_TRAIN_HEAD_PARSED = [
-    (3, "Wall St. Bears Claw Back Into the Black (Reuters) Reuters - Short-sellers, Wall Street's "
-        'dwindling\\band of "ultra-cynics", are seeing green again.'),
+    (
+        3,
+        "Wall St. Bears Claw Back Into the Black (Reuters) Reuters - Short-sellers, Wall Street's "
+        'dwindling\\band of "ultra-cynics", are seeing green again.',
+    ),
     (1, 'Iraq Says "No", Again Baghdad - A line another line, with a comma.'),
     (2, 'Sox win Boston, MA - "Finally," said the fan.'),
     (4, "New chip A faster chip  for laptops"),
@@ -206,8 +217,13 @@ BABI_TEST = """1 John travelled to the hallway.
 BABI_TASK1 = "qa1_single-supporting-fact"
 
 
-def write_babi(root: Path, variants: tuple[str, ...] = ("en", "en-10k"), train: str = BABI_TRAIN,
-               test: str = BABI_TEST, tasks: tuple[str, ...] = (BABI_TASK1,)) -> Path:
+def write_babi(
+    root: Path,
+    variants: tuple[str, ...] = ("en", "en-10k"),
+    train: str = BABI_TRAIN,
+    test: str = BABI_TEST,
+    tasks: tuple[str, ...] = (BABI_TASK1,),
+) -> Path:
     """``root/tasks_1-20_v1-2/<variant>/<task>_{train,test}.txt`` (the same text for every task);
     return the tasks_1-20_v1-2 folder."""
     release = root / "tasks_1-20_v1-2"
@@ -227,21 +243,24 @@ def write_babi(root: Path, variants: tuple[str, ...] = ("en", "en-10k"), train: 
 def question_file(passage: str, question: str, answer: str, entities: dict[int, str]) -> str:
     """The text of one ``.question`` file (url, passage, question, answer, entity map)."""
     mapping = "".join(f"@entity{k}:{name}\n" for k, name in sorted(entities.items()))
-    return (f"http://web.archive.org/web/20150101/http://www.cnn.com/2015/01/01/story.html\n\n{passage}\n\n"
-            f"{question}\n\n{answer}\n\n{mapping}")
+    return (
+        f"http://web.archive.org/web/20150101/http://www.cnn.com/2015/01/01/story.html\n\n{passage}\n\n"
+        f"{question}\n\n{answer}\n\n{mapping}"
+    )
 
 
 # folder -> file stem -> (passage, question, answer); the entities' names are generated
 CNN_FILES = {
     "training": {
-        "0a1b": ("@entity0 , @entity1 ( @entity2 ) -- @entity1 police said @entity3 was arrested .",
-                 "@placeholder police arrested @entity3", "@entity1"),
-        "9f8e": ("@entity4 met @entity0 in @entity7 on friday .", "@entity4 met @placeholder on friday",
-                 "@entity0"),
+        "0a1b": (
+            "@entity0 , @entity1 ( @entity2 ) -- @entity1 police said @entity3 was arrested .",
+            "@placeholder police arrested @entity3",
+            "@entity1",
+        ),
+        "9f8e": ("@entity4 met @entity0 in @entity7 on friday .", "@entity4 met @placeholder on friday", "@entity0"),
         "5c5c": ("@entity2 won the final against @entity5 .", "@placeholder won the final", "@entity2"),
     },
-    "validation": {"1111": ("@entity3 visited @entity9 and @entity1 .", "@entity3 visited @placeholder",
-                            "@entity1")},
+    "validation": {"1111": ("@entity3 visited @entity9 and @entity1 .", "@entity3 visited @placeholder", "@entity1")},
     "test": {"2222": ("@entity6 beat @entity0 .", "@placeholder beat @entity0", "@entity6")},
 }
 
@@ -252,8 +271,11 @@ def write_cnn(root: Path, files: dict[str, dict[str, tuple[str, str, str]]] | No
     for folder, stems in (CNN_FILES if files is None else files).items():
         (cnn / "questions" / folder).mkdir(parents=True, exist_ok=True)
         for stem, (passage, question, answer) in stems.items():
-            numbers = {int(t.removeprefix("@entity")) for t in f"{passage} {question} {answer}".split()
-                       if t.startswith("@entity")}
+            numbers = {
+                int(t.removeprefix("@entity"))
+                for t in f"{passage} {question} {answer}".split()
+                if t.startswith("@entity")
+            }
             text = question_file(passage, question, answer, {k: f"Name {k}" for k in numbers})
             (cnn / "questions" / folder / f"{stem}.question").write_text(text, encoding="utf-8")
     return cnn
@@ -264,40 +286,91 @@ def write_cnn(root: Path, files: dict[str, dict[str, tuple[str, str, str]]] | No
 
 def snli_line(pair_id: str, premise: str, hypothesis: str, gold: str, votes: list[str]) -> str:
     """One line of snli_1.0_<split>.jsonl with all the fields the release has."""
-    return json.dumps({
-        "annotator_labels": votes, "captionID": pair_id.split("#")[0] + "#0", "gold_label": gold,
-        "pairID": pair_id, "sentence1": premise,
-        "sentence1_binary_parse": "( " + " ".join(premise.split()) + " )",
-        "sentence1_parse": "(ROOT (S " + premise + "))", "sentence2": hypothesis,
-        "sentence2_binary_parse": "( " + " ".join(hypothesis.split()) + " )",
-        "sentence2_parse": "(ROOT (S " + hypothesis + "))",
-    })
+    return json.dumps(
+        {
+            "annotator_labels": votes,
+            "captionID": pair_id.split("#")[0] + "#0",
+            "gold_label": gold,
+            "pairID": pair_id,
+            "sentence1": premise,
+            "sentence1_binary_parse": "( " + " ".join(premise.split()) + " )",
+            "sentence1_parse": "(ROOT (S " + premise + "))",
+            "sentence2": hypothesis,
+            "sentence2_binary_parse": "( " + " ".join(hypothesis.split()) + " )",
+            "sentence2_parse": "(ROOT (S " + hypothesis + "))",
+        }
+    )
 
 
 SNLI_ROWS = {
     "train": [
-        ("3416050480.jpg#4r1n", "A person on a horse jumps over a broken down airplane.",
-         "A person is training his horse for a competition.", "neutral", ["neutral"]),
-        ("3416050480.jpg#4r1c", "A person on a horse jumps over a broken down airplane.",
-         "A person is at a diner, ordering an omelette.", "contradiction", ["contradiction"]),
-        ("3416050480.jpg#4r1e", "A person on a horse jumps over a broken down airplane.",
-         "A person is outdoors, on a horse.", "entailment", ["entailment"]),
-        ("2267923837.jpg#2r1n", "Children smiling and waving at camera", "They are smiling at their parents",
-         "-", ["neutral", "entailment", "contradiction", "neutral", "entailment"]),
+        (
+            "3416050480.jpg#4r1n",
+            "A person on a horse jumps over a broken down airplane.",
+            "A person is training his horse for a competition.",
+            "neutral",
+            ["neutral"],
+        ),
+        (
+            "3416050480.jpg#4r1c",
+            "A person on a horse jumps over a broken down airplane.",
+            "A person is at a diner, ordering an omelette.",
+            "contradiction",
+            ["contradiction"],
+        ),
+        (
+            "3416050480.jpg#4r1e",
+            "A person on a horse jumps over a broken down airplane.",
+            "A person is outdoors, on a horse.",
+            "entailment",
+            ["entailment"],
+        ),
+        (
+            "2267923837.jpg#2r1n",
+            "Children smiling and waving at camera",
+            "They are smiling at their parents",
+            "-",
+            ["neutral", "entailment", "contradiction", "neutral", "entailment"],
+        ),
     ],
     "dev": [
-        ("4705552913.jpg#2r1n", "Two women are embracing while holding to go packages.",
-         "The sisters are hugging goodbye.", "neutral", ["neutral", "entailment", "neutral", "neutral", "neutral"]),
-        ("4705552913.jpg#2r1e", "Two women are embracing while holding to go packages.",
-         "Two woman are holding packages.", "entailment", ["entailment"] * 5),
+        (
+            "4705552913.jpg#2r1n",
+            "Two women are embracing while holding to go packages.",
+            "The sisters are hugging goodbye.",
+            "neutral",
+            ["neutral", "entailment", "neutral", "neutral", "neutral"],
+        ),
+        (
+            "4705552913.jpg#2r1e",
+            "Two women are embracing while holding to go packages.",
+            "Two woman are holding packages.",
+            "entailment",
+            ["entailment"] * 5,
+        ),
     ],
     "test": [
-        ("2677109430.jpg#1r1n", "This church choir sings to the masses as they sing joyous songs.",
-         "The church has cracks in the ceiling.", "neutral", ["neutral"] * 5),
-        ("2677109430.jpg#1r1x", "A \"quoted\" premise, with unicode caf\u00e9.", "Nobody agrees.", "-",
-         ["neutral", "contradiction", "entailment", "neutral", "contradiction"]),
-        ("2677109430.jpg#1r1c", "This church choir sings to the masses as they sing joyous songs.",
-         "A choir singing at a baseball game.", "contradiction", ["contradiction"] * 5),
+        (
+            "2677109430.jpg#1r1n",
+            "This church choir sings to the masses as they sing joyous songs.",
+            "The church has cracks in the ceiling.",
+            "neutral",
+            ["neutral"] * 5,
+        ),
+        (
+            "2677109430.jpg#1r1x",
+            'A "quoted" premise, with unicode caf\u00e9.',
+            "Nobody agrees.",
+            "-",
+            ["neutral", "contradiction", "entailment", "neutral", "contradiction"],
+        ),
+        (
+            "2677109430.jpg#1r1c",
+            "This church choir sings to the masses as they sing joyous songs.",
+            "A choir singing at a baseball game.",
+            "contradiction",
+            ["contradiction"] * 5,
+        ),
     ],
 }
 
@@ -307,8 +380,9 @@ def write_snli(parent: Path) -> Path:
     folder = parent / "snli_1.0"
     folder.mkdir(parents=True, exist_ok=True)
     for split, rows in SNLI_ROWS.items():
-        (folder / f"snli_1.0_{split}.jsonl").write_text("".join(snli_line(*row) + "\n" for row in rows),
-                                                       encoding="utf-8")
+        (folder / f"snli_1.0_{split}.jsonl").write_text(
+            "".join(snli_line(*row) + "\n" for row in rows), encoding="utf-8"
+        )
         (folder / f"snli_1.0_{split}.txt").write_text("gold_label\tsentence1\n", encoding="utf-8")
     (folder / "README.txt").write_text("SNLI 1.0\n", encoding="utf-8")
     return folder

@@ -36,15 +36,29 @@ def test_parse_two_stories() -> None:
     questions = parse_babi(BABI_TRAIN, "train.txt")
     assert len(questions) == 8
     assert questions[0] == (3, "Mary moved to the bathroom. John went to the hallway.", "Where is Mary?", "bathroom")
-    assert questions[2] == (9, "Mary moved to the bathroom. John went to the hallway. Daniel went back to the "
-                               "hallway. Sandra moved to the garden. John moved to the office. Sandra journeyed "
-                               "to the bathroom.", "Where is Sandra?", "bathroom")
+    assert questions[2] == (
+        9,
+        "Mary moved to the bathroom. John went to the hallway. Daniel went back to the "
+        "hallway. Sandra moved to the garden. John moved to the office. Sandra journeyed "
+        "to the bathroom.",
+        "Where is Sandra?",
+        "bathroom",
+    )
     # line 1 of the second story starts a new passage; questions are not part of it
-    assert questions[3] == (12, "Sandra travelled to the office. Mary went to the kitchen.", "Where is Sandra?",
-                            "office")
-    assert questions[7] == (20, "Sandra travelled to the office. Mary went to the kitchen. Mary moved to the "
-                                "garden. John went to the kitchen. Daniel went to the garden. Mary went to the "
-                                "office.", "Where is Mary?", "office")
+    assert questions[3] == (
+        12,
+        "Sandra travelled to the office. Mary went to the kitchen.",
+        "Where is Sandra?",
+        "office",
+    )
+    assert questions[7] == (
+        20,
+        "Sandra travelled to the office. Mary went to the kitchen. Mary moved to the "
+        "garden. John went to the kitchen. Daniel went to the garden. Mary went to the "
+        "office.",
+        "Where is Mary?",
+        "office",
+    )
 
 
 def test_labels_from_sorted_train_answers(babi_dir: Path) -> None:
@@ -55,18 +69,22 @@ def test_labels_from_sorted_train_answers(babi_dir: Path) -> None:
     for examples in splits.values():
         for e in examples:
             assert e.query is not None and e.query.startswith("Where is ")
-    assert [(e.uid, e.label, e.query) for e in splits["test"]] == [("test-3", 2, "Where is John?"),
-                                                                  ("test-6", 1, "Where is John?")]
-    assert splits["test"][1].text == ("John travelled to the hallway. Mary journeyed to the bathroom. Daniel went "
-                                      "back to the bathroom. John moved to the garden.")
+    assert [(e.uid, e.label, e.query) for e in splits["test"]] == [
+        ("test-3", 2, "Where is John?"),
+        ("test-6", 1, "Where is John?"),
+    ]
+    assert splits["test"][1].text == (
+        "John travelled to the hallway. Mary journeyed to the bathroom. Daniel went "
+        "back to the bathroom. John moved to the garden."
+    )
     train_dev = sorted((e.uid for e in splits["train"] + splits["dev"]), key=lambda u: int(u[6:]))
-    assert train_dev == ["train-3", "train-6", "train-9", "train-12", "train-14", "train-16", "train-18",
-                         "train-20"]
+    assert train_dev == ["train-3", "train-6", "train-9", "train-12", "train-14", "train-16", "train-18", "train-20"]
 
 
 def test_dev_carve_is_stratified_and_deterministic(tmp_path: Path) -> None:
-    story = "".join(f"1 Mary went to the {place}.\n2 Where is Mary? \t{place}\t1\n"
-                    for place in ["garden"] * 30 + ["office"] * 10)
+    story = "".join(
+        f"1 Mary went to the {place}.\n2 Where is Mary? \t{place}\t1\n" for place in ["garden"] * 30 + ["office"] * 10
+    )
     root = write_babi(tmp_path / "b", train=story, test=BABI_TEST.replace("hallway\t1", "garden\t1"))
     first = BabiSource(str(root), dev_fraction=0.2).load()
     assert Counter(e.label for e in first["dev"]) == {0: 6, 1: 2}
@@ -95,10 +113,13 @@ def test_missing_train_file_suggests_en(babi_dir: Path, babi_tar: Path) -> None:
     with pytest.raises(DataError, match=rf"en-10k/{BABI_TASK1}_train\.txt: not found; try dataset.source.variant=en"):
         BabiSource(str(babi_dir)).load()
     with pytest.raises(DataError, match="variant=en"):
-        BabiSource(str(babi_dir)).label_names
+        _ = BabiSource(str(babi_dir)).label_names
     BabiSource(str(babi_dir), variant="en", dev_fraction=0.3).load()
-    with pytest.raises(DataError, match=r"tasks_1-20_v1-2\.tar\.gz:en-10k/qa3_three-supporting-facts_train\.txt: "
-                                        r"not found; try dataset.source.variant=en"):
+    with pytest.raises(
+        DataError,
+        match=r"tasks_1-20_v1-2\.tar\.gz:en-10k/qa3_three-supporting-facts_train\.txt: "
+        r"not found; try dataset.source.variant=en",
+    ):
         BabiSource(str(babi_tar), task=3).load()
 
 
@@ -145,7 +166,10 @@ def test_real_babi_counts(task: int, variant: str) -> None:
     splits = source.load()
     train_questions = 10000 if variant == "en-10k" else 1000
     # J&W Table 1: 10000 train / 1000 test per task (en-10k); dev is carved out of train
-    assert {k: len(v) for k, v in splits.items()} == {"train": train_questions * 9 // 10,
-                                                      "dev": train_questions // 10, "test": 1000}
+    assert {k: len(v) for k, v in splits.items()} == {
+        "train": train_questions * 9 // 10,
+        "dev": train_questions // 10,
+        "test": 1000,
+    }
     assert source.label_names == ["bathroom", "bedroom", "garden", "hallway", "kitchen", "office"]
     assert all(e.query and e.query.endswith("?") for e in splits["test"])

@@ -13,24 +13,46 @@ from tests.data.canonical_files import write_user_csv
 from tests.helpers import TINY, compose_config, status
 
 CSV = "\ufeffid,text,label,split\n" + "".join(
-    f"{i},{text},{label},{split}\n" for i, (text, label, split) in enumerate([
-        ("good film indeed", 1, "train"), ("bad film indeed", 0, "train"), ("good plot", 1, "train"),
-        ("bad plot", 0, "train"), ("good story", 1, "dev"), ("bad story", 0, "dev"),
-        ("good cast", 1, "test"), ("great cast", 1, "test")]))  # the test split has one class
+    f"{i},{text},{label},{split}\n"
+    for i, (text, label, split) in enumerate(
+        [
+            ("good film indeed", 1, "train"),
+            ("bad film indeed", 0, "train"),
+            ("good plot", 1, "train"),
+            ("bad plot", 0, "train"),
+            ("good story", 1, "dev"),
+            ("bad story", 0, "dev"),
+            ("good cast", 1, "test"),
+            ("great cast", 1, "test"),
+        ]
+    )
+)  # the test split has one class
 
 
 def user_csv(tmp_path, text=CSV, *overrides):
     path = write_user_csv(tmp_path / "data.csv", text)
-    return compose_config("dataset=adr", f"dataset.path={path}", "trainer=debug", "analysis=[]", "logger=none",
-                          "dataset.preprocessing.min_length=1", "dataset.preprocessing.max_length=null",
-                          "dataset.preprocessing.min_count=1", "model.network.embedding_dim=8", "encoder=average",
-                          "encoder.hidden_size=4", *overrides)
+    return compose_config(
+        "dataset=adr",
+        f"dataset.path={path}",
+        "trainer=debug",
+        "analysis=[]",
+        "logger=none",
+        "dataset.preprocessing.min_length=1",
+        "dataset.preprocessing.max_length=null",
+        "dataset.preprocessing.min_count=1",
+        "model.network.embedding_dim=8",
+        "encoder=average",
+        "encoder.hidden_size=4",
+        *overrides,
+    )
 
 
 def test_one_class_in_the_test_split_gives_an_undefined_auroc_and_a_recorded_warning(tmp_path):
     summary = run(user_csv(tmp_path), tmp_path / "run")
-    on_disk = json.loads((tmp_path / "run" / "summary.json").read_text(),
-                         parse_constant=lambda c: pytest.fail(f"bare {c} in summary.json"))
+    on_disk = json.loads(
+        (tmp_path / "run" / "summary.json").read_text(),
+        parse_constant=lambda c: pytest.fail(f"bare {c} in summary.json"),
+    )
     assert on_disk["test/auroc"] is None and summary["test/auroc"] is None
     assert "one class" in on_disk["undefined"]["test/auroc"]
     assert any("test split has one class" in w for w in on_disk["warnings"])
@@ -69,9 +91,11 @@ def test_very_long_instances_are_flagged_before_training(tmp_path):
 
 
 def test_batch_sizes_and_class_weights_are_checked_before_training(tmp_path):
-    for override, named in (("dataset.batch_size=0", "dataset.batch_size=0"),
-                            ("dataset.eval_batch_size=0", "dataset.eval_batch_size=0"),
-                            ("model.class_weights=[1.0,2.0,3.0]", "model.class_weights")):
+    for override, named in (
+        ("dataset.batch_size=0", "dataset.batch_size=0"),
+        ("dataset.eval_batch_size=0", "dataset.eval_batch_size=0"),
+        ("model.class_weights=[1.0,2.0,3.0]", "model.class_weights"),
+    ):
         with pytest.raises(UserError, match=named.replace(".", r"\.").replace("[", r"\[")):
             train_and_test(compose_config(*TINY, "logger=none", override), tmp_path / "run")
         assert not (tmp_path / "run" / "checkpoints").exists(), override

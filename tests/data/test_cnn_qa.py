@@ -23,8 +23,9 @@ def cnn_dir(tmp_path: Path) -> Path:
 
 
 def test_parse_question_file() -> None:
-    text = question_file("@entity0 met @entity1 .", "@placeholder met @entity1", "@entity0",
-                         {0: "Ann Lee", 1: "Bob: the builder"})
+    text = question_file(
+        "@entity0 met @entity1 .", "@placeholder met @entity1", "@entity0", {0: "Ann Lee", 1: "Bob: the builder"}
+    )
     assert parse_question(text, "x.question") == ("@entity0 met @entity1 .", "@placeholder met @entity1", 0)
     with pytest.raises(DataError, match=r"x\.question: not a \.question file"):
         parse_question(text.replace("\n\n@entity0 met", "\n@entity0 met", 1), "x.question")
@@ -65,8 +66,11 @@ def test_layouts_and_archive_agree(cnn_dir: Path, tmp_path: Path) -> None:
 def test_test_answer_beyond_training_entities(tmp_path: Path) -> None:
     files = {**CNN_FILES, "test": {"3333": ("@entity12 beat @entity0 .", "@placeholder beat @entity0", "@entity12")}}
     cnn = write_cnn(tmp_path / "x", files)
-    with pytest.raises(DataError, match=r"test/3333\.question: answer @entity12 is beyond the largest entity of "
-                                        r"the training files \(@entity7\)"):
+    with pytest.raises(
+        DataError,
+        match=r"test/3333\.question: answer @entity12 is beyond the largest entity of "
+        r"the training files \(@entity7\)",
+    ):
         CNNQASource(str(cnn)).load()
 
 

@@ -31,21 +31,38 @@ BABI_TASKS = (BABI_TASK1, "qa2_two-supporting-facts", "qa3_three-supporting-fact
 
 
 def _zhang(folder: str, classes: int, fields: int) -> Callable[[Path], Path]:
-    return lambda tmp: write_zhang_csv(tmp / folder, zhang_rows(classes, 3, fields, "r"),
-                                       zhang_rows(classes, 1, fields, "t"))
+    return lambda tmp: write_zhang_csv(
+        tmp / folder, zhang_rows(classes, 3, fields, "r"), zhang_rows(classes, 1, fields, "t")
+    )
 
 
 # config name → (fixture writer, extra overrides, expected num_classes, expected split sizes)
 CASES: dict[str, tuple[Callable[[Path], Path], list[str], int, dict[str, int]]] = {
-    "twenty_news": (lambda tmp: write_news_tree(tmp / "news"), ["dataset.source.dev_size=4"], 2,
-                    {"train": 10, "dev": 4, "test": 5}),
+    "twenty_news": (
+        lambda tmp: write_news_tree(tmp / "news"),
+        ["dataset.source.dev_size=4"],
+        2,
+        {"train": 10, "dev": 4, "test": 5},
+    ),
     "ag_news": (lambda tmp: write_ag_news(tmp), ["dataset.source.dev_size=2"], 2, {"train": 12, "dev": 2, "test": 5}),
-    "yelp": (_zhang("yelp_review_full_csv", 5, 1), ["dataset.source.dev_size=5"], 5,
-             {"train": 10, "dev": 5, "test": 5}),
-    "amazon": (_zhang("amazon_review_full_csv", 5, 2), ["dataset.source.dev_size=5", "dataset.source.max_train=5"],
-               5, {"train": 5, "dev": 5, "test": 5}),
-    "yahoo": (_zhang("yahoo_answers_csv", 10, 3), ["dataset.source.dev_size=10"], 10,
-              {"train": 20, "dev": 10, "test": 10}),
+    "yelp": (
+        _zhang("yelp_review_full_csv", 5, 1),
+        ["dataset.source.dev_size=5"],
+        5,
+        {"train": 10, "dev": 5, "test": 5},
+    ),
+    "amazon": (
+        _zhang("amazon_review_full_csv", 5, 2),
+        ["dataset.source.dev_size=5", "dataset.source.max_train=5"],
+        5,
+        {"train": 5, "dev": 5, "test": 5},
+    ),
+    "yahoo": (
+        _zhang("yahoo_answers_csv", 10, 3),
+        ["dataset.source.dev_size=10"],
+        10,
+        {"train": 20, "dev": 10, "test": 10},
+    ),
     "adr": (lambda tmp: write_user_csv(tmp / "adr.csv"), [], 2, {"train": 3, "dev": 2, "test": 2}),
     "mimic_diabetes": (lambda tmp: write_user_csv(tmp / "d.csv"), [], 2, {"train": 3, "dev": 2, "test": 2}),
     "mimic_anemia": (lambda tmp: write_user_csv(tmp / "a.csv"), [], 2, {"train": 3, "dev": 2, "test": 2}),
@@ -92,12 +109,19 @@ def test_imdb_rating_config(make_aclimdb: Callable[..., Path]) -> None:
     assert {k: len(v) for k, v in source.load().items()} == {"train": 6, "dev": 4, "test": 6}
 
 
-@pytest.mark.parametrize(("name", "needle"), [
-    ("ag_news", "ag_news_csv.tar.gz"), ("yelp", "yelp_review_full_csv.tar.gz"),
-    ("amazon", "amazon_review_full_csv.tar.gz"), ("yahoo", "yahoo_answers_csv.tar.gz"),
-    ("adr", "not redistributable"), ("mimic_diabetes", "PhysioNet credentialed"),
-    ("mimic_anemia", "PhysioNet credentialed"), ("cnn_qa", "Google Drive"),
-])
+@pytest.mark.parametrize(
+    ("name", "needle"),
+    [
+        ("ag_news", "ag_news_csv.tar.gz"),
+        ("yelp", "yelp_review_full_csv.tar.gz"),
+        ("amazon", "amazon_review_full_csv.tar.gz"),
+        ("yahoo", "yahoo_answers_csv.tar.gz"),
+        ("adr", "not redistributable"),
+        ("mimic_diabetes", "PhysioNet credentialed"),
+        ("mimic_anemia", "PhysioNet credentialed"),
+        ("cnn_qa", "Google Drive"),
+    ],
+)
 def test_configs_without_download_say_where_to_get_the_data(name: str, needle: str) -> None:
     source = _source(_compose(f"dataset={name}"))
     with pytest.raises(DataError, match="dataset.path is required") as error:

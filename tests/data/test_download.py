@@ -91,9 +91,7 @@ def test_incomplete_cached_file_is_downloaded_again(server: Server, tmp_path: Pa
     assert path.read_bytes() == server.files["/sst.zip"]
 
 
-def test_unpinned_download_logs_its_digest(
-    server: Server, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_unpinned_download_logs_its_digest(server: Server, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="attn_study.data.download"):
         fetch(f"{server.base}/sst.zip", tmp_path / "cache", "sst.zip", None, "dataset.path")
     assert hashlib.sha256(server.files["/sst.zip"]).hexdigest() in caplog.text

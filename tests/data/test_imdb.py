@@ -33,12 +33,20 @@ def test_folder_and_tarball_give_identical_results(aclimdb_dir: Path, aclimdb_ta
 def test_splits_uids_and_ignored_files(aclimdb_dir: Path) -> None:
     splits = IMDBSource(str(aclimdb_dir), dev_size=4).load()
     assert {k: len(v) for k, v in splits.items()} == {"train": 6, "dev": 4, "test": 6}
-    assert _uids(splits)["test"] == ["test/neg/0_1", "test/neg/1_4", "test/neg/2_2",
-                                     "test/pos/0_10", "test/pos/1_7", "test/pos/2_8"]
+    assert _uids(splits)["test"] == [
+        "test/neg/0_1",
+        "test/neg/1_4",
+        "test/neg/2_2",
+        "test/pos/0_10",
+        "test/pos/1_7",
+        "test/pos/2_8",
+    ]
     train_and_dev = sorted(_uids(splits)["train"] + _uids(splits)["dev"])
-    assert train_and_dev == sorted(f"train/{p}/{s}" for p, stems in
-                                   [("pos", ["0_9", "1_7", "2_10", "3_8", "10_9"]),
-                                    ("neg", ["0_3", "1_1", "2_4", "3_2", "11_1"])] for s in stems)
+    assert train_and_dev == sorted(
+        f"train/{p}/{s}"
+        for p, stems in [("pos", ["0_9", "1_7", "2_10", "3_8", "10_9"]), ("neg", ["0_3", "1_1", "2_4", "3_2", "11_1"])]
+        for s in stems
+    )
     for examples in splits.values():
         assert [e.uid for e in examples] == sorted(e.uid for e in examples)
 
@@ -70,8 +78,14 @@ def test_ratings_map_to_eight_classes(aclimdb_dir: Path) -> None:
 
 
 def test_rating_outside_the_eight_is_rejected(make_aclimdb: Callable[..., Path]) -> None:
-    root = make_aclimdb({("train", "pos"): ["0_9", "1_6"], ("train", "neg"): ["0_1", "1_2"],
-                         ("test", "pos"): ["0_8"], ("test", "neg"): ["0_2"]})
+    root = make_aclimdb(
+        {
+            ("train", "pos"): ["0_9", "1_6"],
+            ("train", "neg"): ["0_1", "1_2"],
+            ("test", "pos"): ["0_8"],
+            ("test", "neg"): ["0_2"],
+        }
+    )
     IMDBSource(str(root), dev_size=2).load()
     with pytest.raises(DataError, match=r"train/pos/1_6\.txt: rating 6"):
         IMDBSource(str(root), dev_size=2, ratings=True).load()
@@ -80,8 +94,12 @@ def test_rating_outside_the_eight_is_rejected(make_aclimdb: Callable[..., Path])
 def test_dev_carve_is_stratified_deterministic_and_order_free(
     make_aclimdb: Callable[..., Path], pack_tarball: Callable[..., Path], tmp_path: Path
 ) -> None:
-    files = {("train", "pos"): [f"{i}_8" for i in range(30)], ("train", "neg"): [f"{i}_2" for i in range(10)],
-             ("test", "pos"): ["0_9"], ("test", "neg"): ["0_1"]}
+    files = {
+        ("train", "pos"): [f"{i}_8" for i in range(30)],
+        ("train", "neg"): [f"{i}_2" for i in range(10)],
+        ("test", "pos"): ["0_9"],
+        ("test", "neg"): ["0_1"],
+    }
     root = make_aclimdb(files)
     forward = pack_tarball(root, tmp_path / "forward.tar.gz")
     backward = pack_tarball(root, tmp_path / "backward.tar.gz", reverse=True)
@@ -104,8 +122,13 @@ def test_dev_size_must_leave_train(aclimdb_dir: Path) -> None:
 
 def test_fingerprint(aclimdb_dir: Path, aclimdb_tar: Path) -> None:
     tar = IMDBSource(str(aclimdb_tar), dev_size=4).fingerprint()
-    assert tar["files"] == [{"path": str(aclimdb_tar.resolve()), "size": aclimdb_tar.stat().st_size,
-                             "blake2b": hashlib.blake2b(aclimdb_tar.read_bytes(), digest_size=20).hexdigest()}]
+    assert tar["files"] == [
+        {
+            "path": str(aclimdb_tar.resolve()),
+            "size": aclimdb_tar.stat().st_size,
+            "blake2b": hashlib.blake2b(aclimdb_tar.read_bytes(), digest_size=20).hexdigest(),
+        }
+    ]
     assert (tar["class"], tar["dev_size"], tar["split_seed"], tar["ratings"]) == ("IMDBSource", 4, 13, False)
     folder = IMDBSource(str(aclimdb_dir), dev_size=4).fingerprint()["folder"]
     assert (folder["path"], folder["files"]) == (str(aclimdb_dir.resolve()), 16)

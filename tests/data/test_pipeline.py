@@ -92,10 +92,20 @@ def test_cache_is_reused_keyed_and_rebuilt_when_corrupt(tmp_path):
 
 def test_collate_pads_masks_and_carries_pair_and_sentence_fields():
     items = [
-        {"index": 4, "ids": np.array([5, 6, 7]), "label": 1, "query_ids": np.array([9]),
-         "sentence_lengths": np.array([2, 1])},
-        {"index": 2, "ids": np.array([8]), "label": 0, "query_ids": np.array([9, 10]),
-         "sentence_lengths": np.array([1])},
+        {
+            "index": 4,
+            "ids": np.array([5, 6, 7]),
+            "label": 1,
+            "query_ids": np.array([9]),
+            "sentence_lengths": np.array([2, 1]),
+        },
+        {
+            "index": 2,
+            "ids": np.array([8]),
+            "label": 0,
+            "query_ids": np.array([9, 10]),
+            "sentence_lengths": np.array([1]),
+        },
     ]
     batch = collate(items)
     assert batch["ids"].tolist() == [[5, 6, 7], [8, 0, 0]]

@@ -32,8 +32,10 @@ class ListSource:
         return {"texts": self.texts}
 
     def load(self):
-        return {split: [RawExample(uid=f"{split}-{i}", text=t, label=y) for i, (t, y) in enumerate(rows)]
-                for split, rows in self.texts.items()}
+        return {
+            split: [RawExample(uid=f"{split}-{i}", text=t, label=y) for i, (t, y) in enumerate(rows)]
+            for split, rows in self.texts.items()
+        }
 
 
 def recipe_config(*overrides):
@@ -43,27 +45,50 @@ def recipe_config(*overrides):
 def test_the_recipe_composes_the_authors_settings_and_each_is_its_own_option():
     cfg = recipe_config("dataset=sst")
     p = cfg.dataset.preprocessing
-    assert (p.clean, p.digits, p.vocab_count, p.boundary_tokens, p.min_length, p.drop_longest) == \
-        ("remove_non_word", "keep", "documents", True, 6, True)
+    assert (p.clean, p.digits, p.vocab_count, p.boundary_tokens, p.min_length, p.drop_longest) == (
+        "remove_non_word",
+        "keep",
+        "documents",
+        True,
+        6,
+        True,
+    )
     assert cfg.model.class_weights == "pos_weight" and cfg.callbacks.model_checkpoint.monitor == "val/auroc"
     assert cfg.training.select_from_epoch == 1
     jw = cfg.analysis.jain_wallace
-    assert (jw.lam_per_adversary, jw.diversity, jw.multiclass_output_distance, jw.selection, jw.epsilon,
-            jw.select_epsilon) == (True, "k_squared", "l1", "authors", 0.01, 0.05)
+    assert (
+        jw.lam_per_adversary,
+        jw.diversity,
+        jw.multiclass_output_distance,
+        jw.selection,
+        jw.epsilon,
+        jw.select_epsilon,
+    ) == (True, "k_squared", "l1", "authors", 0.01, 0.05)
     assert recipe_config("dataset=babi1").model.class_weights is None  # QA: no class-balanced weight
     imdb = recipe_config("dataset=imdb").dataset
-    assert (imdb.source.split, imdb.source.split_seed, imdb.preprocessing.clean, imdb.preprocessing.min_count) == \
-        ("jain_wallace", 1378, "keras", 10)
-    assert recipe_config("dataset=sst", "dataset.preprocessing.boundary_tokens=false").dataset.preprocessing.boundary_tokens \
+    assert (imdb.source.split, imdb.source.split_seed, imdb.preprocessing.clean, imdb.preprocessing.min_count) == (
+        "jain_wallace",
+        1378,
+        "keras",
+        10,
+    )
+    assert (
+        recipe_config(
+            "dataset=sst", "dataset.preprocessing.boundary_tokens=false"
+        ).dataset.preprocessing.boundary_tokens
         is False
+    )
     default = compose_config("dataset=sst")  # without a recipe nothing of it applies
     assert (default.dataset.preprocessing.boundary_tokens, default.model.class_weights) == (False, None)
     assert default.analysis.jain_wallace.selection == "paper"
 
 
 def test_sst_cleaning_leaves_no_punctuation_and_wraps_every_sequence_in_boundary_tokens():
-    texts = {"train": [("It 's a good ( really ) film , 2/3 of it .", 1), ("A bad -- dull -- film !", 0)],
-             "dev": [("Good , good .", 1), ("Bad ... bad", 0)], "test": [("Fine film , 1990s style .", 1), ("Dull .", 0)]}
+    texts = {
+        "train": [("It 's a good ( really ) film , 2/3 of it .", 1), ("A bad -- dull -- film !", 0)],
+        "dev": [("Good , good .", 1), ("Bad ... bad", 0)],
+        "test": [("Fine film , 1990s style .", 1), ("Dull .", 0)],
+    }
     prep = Preprocessing(clean="remove_non_word", digits="keep", boundary_tokens=True)
     data = build(ListSource(texts), prep)
     for split in ("train", "dev", "test"):
@@ -77,7 +102,10 @@ def test_sst_cleaning_leaves_no_punctuation_and_wraps_every_sequence_in_boundary
 
 def test_document_frequency_differs_from_a_total_count():
     docs = [["rare", "rare", "rare"], ["common"], ["common"], ["common", "x"]]
-    assert "rare" in Vocab.build(docs, min_count=2).itos and "rare" not in Vocab.build(docs, min_count=2, documents=True).itos
+    assert (
+        "rare" in Vocab.build(docs, min_count=2).itos
+        and "rare" not in Vocab.build(docs, min_count=2, documents=True).itos
+    )
     assert "common" in Vocab.build(docs, min_count=2, documents=True).itos
 
 
@@ -86,8 +114,9 @@ def test_strict_bounds_keep_the_lengths_between_them_only():
     texts = {split: [(" ".join(["w"] * n), n % 2) for n in (5, 6, 399, 400)] for split in ("train", "dev", "test")}
     data = build(ListSource(texts), Preprocessing(min_length=6, max_length=399))
     assert sorted(len(ids) for ids in data.splits["test"].ids) == [6, 399]
-    assert data.splits["test"].lengths.tolist() != [] and build(ListSource(texts), Preprocessing(
-        min_length=6, max_length=399, boundary_tokens=True)).splits["test"].lengths.tolist() == [8, 401]  # + <sos> <eos>
+    assert data.splits["test"].lengths.tolist() != [] and build(
+        ListSource(texts), Preprocessing(min_length=6, max_length=399, boundary_tokens=True)
+    ).splits["test"].lengths.tolist() == [8, 401]  # + <sos> <eos>
     longest = build(ListSource(texts), Preprocessing(min_length=6, drop_longest=True))
     assert sorted(len(ids) for ids in longest.splits["test"].ids) == [6, 399]  # 400, each split's longest, dropped
 
@@ -139,19 +168,34 @@ def test_sst_recipe_gives_the_papers_table_1_counts(tmp_path):
 def test_boundary_tokens_never_reach_a_statistic_heatmap_or_parquet_column(tmp_path):
     """A J&W run on the synthetic task under the recipe's settings: the model sees <sos>/<eos>; lengths,
     correlations, heatmaps and the per-instance table count the text's tokens only."""
-    cfg = compose_config("trainer=debug", "logger=none", "dataset.source.n_train=96", "dataset.source.n_dev=32",
-                         "dataset.source.n_test=32", "model.network.embedding_dim=16", "encoder.hidden_size=8",
-                         "dataset.preprocessing.boundary_tokens=true", "analysis.jain_wallace.steps=5",
-                         "analysis.jain_wallace.permutations=4", "analysis.jain_wallace.heatmaps=4",
-                         "analysis.jain_wallace.selection=authors", "analysis.jain_wallace.select_epsilon=0.05",
-                         "model.class_weights=pos_weight", "callbacks.model_checkpoint.monitor=val/auroc")
+    cfg = compose_config(
+        "trainer=debug",
+        "logger=none",
+        "dataset.source.n_train=96",
+        "dataset.source.n_dev=32",
+        "dataset.source.n_test=32",
+        "model.network.embedding_dim=16",
+        "encoder.hidden_size=8",
+        "dataset.preprocessing.boundary_tokens=true",
+        "analysis.jain_wallace.steps=5",
+        "analysis.jain_wallace.permutations=4",
+        "analysis.jain_wallace.heatmaps=4",
+        "analysis.jain_wallace.selection=authors",
+        "analysis.jain_wallace.select_epsilon=0.05",
+        "model.class_weights=pos_weight",
+        "callbacks.model_checkpoint.monitor=val/auroc",
+    )
     run = tmp_path / "run"
     train_and_test(cfg, run)
     frame = pd.read_parquet(run / "analysis" / "jain_wallace" / "instances.parquet")
     from attn_study.data.synthetic import SyntheticSource
 
-    plain = build(SyntheticSource(**{k: v for k, v in OmegaConf.to_container(cfg.dataset.source, resolve=True).items()
-                                     if k != "_target_"}), Preprocessing())
+    plain = build(
+        SyntheticSource(
+            **{k: v for k, v in OmegaConf.to_container(cfg.dataset.source, resolve=True).items() if k != "_target_"}
+        ),
+        Preprocessing(),
+    )
     assert frame["length"].tolist() == [len(plain.splits["test"].ids[i]) for i in frame["index"]]
     page = (run / "analysis" / "jain_wallace" / "heatmaps.html").read_text()
     assert SOS not in page and EOS not in page and "&lt;sos&gt;" not in page
@@ -159,16 +203,23 @@ def test_boundary_tokens_never_reach_a_statistic_heatmap_or_parquet_column(tmp_p
 
 
 def test_serrano_smith_recipe_has_the_appendix_row_of_every_model():
-    table = {("yelp", "han", "noenc"): (0.7, 0.1, 0.7, 0.0001, 10, 58.6),
-             ("imdb_rating", "flat", "conv"): (0.4445, None, 0.3457, 0.0004, 5, 48.2),
-             ("yahoo", "han", "gru"): (0.4445, 0.2202, 0.3749, 0.0004, 5, 74.6),
-             ("amazon", "flat", "noenc"): (0.6, None, 0.4, 0.0002, 10, 50.2)}
+    table = {
+        ("yelp", "han", "noenc"): (0.7, 0.1, 0.7, 0.0001, 10, 58.6),
+        ("imdb_rating", "flat", "conv"): (0.4445, None, 0.3457, 0.0004, 5, 48.2),
+        ("yahoo", "han", "gru"): (0.4445, 0.2202, 0.3749, 0.0004, 5, 74.6),
+        ("amazon", "flat", "noenc"): (0.6, None, 0.4, 0.0002, 10, 50.2),
+    }
     for (dataset, model, encoder), (word, sentence, dropout, lr, patience, accuracy) in table.items():
         cfg = compose_config("recipe=serrano_smith", f"dataset={dataset}", f"model={model}", f"encoder={encoder}")
         net = cfg.model.network
-        assert (net.word_dropout, net.get("sentence_dropout"), net.dropout, cfg.model.optimizer.lr,
-                cfg.callbacks.early_stopping.patience, cfg.recipe.row.paper_accuracy) == \
-            (word, sentence, dropout, lr, patience, accuracy), (dataset, model, encoder)
+        assert (
+            net.word_dropout,
+            net.get("sentence_dropout"),
+            net.dropout,
+            cfg.model.optimizer.lr,
+            cfg.callbacks.early_stopping.patience,
+            cfg.recipe.row.paper_accuracy,
+        ) == (word, sentence, dropout, lr, patience, accuracy), (dataset, model, encoder)
         assert cfg.trainer.max_epochs == -1 and list(cfg.analysis) == ["serrano_smith"]
     rows = sum(len(e) for m in compose_config("recipe=serrano_smith").recipe.table.values() for e in m.values())
     assert rows == 24  # 4 datasets × {HAN, FLAN} × {rnn, conv, noenc}
@@ -186,18 +237,21 @@ def test_each_setting_of_the_recipe_takes_effect(tmp_path):
     adversary is the authors' (λ per adversary, K² diversity, their selection)."""
     import torch
 
-    from attn_study import saved
+    from attn_study import assemble
     from attn_study.build import build_analyses
 
     cfg = recipe_config(*TINY, "trainer.max_epochs=4", "trainer.limit_train_batches=null", "logger=csv")
     run_dir = tmp_path / "run"
     run_job(cfg, run_dir)
-    trained = saved.load(run_dir)
+    trained = assemble.load(run_dir)
     labels = trained.datamodule.split("train").labels
     weight = trained.module.class_weights.tolist()
     assert weight == pytest.approx([1.0, float((labels == 0).sum() / (labels == 1).sum())])
     logits, targets = torch.tensor([[0.3], [-1.2]]), torch.tensor([1, 0])
-    expected = -(weight[1] * torch.log(torch.sigmoid(torch.tensor(0.3))) + torch.log(1 - torch.sigmoid(torch.tensor(-1.2)))) / 2
+    expected = (
+        -(weight[1] * torch.log(torch.sigmoid(torch.tensor(0.3))) + torch.log(1 - torch.sigmoid(torch.tensor(-1.2))))
+        / 2
+    )
     assert float(trained.module.loss(logits, targets)) == pytest.approx(float(expected), rel=1e-6)
     epochs = pd.read_csv(run_dir / "csv" / "metrics.csv").dropna(subset=["val/early/auroc", "val/auroc"], how="all")
     by_epoch = epochs.groupby("epoch")["val/auroc"].first()
@@ -210,5 +264,11 @@ def test_each_setting_of_the_recipe_takes_effect(tmp_path):
     recorded = pd.read_parquet(run_dir / "attention.parquet")
     assert all(a[0] == 0 and a[-1] == 0 for a in recorded["attention"])
     battery = build_analyses(recipe_config("analysis=[jain_wallace]"))[0]
-    assert (battery.lam_per_adversary, battery.diversity, battery.selection, battery.epsilon, battery.select_epsilon,
-            battery.multiclass_output_distance) == (True, "k_squared", "authors", 0.01, 0.05, "l1")
+    assert (
+        battery.lam_per_adversary,
+        battery.diversity,
+        battery.selection,
+        battery.epsilon,
+        battery.select_epsilon,
+        battery.multiclass_output_distance,
+    ) == (True, "k_squared", "authors", 0.01, 0.05, "l1")

@@ -25,7 +25,10 @@ def snli_zip(snli_dir: Path, tmp_path: Path) -> Path:
 def test_fields_labels_and_dropped_pairs(snli_dir: Path) -> None:
     source = SNLISource(str(snli_dir))
     assert (source.name, source.num_classes, source.label_names) == (
-        "snli", 3, ["entailment", "neutral", "contradiction"])
+        "snli",
+        3,
+        ["entailment", "neutral", "contradiction"],
+    )
     splits = source.load()
     assert {k: [(e.uid, e.label) for e in v] for k, v in splits.items()} == {
         "train": [("3416050480.jpg#4r1n", 1), ("3416050480.jpg#4r1c", 2), ("3416050480.jpg#4r1e", 0)],
@@ -90,13 +93,15 @@ def test_zip_without_a_split_and_broken_zip(snli_dir: Path, tmp_path: Path) -> N
 
 
 def test_only_unlabelled_pairs_is_an_error(snli_dir: Path) -> None:
-    (snli_dir / "snli_1.0_dev.jsonl").write_text(snli_line("1#1", "p", "h", "-", ["neutral"]) + "\n",
-                                                encoding="utf-8")
+    (snli_dir / "snli_1.0_dev.jsonl").write_text(snli_line("1#1", "p", "h", "-", ["neutral"]) + "\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"snli_1\.0_dev\.jsonl: no labelled pairs"):
         SNLISource(str(snli_dir)).load()
 
 
 def test_fingerprint(snli_dir: Path, snli_zip: Path) -> None:
     assert [Path(f["path"]).name for f in SNLISource(str(snli_dir)).fingerprint()["files"]] == [
-        "snli_1.0_train.jsonl", "snli_1.0_dev.jsonl", "snli_1.0_test.jsonl"]
+        "snli_1.0_train.jsonl",
+        "snli_1.0_dev.jsonl",
+        "snli_1.0_test.jsonl",
+    ]
     assert SNLISource(str(snli_zip)).fingerprint()["files"][0]["size"] == snli_zip.stat().st_size

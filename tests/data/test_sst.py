@@ -21,14 +21,23 @@ def _summary(splits: dict) -> dict[str, list[tuple[str, str, int]]]:
 
 
 BINARY = {
-    "train": [("train-1", "It 's good .", 1), ("train-2", "Awful ( really )", 0),
-              ("train-4", "Brilliant n't 1/2", 1), ("train-5", "[ dull ]", 0)],
+    "train": [
+        ("train-1", "It 's good .", 1),
+        ("train-2", "Awful ( really )", 0),
+        ("train-4", "Brilliant n't 1/2", 1),
+        ("train-5", "[ dull ]", 0),
+    ],
     "dev": [("dev-2", "Bad *", 0), ("dev-3", "{ fine }", 1)],
     "test": [("test-1", "Great", 1), ("test-2", "Terrible .", 0)],
 }
 FINE = {
-    "train": [("train-1", "It 's good .", 3), ("train-2", "Awful ( really )", 0),
-              ("train-3", "Just a film", 2), ("train-4", "Brilliant n't 1/2", 4), ("train-5", "[ dull ]", 1)],
+    "train": [
+        ("train-1", "It 's good .", 3),
+        ("train-2", "Awful ( really )", 0),
+        ("train-3", "Just a film", 2),
+        ("train-4", "Brilliant n't 1/2", 4),
+        ("train-5", "[ dull ]", 1),
+    ],
     "dev": [("dev-1", "So so", 2), ("dev-2", "Bad *", 1), ("dev-3", "{ fine }", 3)],
     "test": [("test-1", "Great", 4), ("test-2", "Terrible .", 0), ("test-3", "Meh .", 2)],
 }
@@ -101,8 +110,11 @@ def test_fingerprint_names_the_resolved_files(sst_dir: Path, sst_zip: Path) -> N
     assert [f["path"] for f in folder["files"]] == [str(trees / f"{s}.txt") for s in ("train", "dev", "test")]
     assert folder["files"][0]["size"] == (trees / "train.txt").stat().st_size
     assert SSTSource(str(sst_zip)).fingerprint()["files"] == [
-        {"path": str(sst_zip.resolve()), "size": sst_zip.stat().st_size,
-         "blake2b": hashlib.blake2b(sst_zip.read_bytes(), digest_size=20).hexdigest()}
+        {
+            "path": str(sst_zip.resolve()),
+            "size": sst_zip.stat().st_size,
+            "blake2b": hashlib.blake2b(sst_zip.read_bytes(), digest_size=20).hexdigest(),
+        }
     ]
 
 

@@ -55,10 +55,12 @@ def test_a_bag_of_words_cannot_resolve_negation():
         for ws in (ex.text.split() for ex in data)
     )
     assert decoys > 0.4 * len(data)
+
     # the counting rule that ignores order (negators anywhere flip) disagrees with the labels often
     def unordered(words):
         pol = sum(1 if w in POSITIVE else -1 for w in words if w in POSITIVE or w in NEGATIVE)
         flips = sum(w in NEGATORS for w in words)
         return int(pol * (-1) ** flips > 0)
+
     disagree = np.mean([unordered(ex.text.split()) != ex.label for ex in data])
     assert disagree > 0.2

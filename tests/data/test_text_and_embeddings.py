@@ -21,7 +21,18 @@ from attn_study.errors import DataError
 
 def test_tokenize_lowercases_splits_and_masks_digits():
     assert tokenize("It's  a 2nd-rate film, isn't it?\n\n") == [
-        "it", "'s", "a", "qqq", "-", "rate", "film", ",", "is", "n't", "it", "?"
+        "it",
+        "'s",
+        "a",
+        "qqq",
+        "-",
+        "rate",
+        "film",
+        ",",
+        "is",
+        "n't",
+        "it",
+        "?",
     ]
     assert normalise("1990s") == "qqq" and normalise("Hello") == "hello" and normalise("B52") == "qqq"
     assert tokenize_many(["Two words", "  ", "A 10/10 film"]) == [["two", "words"], [], ["a", "qqq", "film"]]

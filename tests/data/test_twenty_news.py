@@ -63,9 +63,13 @@ def test_splits_labels_and_other_groups_ignored(news_dir: Path) -> None:
     assert (source.num_classes, source.label_names) == (2, ["rec.sport.baseball", "rec.sport.hockey"])
     splits = source.load()
     assert {k: len(v) for k, v in splits.items()} == {"train": 10, "dev": 4, "test": 5}
-    assert [e.uid for e in splits["test"]] == ["test/rec.sport.baseball/301", "test/rec.sport.baseball/302",
-                                               "test/rec.sport.hockey/401", "test/rec.sport.hockey/402",
-                                               "test/rec.sport.hockey/403"]
+    assert [e.uid for e in splits["test"]] == [
+        "test/rec.sport.baseball/301",
+        "test/rec.sport.baseball/302",
+        "test/rec.sport.hockey/401",
+        "test/rec.sport.hockey/402",
+        "test/rec.sport.hockey/403",
+    ]
     for examples in splits.values():
         for e in examples:
             assert e.label == (1 if "hockey" in e.uid else 0)
@@ -97,8 +101,9 @@ def test_dev_carve_is_deterministic_and_seeded(news_dir: Path) -> None:
     assert TwentyNewsSource(str(news_dir), dev_size=4).load() == first
     train_dev = {e.uid for e in first["train"]} | {e.uid for e in first["dev"]}
     assert len(train_dev) == 14 and not {e.uid for e in first["dev"]} & {e.uid for e in first["train"]}
-    others = [[e.uid for e in TwentyNewsSource(str(news_dir), dev_size=4, split_seed=s).load()["dev"]]
-              for s in (1, 2, 3)]
+    others = [
+        [e.uid for e in TwentyNewsSource(str(news_dir), dev_size=4, split_seed=s).load()["dev"]] for s in (1, 2, 3)
+    ]
     assert any(dev != [e.uid for e in first["dev"]] for dev in others)
     with pytest.raises(UserError, match="dataset.source.dev_size=14"):
         TwentyNewsSource(str(news_dir), dev_size=14).load()

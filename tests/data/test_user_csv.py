@@ -19,8 +19,9 @@ def user_csv(tmp_path: Path) -> Path:
 
 
 def _source(path: Path | None, **options) -> UserCSVSource:
-    return UserCSVSource(str(path) if path else None, dataset="adr", label_names=["no ADR", "ADR"], obtain=HINT,
-                         **options)
+    return UserCSVSource(
+        str(path) if path else None, dataset="adr", label_names=["no ADR", "ADR"], obtain=HINT, **options
+    )
 
 
 def test_rows_go_to_their_split(user_csv: Path) -> None:
@@ -28,8 +29,11 @@ def test_rows_go_to_their_split(user_csv: Path) -> None:
     assert (source.name, source.num_classes, source.label_names) == ("adr", 2, ["no ADR", "ADR"])
     splits = source.load()
     assert {k: [(e.uid, e.text, e.label) for e in v] for k, v in splits.items()} == {
-        "train": [("train-1", "i took DRUG and now my head hurts, badly", 1), ("train-2", "feeling fine today", 0),
-                  ("train-3", 'a "quoted" tweet\nover two lines', 0)],
+        "train": [
+            ("train-1", "i took DRUG and now my head hurts, badly", 1),
+            ("train-2", "feeling fine today", 0),
+            ("train-3", 'a "quoted" tweet\nover two lines', 0),
+        ],
         "dev": [("dev-4", "DRUG gave me a rash", 1), ("dev-5", "nothing to report", 0)],
         "test": [("test-6", "cannot sleep since DRUG", 1), ("test-7", "lovely weather", 0)],
     }

@@ -49,16 +49,25 @@ TEXTS = [
 def make_model(enc, proj, num_classes=2, **kwargs):
     torch.manual_seed(0)
     model = HierarchicalAttentionClassifier(
-        vocab_size=32, num_classes=num_classes, encoder=ENCODERS[enc], scorer=attention.AdditiveScorer,
-        projection=PROJECTIONS[proj](), embedding_dim=6, **kwargs,
+        vocab_size=32,
+        num_classes=num_classes,
+        encoder=ENCODERS[enc],
+        scorer=attention.AdditiveScorer,
+        projection=PROJECTIONS[proj](),
+        embedding_dim=6,
+        **kwargs,
     )
     return model.eval()
 
 
 def batch_of(docs, labels=None, extra_pad=0):
     items = [
-        {"index": i, "ids": np.asarray([t for s in doc for t in s], dtype=np.int64), "label": (labels or [0] * len(docs))[i],
-         "sentence_lengths": np.asarray([len(s) for s in doc], dtype=np.int64)}
+        {
+            "index": i,
+            "ids": np.asarray([t for s in doc for t in s], dtype=np.int64),
+            "label": (labels or [0] * len(docs))[i],
+            "sentence_lengths": np.asarray([len(s) for s in doc], dtype=np.int64),
+        }
         for i, doc in enumerate(docs)
     ]
     batch = collate(items)
@@ -88,8 +97,9 @@ def test_sentence_tokens_equal_tokenize_many_and_lengths_sum():
 
 def test_processed_sentence_lengths_and_truncation():
     texts = ["Good film. Bad ending. Fine!", "Great. Really great.", "One two three four five six seven. Then this."]
-    splits = {s: [RawExample(uid=str(i), text=t, label=i % 2) for i, t in enumerate(texts)]
-              for s in ("train", "dev", "test")}
+    splits = {
+        s: [RawExample(uid=str(i), text=t, label=i % 2) for i, t in enumerate(texts)] for s in ("train", "dev", "test")
+    }
 
     class Source:
         name, num_classes, label_names = "tiny", 2, ["neg", "pos"]
@@ -137,7 +147,8 @@ def test_padding_staging_and_gradients(enc, proj):
     assert torch.all(word[~batch["mask"]] == 0)
     assert torch.equal(enc_out.token_sentences, batch["sentence_ids"])  # consecutive ids stay as they are
     per_sentence = torch.zeros(len(DOCS), alpha.shape[1]).scatter_add_(
-        1, enc_out.token_sentences.clamp_min(0), word * batch["mask"])
+        1, enc_out.token_sentences.clamp_min(0), word * batch["mask"]
+    )
     torch.testing.assert_close(per_sentence, enc_out.mask.float())
 
     # decode(encode(x), attend(encode(x))) == forward(x); decode_many agrees with decode
@@ -212,8 +223,12 @@ def test_sentence_ids_with_gaps_are_compacted():
 
 
 def test_han_runs_on_a_datamodule_batch(tmp_path):
-    texts = ["A good film. I liked it a lot! Recommended.", "Bad. Really bad.", "Fine film overall",
-             "The plot was thin. The acting was worse. Avoid it. Seriously."]
+    texts = [
+        "A good film. I liked it a lot! Recommended.",
+        "Bad. Really bad.",
+        "Fine film overall",
+        "The plot was thin. The acting was worse. Avoid it. Seriously.",
+    ]
 
     class Source:
         name, num_classes, label_names = "tiny_han", 2, ["neg", "pos"]
@@ -222,15 +237,18 @@ def test_han_runs_on_a_datamodule_batch(tmp_path):
             return {"tag": "han"}
 
         def load(self):
-            return {s: [RawExample(uid=str(i), text=t, label=i % 2) for i, t in enumerate(texts)]
-                    for s in ("train", "dev", "test")}
+            return {
+                s: [RawExample(uid=str(i), text=t, label=i % 2) for i, t in enumerate(texts)]
+                for s in ("train", "dev", "test")
+            }
 
     dm = TextDataModule(Source(), Preprocessing(sentences=True), batch_size=4, eval_batch_size=4, cache_dir=tmp_path)
     dm.setup()
     batch = next(iter(dm.loader("dev")))
     assert "sentence_ids" in batch
-    model = HierarchicalAttentionClassifier(len(dm.vocab), dm.num_classes, ENCODERS["gru"], attention.AdditiveScorer,
-                                            projection.Softmax(), embedding_dim=6).eval()
+    model = HierarchicalAttentionClassifier(
+        len(dm.vocab), dm.num_classes, ENCODERS["gru"], attention.AdditiveScorer, projection.Softmax(), embedding_dim=6
+    ).eval()
     logits, alpha = model(batch)
     enc = model.encode(batch)
     counts = {int(i): n for i, n in zip(batch["index"], enc.lengths.tolist())}
@@ -251,9 +269,18 @@ def test_config_composes(make_cfg):
 def test_end_to_end_run(make_cfg, tmp_path):
     from attn_study.run import run as run_job
 
-    cfg = make_cfg("trainer=debug", "analysis=none", "logger=none", "dataset.source.n_train=64",
-                   "dataset.source.n_dev=16", "dataset.source.n_test=16", "model=han", "encoder=gru",
-                   "encoder.hidden_size=4", "model.network.embedding_dim=8")
+    cfg = make_cfg(
+        "trainer=debug",
+        "analysis=none",
+        "logger=none",
+        "dataset.source.n_train=64",
+        "dataset.source.n_dev=16",
+        "dataset.source.n_test=16",
+        "model=han",
+        "encoder=gru",
+        "encoder.hidden_size=4",
+        "model.network.embedding_dim=8",
+    )
     summary = run_job(cfg, tmp_path / "run")
     assert 0.0 <= summary["test/acc"] <= 1.0
     assert (tmp_path / "run" / "summary.json").is_file()

@@ -24,15 +24,24 @@ CANDIDATES = [(0, 2), (1, 2, 3), (3,)]
 
 
 def batch_of(passages=PASSAGES, questions=QUESTIONS, candidates=CANDIDATES):
-    items = [{"index": i, "ids": np.array(p), "label": c[0], "query_ids": np.array(q), "candidates": c}
-             for i, (p, q, c) in enumerate(zip(passages, questions, candidates))]
+    items = [
+        {"index": i, "ids": np.array(p), "label": c[0], "query_ids": np.array(q), "candidates": c}
+        for i, (p, q, c) in enumerate(zip(passages, questions, candidates))
+    ]
     return collate(items, num_classes=4)
 
 
 def make(enc, scorer=attention.AdditiveScorer):
     torch.manual_seed(0)
-    model = PairAttentionClassifier(vocab_size=30, num_classes=4, encoder=ENCODERS[enc], scorer=scorer,
-                                    projection=projection.Softmax(), embedding_dim=5, decoder_dim=6)
+    model = PairAttentionClassifier(
+        vocab_size=30,
+        num_classes=4,
+        encoder=ENCODERS[enc],
+        scorer=scorer,
+        projection=projection.Softmax(),
+        embedding_dim=5,
+        decoder_dim=6,
+    )
     return model.double().eval()
 
 
@@ -63,6 +72,6 @@ def test_leave_one_out_on_pair_tasks_equals_brute_force(enc):
             single = batch_of([passage], [QUESTIONS[row]], [CANDIDATES[row]])
             base = model.probabilities(model(single)[0])[0]
             for t in range(len(passage)):
-                deleted = batch_of([passage[:t] + passage[t + 1:]], [QUESTIONS[row]], [CANDIDATES[row]])
+                deleted = batch_of([passage[:t] + passage[t + 1 :]], [QUESTIONS[row]], [CANDIDATES[row]])
                 expected = 0.5 * (model.probabilities(model(deleted)[0])[0] - base).abs().sum()
                 torch.testing.assert_close(got[row, t], expected)

@@ -37,8 +37,12 @@ SEQS = [[5, 6, 7, 8, 9, 10, 11], [12, 13, 14], [15], [16, 17, 18, 19, 20]]
 def make_model(enc, score, proj, num_classes=2):
     torch.manual_seed(0)
     model = AttentionClassifier(
-        vocab_size=30, num_classes=num_classes, encoder=ENCODERS[enc], scorer=SCORERS[score],
-        projection=PROJECTIONS[proj](), embedding_dim=6,
+        vocab_size=30,
+        num_classes=num_classes,
+        encoder=ENCODERS[enc],
+        scorer=SCORERS[score],
+        projection=PROJECTIONS[proj](),
+        embedding_dim=6,
     )
     return model.eval()
 
@@ -139,8 +143,12 @@ def test_projection_values_against_closed_forms():
     # entmax_bisect with alpha=2 equals sparsemax; alpha=1.5 equals the exact entmax15
     z = torch.randn(3, 7)
     mz = torch.ones(3, 7, dtype=torch.bool)
-    torch.testing.assert_close(projection.EntmaxBisect(alpha=2.0)(z, mz), projection.Sparsemax()(z, mz), atol=1e-5, rtol=0)
-    torch.testing.assert_close(projection.EntmaxBisect(alpha=1.5)(z, mz), projection.Entmax15()(z, mz), atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        projection.EntmaxBisect(alpha=2.0)(z, mz), projection.Sparsemax()(z, mz), atol=1e-5, rtol=0
+    )
+    torch.testing.assert_close(
+        projection.EntmaxBisect(alpha=1.5)(z, mz), projection.Entmax15()(z, mz), atol=1e-5, rtol=0
+    )
 
 
 def test_invalid_projection_parameters_are_rejected():

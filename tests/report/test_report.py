@@ -19,14 +19,36 @@ from attn_study.report.render import latex_escape, markdown, mean_ci, seed_sprea
 from tests.helpers import REPO, cli_env
 
 
-def make_run(root, name, *, dataset, encoder, attention="additive", model="flat", state="complete", seed=13,
-             summary=None, instances=None, family="jain_wallace", finished=1.0e9, error=None, projection="softmax",
-             lam=None, settings=None):
+def make_run(
+    root,
+    name,
+    *,
+    dataset,
+    encoder,
+    attention="additive",
+    model="flat",
+    state="complete",
+    seed=13,
+    summary=None,
+    instances=None,
+    family="jain_wallace",
+    finished=1.0e9,
+    error=None,
+    projection="softmax",
+    lam=None,
+    settings=None,
+):
     run = root / name
     (run / ".hydra").mkdir(parents=True)
-    config = OmegaConf.create({k: {"name": v} for k, v in dict(
-        dataset=dataset, model=model, encoder=encoder, attention=attention, projection=projection).items()}
-        | {"seed": seed, "analysis": {family: {}}})
+    config = OmegaConf.create(
+        {
+            k: {"name": v}
+            for k, v in dict(
+                dataset=dataset, model=model, encoder=encoder, attention=attention, projection=projection
+            ).items()
+        }
+        | {"seed": seed, "analysis": {family: {}}}
+    )
     if lam is not None:
         config.projection.lam = lam
     for key, value in (settings or {}).items():
@@ -59,31 +81,56 @@ def jw_summary(base: float, acc: float) -> dict:
 def jw_instances(seed: int) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     n = 20
-    return pd.DataFrame({"prediction": np.arange(n) % 2, "tau_grad": rng.uniform(-1, 1, n),
-                         "tau_loo": rng.uniform(-1, 1, n), "tau_grad_loo": rng.uniform(-1, 1, n)})
+    return pd.DataFrame(
+        {
+            "prediction": np.arange(n) % 2,
+            "tau_grad": rng.uniform(-1, 1, n),
+            "tau_loo": rng.uniform(-1, 1, n),
+            "tau_grad_loo": rng.uniform(-1, 1, n),
+        }
+    )
 
 
 @pytest.fixture
 def sweep(tmp_path):
     root = tmp_path / "sweep"
     for i, dataset in enumerate(("sst", "imdb")):
-        make_run(root, f"{dataset}-lstm", dataset=dataset, encoder="lstm", summary=jw_summary(0.3 + i, 0.8),
-                 instances=jw_instances(i))
-        make_run(root, f"{dataset}-average", dataset=dataset, encoder="average", summary=jw_summary(0.6 + i, 0.7),
-                 instances=jw_instances(10 + i))
+        make_run(
+            root,
+            f"{dataset}-lstm",
+            dataset=dataset,
+            encoder="lstm",
+            summary=jw_summary(0.3 + i, 0.8),
+            instances=jw_instances(i),
+        )
+        make_run(
+            root,
+            f"{dataset}-average",
+            dataset=dataset,
+            encoder="average",
+            summary=jw_summary(0.6 + i, 0.7),
+            instances=jw_instances(10 + i),
+        )
     make_run(root, "sst-cnn", dataset="sst", encoder="cnn", state="failed", error="RuntimeError: out of memory")
     make_run(root, "sst-lstm-old", dataset="sst", encoder="lstm", summary=jw_summary(9.0, 0.1), finished=1.0)
-    write_json_atomic(root / "sweep.json", {"jobs": {"sst-lstm": ["dataset=sst", "encoder=lstm"],
-                                                     "imdb-cnn": ["dataset=imdb", "encoder=cnn"]}})
+    write_json_atomic(
+        root / "sweep.json",
+        {"jobs": {"sst-lstm": ["dataset=sst", "encoder=lstm"], "imdb-cnn": ["dataset=imdb", "encoder=cnn"]}},
+    )
     return root
 
 
 def test_table2_has_the_runs_numbers_per_dataset_and_class(sweep):
     out = build_report(sweep)
     table = pd.read_csv(out / "table2_additive-softmax.csv")
-    assert list(zip(table["dataset"], table["class"])) == [("imdb", "neg"), ("imdb", "pos"), ("sst", "neg"), ("sst", "pos")]
+    assert list(zip(table["dataset"], table["class"])) == [
+        ("imdb", "neg"),
+        ("imdb", "pos"),
+        ("sst", "neg"),
+        ("sst", "pos"),
+    ]
     sst_pos = table.iloc[3]
-    assert sst_pos["tau_g_bilstm_mean"] == pytest.approx(0.4)      # 0.3 + class 1 / 10, the newer lstm run
+    assert sst_pos["tau_g_bilstm_mean"] == pytest.approx(0.4)  # 0.3 + class 1 / 10, the newer lstm run
     assert sst_pos["tau_g_average_mean"] == pytest.approx(0.7)
     assert sst_pos["tau_loo_bilstm_mean"] == pytest.approx(0.45)
     assert sst_pos["tau_loo_bilstm_sig_frac"] == pytest.approx(0.6)
@@ -117,8 +164,13 @@ def test_html_is_self_contained_with_the_figures(sweep):
 
 def test_serrano_smith_tables(tmp_path):
     root = tmp_path / "ss"
-    summary = {"ss/n_instances": 10, "ss/single/n": 10, "ss/multi/n": 10, "test/acc": 0.5,
-               "ss/multi/grad_vs_attn_ratio": 2.0}
+    summary = {
+        "ss/n_instances": 10,
+        "ss/single/n": 10,
+        "ss/multi/n": 10,
+        "test/acc": 0.5,
+        "ss/multi/grad_vs_attn_ratio": 2.0,
+    }
     for key in ("single", "single_grad", "single_grad_attention"):
         for cell, value in zip(("yes_yes", "yes_no", "no_yes", "no_no"), (10.0, 20.0, 30.0, 40.0)):
             summary[f"ss/{key}/flip_table/{cell}"] = value
@@ -127,10 +179,19 @@ def test_serrano_smith_tables(tmp_path):
         summary[f"ss/multi/{ranking}/never_flip_frac"] = 0.1
         summary[f"ss/multi/{ranking}/frac_removed/median"] = 0.25 if ranking == "attention" else 0.75
         summary[f"ss/multi/{ranking}/frac_removed/mean"] = 0.3
-    frame = pd.DataFrame({"length": [3] * 10, "attention_frac": np.linspace(0, 1, 10),
-                          "random_frac": np.linspace(0.5, 1, 10)})
-    make_run(root, "yelp-han-gru", dataset="yelp", model="han", encoder="gru", summary=summary, instances=frame,
-             family="serrano_smith")
+    frame = pd.DataFrame(
+        {"length": [3] * 10, "attention_frac": np.linspace(0, 1, 10), "random_frac": np.linspace(0.5, 1, 10)}
+    )
+    make_run(
+        root,
+        "yelp-han-gru",
+        dataset="yelp",
+        model="han",
+        encoder="gru",
+        summary=summary,
+        instances=frame,
+        family="serrano_smith",
+    )
     out = build_report(root)
     flips = pd.read_csv(out / "ss_flip_table.csv")
     assert len(flips) == 3 and flips.iloc[0]["only i* flips"] == 20.0 and flips.iloc[0]["i* by"] == "attention"
@@ -144,15 +205,35 @@ def test_sparsity_tables_have_the_runs_numbers(tmp_path):
     from scipy import stats
 
     root = tmp_path / "meister"
-    grid = {("lstm", "additive", "softmax", None): (0.90, 0.95), ("lstm", "additive", "sparsemax", None): (0.88, 0.80),
-            ("lstm", "additive", "sparsegen", -1.0): (0.85, 0.85), ("lstm", "additive", "sparsegen", 0.5): (0.80, 0.70),
-            ("transformer", "dot", "sparsegen", -1.0): (0.70, 0.9), ("transformer", "dot", "sparsegen", 0.5): (0.6, 0.8)}
+    grid = {
+        ("lstm", "additive", "softmax", None): (0.90, 0.95),
+        ("lstm", "additive", "sparsemax", None): (0.88, 0.80),
+        ("lstm", "additive", "sparsegen", -1.0): (0.85, 0.85),
+        ("lstm", "additive", "sparsegen", 0.5): (0.80, 0.70),
+        ("transformer", "dot", "sparsegen", -1.0): (0.70, 0.9),
+        ("transformer", "dot", "sparsegen", 0.5): (0.6, 0.8),
+    }
     for i, ((encoder, attention, projection, lam), (hidden, g_input)) in enumerate(grid.items()):
-        summary = {"sp/n_instances": 10, "sp/entropy/g_hidden/mean": hidden, "sp/entropy/g_hidden/std": 0.05,
-                   "sp/entropy/g_hidden/n": 10, "sp/entropy/g_input/mean": g_input, "sp/tau/attn_g_input/mean": 0.1 * i,
-                   "test/acc": 0.8}
-        make_run(root, f"run{i}", dataset="sst", encoder=encoder, attention=attention, projection=projection, lam=lam,
-                 summary=summary, family="sparsity")
+        summary = {
+            "sp/n_instances": 10,
+            "sp/entropy/g_hidden/mean": hidden,
+            "sp/entropy/g_hidden/std": 0.05,
+            "sp/entropy/g_hidden/n": 10,
+            "sp/entropy/g_input/mean": g_input,
+            "sp/tau/attn_g_input/mean": 0.1 * i,
+            "test/acc": 0.8,
+        }
+        make_run(
+            root,
+            f"run{i}",
+            dataset="sst",
+            encoder=encoder,
+            attention=attention,
+            projection=projection,
+            lam=lam,
+            summary=summary,
+            family="sparsity",
+        )
     out = build_report(root)
     table1 = (out / "sp_table1.md").read_text()
     assert "| lstm + additive (softmax) | 0.90 ± 0.05 |" in table1
@@ -168,13 +249,25 @@ def test_sparsity_tables_have_the_runs_numbers(tmp_path):
 
 def test_smoke_meister_sweep_then_report(tmp_path):
     sweep = tmp_path / "smoke_meister"
-    run = subprocess.run([sys.executable, "-m", "attn_study.cli", "-m", "sweep=smoke_meister", f"hydra.sweep.dir={sweep}",
-                          "logger=csv"], capture_output=True, text=True, cwd=REPO, env=cli_env(), timeout=900)
+    run = subprocess.run(
+        [sys.executable, "-m", "attn_study.cli", "-m", "sweep=smoke_meister", f"hydra.sweep.dir={sweep}", "logger=csv"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=cli_env(),
+        timeout=900,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     assert "16 jobs: 16 ran" in run.stdout
     out = build_report(sweep)
-    for name in ("sp_table1.md", "sp_table2.md", "sp_support.md", "sp_fig1_tau_input_vs_intermediate.png",
-                 "sp_fig2_entropy_per_projection.png", "sp_fig3_tau_vs_lambda.png"):
+    for name in (
+        "sp_table1.md",
+        "sp_table2.md",
+        "sp_support.md",
+        "sp_fig1_tau_input_vs_intermediate.png",
+        "sp_fig2_entropy_per_projection.png",
+        "sp_fig3_tau_vs_lambda.png",
+    ):
         assert (out / name).is_file(), name
     table1 = pd.read_csv(out / "sp_table1.csv")
     assert len(table1) == 16 and set(table1["model"]) == {"lstm + additive", "transformer + dot"}
@@ -196,11 +289,23 @@ def test_meister_table2_is_kendall_tau_b_over_pooled_instances_and_over_run_mean
     for lam_, projection in ((-1.0, "sparsegen"), (0.0, "sparsemax"), (0.5, "sparsegen")):
         for seed in (13, 14):
             values = np.clip(0.8 - 0.2 * lam_ + rng.normal(0, 0.1, 4), 0, 1)
-            summary = {"sp/n_instances": 4, "sp/entropy/g_input/mean": float(values.mean()),
-                       "sp/support/frac/mean": 0.3 - 0.2 * lam_ + (seed - 13) * 0.02}
-            make_run(root, f"l{lam_}-s{seed}", dataset="sst", encoder="lstm", projection=projection,
-                     lam=lam_ if projection == "sparsegen" else None, seed=seed, summary=summary, family="sparsity",
-                     instances=pd.DataFrame({"entropy_g_input": values}))
+            summary = {
+                "sp/n_instances": 4,
+                "sp/entropy/g_input/mean": float(values.mean()),
+                "sp/support/frac/mean": 0.3 - 0.2 * lam_ + (seed - 13) * 0.02,
+            }
+            make_run(
+                root,
+                f"l{lam_}-s{seed}",
+                dataset="sst",
+                encoder="lstm",
+                projection=projection,
+                lam=lam_ if projection == "sparsegen" else None,
+                seed=seed,
+                summary=summary,
+                family="sparsity",
+                instances=pd.DataFrame({"entropy_g_input": values}),
+            )
             points.append((lam_, values.mean()))
             pairs[0].extend([lam_] * 4)
             pairs[1].extend(values)
@@ -223,16 +328,46 @@ def test_runs_that_differ_in_another_setting_are_their_own_rows(tmp_path):
     """Two BiLSTM runs that differ only in the learning rate are not one model: neither replaces the
     other, and the odd one out is labelled by the setting where it departs."""
     root = tmp_path / "lr"
-    make_run(root, "lstm", dataset="sst", encoder="lstm", summary=jw_summary(0.3, 0.8), settings={"model.optimizer.lr": 0.001})
-    make_run(root, "lstm-again", dataset="sst", encoder="lstm", summary=jw_summary(0.35, 0.81), finished=1.1e9,
-             settings={"model.optimizer.lr": 0.001})  # the same experiment, later: replaces the first
-    make_run(root, "lstm-fast", dataset="sst", encoder="lstm", summary=jw_summary(0.5, 0.7),
-             settings={"model.optimizer.lr": 0.01})
-    make_run(root, "avg", dataset="sst", encoder="average", summary=jw_summary(0.6, 0.75), settings={"model.optimizer.lr": 0.001})
+    make_run(
+        root,
+        "lstm",
+        dataset="sst",
+        encoder="lstm",
+        summary=jw_summary(0.3, 0.8),
+        settings={"model.optimizer.lr": 0.001},
+    )
+    make_run(
+        root,
+        "lstm-again",
+        dataset="sst",
+        encoder="lstm",
+        summary=jw_summary(0.35, 0.81),
+        finished=1.1e9,
+        settings={"model.optimizer.lr": 0.001},
+    )  # the same experiment, later: replaces the first
+    make_run(
+        root,
+        "lstm-fast",
+        dataset="sst",
+        encoder="lstm",
+        summary=jw_summary(0.5, 0.7),
+        settings={"model.optimizer.lr": 0.01},
+    )
+    make_run(
+        root,
+        "avg",
+        dataset="sst",
+        encoder="average",
+        summary=jw_summary(0.6, 0.75),
+        settings={"model.optimizer.lr": 0.001},
+    )
     out = build_report(root)
     accuracy = pd.read_csv(out / "accuracy.csv").fillna("")
     assert sorted(zip(accuracy["encoder"], accuracy["variant"], accuracy["test/acc"])) == [
-        ("average", "", 0.75), ("lstm", "", 0.81), ("lstm", "model.optimizer.lr=0.01", 0.7)]
+        ("average", "", 0.75),
+        ("lstm", "", 0.81),
+        ("lstm", "model.optimizer.lr=0.01", 0.7),
+    ]
     table = pd.read_csv(out / "table2_additive-softmax.csv").fillna("")
     rows = {(v, c): m for v, c, m in zip(table["variant"], table["class"], table["tau_g_bilstm_mean"])}
     assert rows[("", "neg")] == pytest.approx(0.35) and rows[("model.optimizer.lr=0.01", "neg")] == pytest.approx(0.5)
@@ -254,8 +389,10 @@ def test_an_unreadable_summary_or_sweep_record_is_listed_and_the_rest_reported(s
 
 def test_render_helpers():
     assert latex_escape("a_b & 50% τ ± #1") == r"a\_b \& 50\% $\tau$ $\pm$ \#1"
-    assert markdown(pd.DataFrame({"a": [1.0, float("nan")], "b": ["x|y", "z"]})) == \
-        "| a | b |\n|---|---|\n| 1.000 | x\\|y |\n| — | z |\n"
+    assert (
+        markdown(pd.DataFrame({"a": [1.0, float("nan")], "b": ["x|y", "z"]}))
+        == "| a | b |\n|---|---|\n| 1.000 | x\\|y |\n| — | z |\n"
+    )
     assert mean_ci(0.4123, 0.39, 0.43) == "0.412 [0.390, 0.430]" and mean_ci(0.5, np.nan, 1.0) == "0.500"
     assert mean_ci(float("nan"), 0, 1) == "—"
 
@@ -268,20 +405,37 @@ def test_seed_spread_is_an_exact_permutation_criterion():
 
 
 def test_report_cli_errors_in_one_line(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "attn_study.report.cli", str(tmp_path / "nope")],
-                          capture_output=True, text=True, cwd=REPO, env=cli_env())
+    proc = subprocess.run(
+        [sys.executable, "-m", "attn_study.report.cli", str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=cli_env(),
+    )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "is not a directory" in proc.stderr
 
 
 def test_smoke_sweep_then_report(tmp_path):
     """The documented path: ``attn-study -m sweep=smoke`` then ``attn-study-report`` on its directory."""
     sweep = tmp_path / "smoke"
-    run = subprocess.run([sys.executable, "-m", "attn_study.cli", "-m", "sweep=smoke", f"hydra.sweep.dir={sweep}",
-                          "logger=csv"], capture_output=True, text=True, cwd=REPO, env=cli_env(), timeout=900)
+    run = subprocess.run(
+        [sys.executable, "-m", "attn_study.cli", "-m", "sweep=smoke", f"hydra.sweep.dir={sweep}", "logger=csv"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=cli_env(),
+        timeout=900,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     assert "6 jobs: 6 ran" in run.stdout
-    report = subprocess.run([sys.executable, "-m", "attn_study.report.cli", str(sweep)], capture_output=True,
-                            text=True, cwd=REPO, env=cli_env(), timeout=300)
+    report = subprocess.run(
+        [sys.executable, "-m", "attn_study.report.cli", str(sweep)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=cli_env(),
+        timeout=300,
+    )
     assert report.returncode == 0, report.stderr[-3000:]
     md = (sweep / "report" / "table2_additive-softmax.md").read_text()
     rows = [line for line in md.splitlines() if line.startswith("| synthetic |")]
@@ -290,9 +444,11 @@ def test_smoke_sweep_then_report(tmp_path):
     for r in rows:
         assert len(r.strip("|").split("|")) == 8  # dataset, class, 3 × (mean ± std, sig. frac.)
     table = pd.read_csv(sweep / "report" / "table2_additive-softmax.csv")
-    summaries = {json.loads((d / "summary.json").read_text())["jw/tau_grad/class_1/mean"]
-                 for d in sweep.iterdir() if (d / "summary.json").is_file() and "encoder=average" in d.name
-                 and "attention=additive" in d.name}
+    summaries = {
+        json.loads((d / "summary.json").read_text())["jw/tau_grad/class_1/mean"]
+        for d in sweep.iterdir()
+        if (d / "summary.json").is_file() and "encoder=average" in d.name and "attention=additive" in d.name
+    }
     got = table.loc[table["class"] == "positive", "tau_g_average_mean"].dropna().tolist()
     assert got and got[0] in summaries
     assert (sweep / "report" / "index.html").is_file() and (sweep / "report" / "accuracy.md").is_file()
@@ -317,10 +473,19 @@ def ff_summary(seed_shift: float) -> dict:
     """``ff/...`` keys: method i has comprehensiveness 0.1·(i+1) (+ shift), sufficiency 0.5 − 0.05·i."""
     out = {"ff/n_instances": 50, "test/acc": 0.9}
     for i, method in enumerate(("attention", "gradient", "loo", "random")):
-        for path, value in (("comprehensiveness/aopc", 0.1 * (i + 1) + seed_shift), ("sufficiency/aopc", 0.5 - 0.05 * i),
-                            ("auprc", 0.9 - 0.2 * i), ("token_f1", 0.8 - 0.2 * i)):
-            out.update({f"ff/{method}/{path}/mean": value, f"ff/{method}/{path}/ci_low": value - 0.01,
-                        f"ff/{method}/{path}/ci_high": value + 0.01})
+        for path, value in (
+            ("comprehensiveness/aopc", 0.1 * (i + 1) + seed_shift),
+            ("sufficiency/aopc", 0.5 - 0.05 * i),
+            ("auprc", 0.9 - 0.2 * i),
+            ("token_f1", 0.8 - 0.2 * i),
+        ):
+            out.update(
+                {
+                    f"ff/{method}/{path}/mean": value,
+                    f"ff/{method}/{path}/ci_low": value - 0.01,
+                    f"ff/{method}/{path}/ci_high": value + 0.01,
+                }
+            )
         for k in (1, 5, 10, 20, 50):
             for name in ("comprehensiveness", "sufficiency"):
                 out.update({f"ff/{method}/{name}/k{k}/{s}": 0.01 * k * (i + 1) for s in ("mean", "ci_low", "ci_high")})
@@ -331,8 +496,15 @@ def test_faithfulness_table_ranks_methods_and_compares_seeds(tmp_path):
     root = tmp_path / "ff"
     make_run(root, "one", dataset="synthetic", encoder="lstm", summary=ff_summary(0.0), family="faithfulness")
     for seed, shift in ((1, 0.0), (2, 0.01), (3, -0.01)):
-        make_run(root, f"avg-{seed}", dataset="synthetic", encoder="average", seed=seed, summary=ff_summary(shift),
-                 family="faithfulness")
+        make_run(
+            root,
+            f"avg-{seed}",
+            dataset="synthetic",
+            encoder="average",
+            seed=seed,
+            summary=ff_summary(shift),
+            family="faithfulness",
+        )
     out = build_report(root)
     numbers = pd.read_csv(out / "ff_methods.csv")
     assert len(numbers) == 4 * 4  # (1 + 3 runs) × 4 methods

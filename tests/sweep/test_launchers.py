@@ -36,7 +36,9 @@ def test_two_job_sweep(tmp_path, launcher):
 
 @pytest.mark.parametrize("n_jobs", [2, -1])
 def test_joblib_jobs_share_the_cores(tmp_path, n_jobs):
-    proc = launch(tmp_path / "sweep", *TWO_JOBS, "logger=csv", "hydra/launcher=joblib", f"hydra.launcher.n_jobs={n_jobs}")
+    proc = launch(
+        tmp_path / "sweep", *TWO_JOBS, "logger=csv", "hydra/launcher=joblib", f"hydra.launcher.n_jobs={n_jobs}"
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     cpus = os.cpu_count() or 1
     expected = 1 if n_jobs == -1 else max(1, cpus // n_jobs)
@@ -74,15 +76,26 @@ def test_a_failing_job_is_recorded_and_the_others_finish(tmp_path):
 
 def test_killed_sweep_relaunch_runs_only_the_unfinished_job(tmp_path):
     sweep = tmp_path / "sweep"
-    args = [*CLI, "-m", f"hydra.sweep.dir={sweep}", *TWO_JOBS, "logger=csv", "trainer.max_epochs=30",
-            "trainer.limit_train_batches=3"]
-    proc = subprocess.Popen(args, cwd=REPO, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    args = [
+        *CLI,
+        "-m",
+        f"hydra.sweep.dir={sweep}",
+        *TWO_JOBS,
+        "logger=csv",
+        "trainer.max_epochs=30",
+        "trainer.limit_train_batches=3",
+    ]
+    proc = subprocess.Popen(
+        args, cwd=REPO, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     deadline = time.time() + 240
     first = None  # Hydra runs the grid in order: lstm first, then average
     while time.time() < deadline and proc.poll() is None:
-        done = [d for d in job_dirs(sweep) if (d / "status.json").is_file() and status(d)["state"] == "complete"] \
-            if sweep.is_dir() else []
+        done = (
+            [d for d in job_dirs(sweep) if (d / "status.json").is_file() and status(d)["state"] == "complete"]
+            if sweep.is_dir()
+            else []
+        )
         if done:
             first = done[0]
             break
@@ -106,8 +119,16 @@ def test_two_launches_of_one_sweep_at_once_each_count_their_own_jobs(tmp_path):
     """Results stay correct when a sweep is launched twice at once (a running job is refused to the other
     launch), and each launch's closing line counts what *it* ran, from the jobs' own final states."""
     sweep = tmp_path / "sweep"
-    args = [*CLI, "-m", f"hydra.sweep.dir={sweep}", "encoder=lstm,average,gru", "encoder.hidden_size=8", *TINY,
-            "logger=csv", "trainer.max_epochs=3"]
+    args = [
+        *CLI,
+        "-m",
+        f"hydra.sweep.dir={sweep}",
+        "encoder=lstm,average,gru",
+        "encoder.hidden_size=8",
+        *TINY,
+        "logger=csv",
+        "trainer.max_epochs=3",
+    ]
     first = subprocess.Popen(args, cwd=REPO, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(3)
     second = subprocess.Popen(args, cwd=REPO, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

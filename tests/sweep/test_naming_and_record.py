@@ -17,8 +17,18 @@ from attn_study.sweep.record import expand_grid, job_outcomes
 
 
 def test_job_dir_name_is_sorted_by_key_and_ignores_settings_that_do_not_change_results():
-    a = job_dir_name(["encoder=lstm", "dataset=sst", "sweep=jain_wallace", "logger=csv", "force=true",
-                      "paths.data.sst=/x/y", "cluster.partition=gpu", "threads=1"])
+    a = job_dir_name(
+        [
+            "encoder=lstm",
+            "dataset=sst",
+            "sweep=jain_wallace",
+            "logger=csv",
+            "force=true",
+            "paths.data.sst=/x/y",
+            "cluster.partition=gpu",
+            "threads=1",
+        ]
+    )
     b = job_dir_name(["dataset=sst", "encoder=lstm"])
     assert a == b == "dataset=sst,encoder=lstm"
     assert job_dir_name(["sweep=smoke"]) == "default"
@@ -36,14 +46,21 @@ def test_expand_grid_is_the_product_and_the_command_line_narrows_it():
     assert len(expand_grid(params, ["sweep=x"])) == 6
     narrowed = expand_grid(params, ["dataset=sst", "attention=dot"])
     assert sorted(job_dir_name(j) for j in narrowed) == [
-        "attention=dot,dataset=sst,encoder=average", "attention=dot,dataset=sst,encoder=cnn",
-        "attention=dot,dataset=sst,encoder=lstm"]
+        "attention=dot,dataset=sst,encoder=average",
+        "attention=dot,dataset=sst,encoder=cnn",
+        "attention=dot,dataset=sst,encoder=lstm",
+    ]
 
 
-@pytest.mark.parametrize("sweep, size, analysis", [("jain_wallace", 12 * 3 * 2, "jain_wallace"),
-                                                  ("serrano_smith", 4 * 2 * 3, "serrano_smith"),
-                                                  ("smoke", 3 * 2, "jain_wallace"),
-                                                  ("smoke_serrano_smith", 3, "serrano_smith")])
+@pytest.mark.parametrize(
+    "sweep, size, analysis",
+    [
+        ("jain_wallace", 12 * 3 * 2, "jain_wallace"),
+        ("serrano_smith", 4 * 2 * 3, "serrano_smith"),
+        ("smoke", 3 * 2, "jain_wallace"),
+        ("smoke_serrano_smith", 3, "serrano_smith"),
+    ],
+)
 def test_sweep_files_compose_and_name_their_grid(sweep, size, analysis):
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose("config", overrides=[f"sweep={sweep}"], return_hydra_config=True)
@@ -62,15 +79,26 @@ def test_every_serrano_smith_job_gets_its_analysis_whatever_the_model():
 
 def test_job_outcomes_sort_jobs_by_what_happened_in_this_launch(tmp_path):
     launch = time.time()
-    states = {"old": ("complete", launch - 100), "new": ("complete", launch + 1), "bad": ("failed", launch + 1),
-              "killed": ("running", launch + 1), "stale_failure": ("failed", launch - 100)}
+    states = {
+        "old": ("complete", launch - 100),
+        "new": ("complete", launch + 1),
+        "bad": ("failed", launch + 1),
+        "killed": ("running", launch + 1),
+        "stale_failure": ("failed", launch - 100),
+    }
     for name, (state, finished) in states.items():
         (tmp_path / name).mkdir()
         write_json_atomic(tmp_path / name / "status.json", {"state": state, "finished": finished})
         (tmp_path / name / "summary.json").write_text("{}")
     out = job_outcomes(tmp_path, [*states, "never_started"], since=launch)
-    assert out == {"ran": ["new"], "skipped": ["old"], "elsewhere": [], "failed": ["bad"], "refused": [],
-                   "unfinished": ["killed", "stale_failure", "never_started"]}
+    assert out == {
+        "ran": ["new"],
+        "skipped": ["old"],
+        "elsewhere": [],
+        "failed": ["bad"],
+        "refused": [],
+        "unfinished": ["killed", "stale_failure", "never_started"],
+    }
 
 
 def test_job_outcomes_count_from_each_jobs_own_final_state_when_launches_overlap(tmp_path):
@@ -78,11 +106,13 @@ def test_job_outcomes_count_from_each_jobs_own_final_state_when_launches_overlap
     since = time.time()
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        states = {"mine": {"state": "complete", "finished": since + 1, "launch": "A"},
-                  "theirs": {"state": "complete", "finished": since + 2, "launch": "B"},
-                  "theirs_running": {"state": "running", "launch": "B", "host": os.uname().nodename, "pid": sleeper.pid},
-                  "mine_killed": {"state": "running", "launch": "A", "host": os.uname().nodename, "pid": 999999999},
-                  "before": {"state": "complete", "finished": since - 5, "launch": "C"}}
+        states = {
+            "mine": {"state": "complete", "finished": since + 1, "launch": "A"},
+            "theirs": {"state": "complete", "finished": since + 2, "launch": "B"},
+            "theirs_running": {"state": "running", "launch": "B", "host": os.uname().nodename, "pid": sleeper.pid},
+            "mine_killed": {"state": "running", "launch": "A", "host": os.uname().nodename, "pid": 999999999},
+            "before": {"state": "complete", "finished": since - 5, "launch": "C"},
+        }
         for name, status in states.items():
             (tmp_path / name).mkdir()
             write_json_atomic(tmp_path / name / "status.json", status)
@@ -90,8 +120,14 @@ def test_job_outcomes_count_from_each_jobs_own_final_state_when_launches_overlap
         out = job_outcomes(tmp_path, list(states), since=since, launch="A")
     finally:
         sleeper.kill()
-    assert out == {"ran": ["mine"], "skipped": ["before"], "elsewhere": ["theirs", "theirs_running"], "failed": [],
-                   "refused": [], "unfinished": ["mine_killed"]}
+    assert out == {
+        "ran": ["mine"],
+        "skipped": ["before"],
+        "elsewhere": ["theirs", "theirs_running"],
+        "failed": [],
+        "refused": [],
+        "unfinished": ["mine_killed"],
+    }
 
 
 def test_local_overlay_fills_dataset_paths_and_cluster_settings(tmp_path):
@@ -113,10 +149,28 @@ def test_local_overlay_fills_dataset_paths_and_cluster_settings(tmp_path):
 
 def test_slurm_launcher_config_takes_the_cluster_settings():
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        cfg = compose("config", overrides=["hydra/launcher=slurm", "cluster.partition=p", "cluster.account=a",
-                                           "cluster.qos=q", "cluster.gpus=2", "cluster.time_min=60",
-                                           "cluster.max_requeue=5", "sweep=smoke"], return_hydra_config=True)
+        cfg = compose(
+            "config",
+            overrides=[
+                "hydra/launcher=slurm",
+                "cluster.partition=p",
+                "cluster.account=a",
+                "cluster.qos=q",
+                "cluster.gpus=2",
+                "cluster.time_min=60",
+                "cluster.max_requeue=5",
+                "sweep=smoke",
+            ],
+            return_hydra_config=True,
+        )
     launcher = cfg.hydra.launcher
     assert launcher._target_ == "hydra_plugins.attn_study_launcher.slurm_launcher.SlurmLauncher"
-    assert (launcher.partition, launcher.account, launcher.qos, launcher.gpus_per_node, launcher.timeout_min,
-            launcher.max_num_timeout, launcher.name) == ("p", "a", "q", 2, 60, 5, "smoke")
+    assert (
+        launcher.partition,
+        launcher.account,
+        launcher.qos,
+        launcher.gpus_per_node,
+        launcher.timeout_min,
+        launcher.max_num_timeout,
+        launcher.name,
+    ) == ("p", "a", "q", 2, 60, 5, "smoke")

@@ -97,9 +97,19 @@ def test_training_killed_mid_way_resumes_to_the_uninterrupted_result(tmp_path):
     and ends with exactly the numbers of a run that was never interrupted: the same batches (the
     sampler's order is a function of the epoch) and the same random numbers (restored from the
     checkpoint). Its training time counts both attempts."""
+
     def args(directory):
-        return [sys.executable, "-m", "attn_study.cli", *QUICK, "trainer.max_epochs=40", "trainer.limit_train_batches=3",
-                "model.network.dropout=0.3", f"hydra.run.dir={directory}"]  # dropout: random numbers in training
+        return [
+            sys.executable,
+            "-m",
+            "attn_study.cli",
+            *QUICK,
+            "trainer.max_epochs=40",
+            "trainer.limit_train_batches=3",
+            "model.network.dropout=0.3",
+            f"hydra.run.dir={directory}",
+        ]  # dropout: random numbers in training
+
     resumed = tmp_path / "resumed"
     launch_and_stop(args(resumed), resumed, signal.SIGKILL)
     if status(resumed)["state"] == "complete":
@@ -125,8 +135,15 @@ def test_training_killed_mid_way_resumes_to_the_uninterrupted_result(tmp_path):
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_stops_training_at_once_says_so_and_leaves_a_resumable_run(tmp_path, sig):
-    args = [sys.executable, "-m", "attn_study.cli", *QUICK, "trainer.max_epochs=400", "trainer.limit_train_batches=3",
-            f"hydra.run.dir={tmp_path}"]
+    args = [
+        sys.executable,
+        "-m",
+        "attn_study.cli",
+        *QUICK,
+        "trainer.max_epochs=400",
+        "trainer.limit_train_batches=3",
+        f"hydra.run.dir={tmp_path}",
+    ]
     took, stderr, code = launch_and_stop(args, tmp_path, sig, output=True)
     assert took < 10
     assert code == 128 + sig and f"stopped by {signal.Signals(sig).name}; launch the run again to resume" in stderr
@@ -134,8 +151,14 @@ def test_a_signal_stops_training_at_once_says_so_and_leaves_a_resumable_run(tmp_
     import torch
 
     torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=False)  # intact: written atomically
-    out = subprocess.run([*args[:-2], "trainer.max_epochs=4", args[-1]], cwd=REPO, env=cli_env(), capture_output=True,
-                         text=True, timeout=300)
+    out = subprocess.run(
+        [*args[:-2], "trainer.max_epochs=4", args[-1]],
+        cwd=REPO,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     # another max_epochs is another configuration: the unfinished run is cleared and started over
     assert out.returncode == 0 and status(tmp_path)["state"] == "complete", out.stderr[-2000:]
 

@@ -16,8 +16,14 @@ from tests.helpers import CLI, REPO, TINY, TWO_JOBS, cli_env, job_dir, job_dirs,
 pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("slurm")]  # one cluster: one worker
 CLUSTER = REPO / "scripts" / "slurm" / "cluster.sh"
 # what fits the test node (its CPUs and memory), one CPU per job
-RESOURCES = ["hydra/launcher=slurm", "cluster.partition=debug", "cluster.cpus=1", "cluster.mem_gb=2",
-             "cluster.time_min=15", "logger=csv"]
+RESOURCES = [
+    "hydra/launcher=slurm",
+    "cluster.partition=debug",
+    "cluster.cpus=1",
+    "cluster.mem_gb=2",
+    "cluster.time_min=15",
+    "logger=csv",
+]
 
 
 @pytest.fixture(scope="module")
@@ -25,8 +31,9 @@ def slurm_env(tmp_path_factory):
     if os.geteuid() != 0 or not all(shutil.which(t) for t in ("slurmctld", "slurmd", "munged", "sbatch")):
         pytest.skip("needs root and slurm-wlm + munge (apt-get install -y slurm-wlm munge)")
     state_dir = tmp_path_factory.mktemp("slurm")
-    started = subprocess.run(["bash", str(CLUSTER), "start", str(state_dir)], capture_output=True, text=True,
-                             timeout=120)
+    started = subprocess.run(
+        ["bash", str(CLUSTER), "start", str(state_dir)], capture_output=True, text=True, timeout=120
+    )
     assert started.returncode == 0, started.stdout + started.stderr
     env = cli_env()
     env["SLURM_CONF"] = str(state_dir / "slurm.conf")
@@ -54,14 +61,25 @@ def test_cancelled_job_is_recorded_and_the_sweep_ends(tmp_path, slurm_env):
     """One job is cancelled with scancel while it trains; the launcher must not wait forever, must
     record it as failed in its run dir, and the other job must finish."""
     sweep = tmp_path / "sweep"
-    args = [*CLI, "-m", f"hydra.sweep.dir={sweep}", "encoder=average", "encoder.hidden_size=8", *TINY, *RESOURCES,
-            "trainer.max_epochs=1,5000", "trainer.limit_train_batches=3"]
+    args = [
+        *CLI,
+        "-m",
+        f"hydra.sweep.dir={sweep}",
+        "encoder=average",
+        "encoder.hidden_size=8",
+        *TINY,
+        *RESOURCES,
+        "trainer.max_epochs=1,5000",
+        "trainer.limit_train_batches=3",
+    ]
     proc = subprocess.Popen(args, cwd=REPO, env=slurm_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline, victim = time.time() + 300, None
     while victim is None and time.time() < deadline and proc.poll() is None:
         for d in job_dirs(sweep) if sweep.is_dir() else []:
             record = status(d) if (d / "status.json").is_file() else {}
-            overrides = (d / ".hydra" / "overrides.yaml").read_text() if (d / ".hydra" / "overrides.yaml").is_file() else ""
+            overrides = (
+                (d / ".hydra" / "overrides.yaml").read_text() if (d / ".hydra" / "overrides.yaml").is_file() else ""
+            )
             if "trainer.max_epochs=5000" in overrides and record.get("state") == "running":
                 victim = d, f"{record['slurm_array_job_id']}_{record['slurm_array_task_id']}"  # not SLURM_JOB_ID: the
                 # last task of an array keeps the array's id, and scancel of that id cancels every task

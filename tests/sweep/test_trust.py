@@ -20,7 +20,7 @@ from attn_study.analyze import analyze
 from attn_study.errors import UserError
 from attn_study.run import out_of_space, run
 from attn_study.sweep import state
-from tests.helpers import REPO, TINY, cli_env, compose_config, status, summary
+from tests.helpers import REPO, TINY, cli_env, compose_config, status
 
 QUICK = [*TINY, "logger=csv", "encoder=average", "encoder.hidden_size=8"]
 
@@ -37,6 +37,7 @@ def complete_run(tmp_path):
 
 
 # -- results lost or relabelled ----------------------------------------------------------------------
+
 
 def test_results_without_a_status_are_unknown_and_never_deleted(complete_run):
     (complete_run / "status.json").unlink()
@@ -56,8 +57,14 @@ def test_a_status_that_is_not_a_status_is_unreadable(complete_run):
 
 
 def cli(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "attn_study.cli", *args], cwd=REPO, env=cli_env(),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "attn_study.cli", *args],
+        cwd=REPO,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_a_refused_relaunch_leaves_the_runs_record_of_itself_untouched(tmp_path):
@@ -80,10 +87,12 @@ def test_a_refused_relaunch_leaves_the_runs_record_of_itself_untouched(tmp_path)
 
 def test_a_run_is_built_only_on_a_complete_run(complete_run, tmp_path):
     state._write(complete_run, {**status(complete_run), "state": "running", "pid": 999999999})  # killed
-    options = (["attention=preloaded", f"attention.source={complete_run}"],
-               ["training=model_consistent_adversary", f"training.base={complete_run}"],
-               ["analysis=[wiegreffe_pinter]", f"analysis.wiegreffe_pinter.base={complete_run}"],
-               ["model=selector", f"explainer.target={complete_run}", "analysis=[]"])
+    options = (
+        ["attention=preloaded", f"attention.source={complete_run}"],
+        ["training=model_consistent_adversary", f"training.base={complete_run}"],
+        ["analysis=[wiegreffe_pinter]", f"analysis.wiegreffe_pinter.base={complete_run}"],
+        ["model=selector", f"explainer.target={complete_run}", "analysis=[]"],
+    )
     for i, extra in enumerate(options):
         with pytest.raises(UserError, match=r"is not complete \(state: running\).*force=true"):
             run(compose_config(*QUICK, *extra), tmp_path / f"built{i}")
@@ -95,16 +104,22 @@ def test_a_run_is_built_only_on_a_complete_run(complete_run, tmp_path):
 def test_analysing_an_unfinished_run_does_not_make_it_look_finished(complete_run):
     (complete_run / "attention.parquet").unlink()
     state._write(complete_run, {**status(complete_run), "state": "failed"})
-    args = [f"ckpt_path={complete_run}", "analysis=[jain_wallace]", "analysis.jain_wallace.tests=[correlation]",
-            "use_loggers=false"]
+    args = [
+        f"ckpt_path={complete_run}",
+        "analysis=[jain_wallace]",
+        "analysis.jain_wallace.tests=[correlation]",
+        "use_loggers=false",
+    ]
     with pytest.raises(UserError, match=r"ckpt_path=.*not complete \(state: failed\)"):
         analyze(compose_config(*args, name="analyze"))
     analyze(compose_config(*args, "force=true", name="analyze"))
     assert (complete_run / "analysis" / "jain_wallace" / "summary.json").is_file()
     assert not (complete_run / "attention.parquet").exists() and status(complete_run)["state"] == "failed"
     with pytest.raises(UserError, match="not complete"):  # still no base for another run
-        run(compose_config(*QUICK, "attention=preloaded", f"attention.source={complete_run}"),
-            complete_run.parent / "on_it")
+        run(
+            compose_config(*QUICK, "attention=preloaded", f"attention.source={complete_run}"),
+            complete_run.parent / "on_it",
+        )
 
 
 # -- configurations that produce meaningless numbers ----------------------------------------------------
@@ -130,7 +145,7 @@ REFUSED = {
     "dataset=synthetic_markers dataset.inject.seed=xyz": r"dataset.inject.seed=xyz: must be a whole number",
     "analysis.jain_wallace.every_n_epochs=abc": r"every_n_epochs=abc: must be a whole number",
     "++analysis.jain_wallace.max_instance=20": r"analysis.jain_wallace.max_instance: no such setting \(did you mean "
-                                                r"max_instances\?\)",
+    r"max_instances\?\)",
     "callbacks.model_checkpoint.monitor=val/bogus": r"monitor=val/bogus: the run logs no such key; choose from",
     "analysis.jain_wallace.permutations=0": r"permutations=0: must be >= 1",
     "analysis.jain_wallace.adversaries=0": r"adversaries=0: must be >= 1",
@@ -159,13 +174,16 @@ def test_a_gpu_asked_for_on_a_machine_without_one_is_refused(tmp_path):
 
 
 def test_real_words_as_markers_are_flagged(tmp_path):
-    done = run(compose_config(*QUICK, "analysis=[]", "dataset=synthetic_markers", "dataset.inject.tokens=[not,good]"),
-               tmp_path / "run")
+    done = run(
+        compose_config(*QUICK, "analysis=[]", "dataset=synthetic_markers", "dataset.inject.tokens=[not,good]"),
+        tmp_path / "run",
+    )
     assert any("dataset.inject.tokens" in w and "already hold" in w for w in done["warnings"])
     assert any("already hold" in w for w in status(tmp_path / "run")["warnings"])
 
 
 # -- one line where a traceback was -------------------------------------------------------------------
+
 
 def test_a_process_that_reused_the_pid_does_not_block_the_run(complete_run):
     other = os.getppid()  # alive, and started long before this status was written ...
@@ -218,7 +236,9 @@ def test_another_version_of_a_checkpoint_or_config_is_named(complete_run):
     config = complete_run / ".hydra" / "config.yaml"
     original = config.read_text()
     config.write_text(original.replace("hidden_size: 8", "hidden_size: 9"))
-    with pytest.raises(UserError, match=r"best.ckpt: its weights are not this model's \(other shapes: .*another version"):
+    with pytest.raises(
+        UserError, match=r"best.ckpt: its weights are not this model's \(other shapes: .*another version"
+    ):
         analyze(compose_config(f"ckpt_path={complete_run}", "use_loggers=false", name="analyze"))
     config.write_text(original.replace("amsgrad: true", "amsgrad: true\n    momentum: 0.9"))
     with pytest.raises(UserError, match=r"made by another version of attn_study.*model.optimizer.momentum"):
@@ -228,8 +248,12 @@ def test_another_version_of_a_checkpoint_or_config_is_named(complete_run):
 def test_a_base_run_on_other_texts_is_refused_before_training(complete_run, tmp_path):
     """The synthetic task's uids are test-0 … for every seed: the texts are compared, not only the uids."""
     with pytest.raises(UserError, match=r"its test instances differ"):
-        run(compose_config(*QUICK, "seed=14", "analysis=[wiegreffe_pinter]",
-                           f"analysis.wiegreffe_pinter.base={complete_run}"), tmp_path / "other")
+        run(
+            compose_config(
+                *QUICK, "seed=14", "analysis=[wiegreffe_pinter]", f"analysis.wiegreffe_pinter.base={complete_run}"
+            ),
+            tmp_path / "other",
+        )
     assert not (tmp_path / "other" / "checkpoints").exists()
     frame = pd.read_parquet(complete_run / "attention.parquet")
     assert frame["text"].str.startswith("test-").all()
@@ -239,15 +263,33 @@ def config_options() -> list[str]:
     """``group=option`` for every option of every group the schema covers (experiments and sweeps included)."""
     conf = REPO / "conf"
     out = []
-    for group in ("dataset", "model", "training", "encoder", "attention", "projection", "trainer", "logger",
-                  "recipe", "experiment", "sweep", "callbacks", "analysis"):
+    for group in (
+        "dataset",
+        "model",
+        "training",
+        "encoder",
+        "attention",
+        "projection",
+        "trainer",
+        "logger",
+        "recipe",
+        "experiment",
+        "sweep",
+        "callbacks",
+        "analysis",
+    ):
         for path in sorted((conf / group).rglob("*.yaml")):
             name = str(path.relative_to(conf / group).with_suffix(""))
             if not Path(name).name.startswith("_") and name != "none":
                 out.append(f"{group}=[{name}]" if group in ("callbacks", "analysis", "logger") else f"{group}={name}")
     # early stopping watches what the checkpoint does; Serrano & Smith's recipe has rows for its own datasets
-    return [{"callbacks=[early_stopping]": "callbacks=[model_checkpoint,early_stopping]",
-             "recipe=serrano_smith": "recipe=serrano_smith dataset=yelp model=han encoder=gru"}.get(o, o) for o in out]
+    return [
+        {
+            "callbacks=[early_stopping]": "callbacks=[model_checkpoint,early_stopping]",
+            "recipe=serrano_smith": "recipe=serrano_smith dataset=yelp model=han encoder=gru",
+        }.get(o, o)
+        for o in out
+    ]
 
 
 @pytest.mark.parametrize("option", config_options())

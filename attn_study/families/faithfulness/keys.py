@@ -1,0 +1,54 @@
+"""Faithfulness: ERASER's metrics (DeYoung et al., 2020): the family's metric keys, under ``ff/``.
+
+No torch here: the registry and the report read it."""
+
+from __future__ import annotations
+
+from attn_study.keys import children, class_part, classes, key  # noqa: F401  the generic schema, for this family
+
+NAMESPACE = "ff"
+TITLE = "Faithfulness: ERASER's metrics (DeYoung et al., 2020)"
+ORDER = 50  # the family's place in the report and in --help listings
+
+#: importance methods: name → how it scores token t for the predicted class ŷ (p: its probability)
+FF_METHODS = {
+    "attention": "α_t, the model's attention",
+    "gradient": "|∂p/∂e_t · e_t|, attention detached (Jain & Wallace)",
+    "grad_norm": "‖∂p/∂e_t‖₂, through the attention (Meister et al. Eq. 4)",
+    "input_x_gradient": "Σ_d e_td ∂p/∂e_td, signed, through the attention (Captum InputXGradient)",
+    "integrated_gradients": "IG of p w.r.t. e_t summed over d, zero-embedding baseline, signed, through the "
+    "attention (Captum IntegratedGradients)",
+    "loo": "p(ŷ|x) − p(ŷ|x₋ₜ), token deleted, signed",
+    "random": "a uniformly random ranking (the floor)",
+}
+#: the per-method measures of the report: key path → header
+FF_MEASURES = {
+    "comprehensiveness/aopc": "comprehensiveness AOPC ↑",
+    "sufficiency/aopc": "sufficiency AOPC ↓",
+    "auprc": "AUPRC vs truth ↑",
+    "ap": "AP vs truth ↑",
+    "token_f1": "token F1 ↑",
+    "iou_f1": "IOU F1 ↑",
+}
+#: measures that are not a mean of per-instance values: the key part holding their point estimate
+FF_POINT = {"iou_f1": "value"}
+
+
+def ff(*parts) -> str:
+    """``ff('loo', 'comprehensiveness', 'aopc', 'mean')`` → ``ff/loo/comprehensiveness/aopc/mean``."""
+    return key(NAMESPACE, *parts)
+
+
+def ff_fraction(fraction: float) -> str:
+    """The key part of a rationale size: 0.05 → ``k5`` (percent of the length), 0.025 → ``k2.5``."""
+    return f"k{round(float(fraction) * 100, 6):g}"
+
+
+#: statistics drawn against the epoch when tracked during training (analysis/faithfulness/epochs.png, the report)
+TRACKED = (
+    ff("attention", "comprehensiveness", "aopc", "mean"),
+    ff("loo", "comprehensiveness", "aopc", "mean"),
+    ff("attention", "sufficiency", "aopc", "mean"),
+    ff("attention", "auprc", "mean"),
+    ff("gradient", "auprc", "mean"),
+)

@@ -1,0 +1,314 @@
+"""Jain & Wallace (2019), "Attention is not Explanation": attention vs gradient and leave-one-out
+importance (Kendall τ), permuted attention, adversarial attention. Metric keys ``jw/...``
+(``attn_study.keys``); outputs in ``analysis/jain_wallace/``.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from attn_study import families
+from attn_study.analysis.callback import AnalysisCallback, Measured, probability, whole
+from attn_study.analysis.importance import gradient_importance, leave_one_out, predict, token_mask
+from attn_study.analysis.measures import (
+    MEAN_STATS,
+    dropped_counts,
+    entropy,
+    kendall_tau_b,
+    summarise,
+    undefined_code,
+    undefined_reason,
+)
+from attn_study.analysis.seeding import instance_draws
+from attn_study.errors import UserError
+from attn_study.figures.heatmaps import attention_heatmaps_html
+from attn_study.models.selector import hard_selection
+
+from . import keys
+from .adversarial import (
+    DIVERSITY,
+    OUTPUT_DISTANCES,
+    adversarial_attention,
+    authors_emax_jsd,
+    epsilon_max_jsd,
+)
+from .figures import jain_wallace_figures
+from .keys import CORRELATIONS
+from .permutation import permutation_tvd
+
+
+class JainWallace(AnalysisCallback):
+    """The battery as a callback; options in conf/analysis/jain_wallace.yaml.
+
+    Batching: ``batch_size`` instances at a time (the adversaries of a batch are optimised jointly);
+    ``internal_batch_size`` leave-one-out sequences per model call; ``perturbations_per_eval``
+    permuted attentions of each instance per decode call.
+    """
+
+    TESTS = ("correlation", "permutation", "adversarial")
+    VAL_TESTS = ("correlation", "permutation")
+    TRACKED = families.TRACKED["jain_wallace"]
+
+    def __init__(
+        self,
+        *,
+        p_threshold: float = 0.05,
+        detach_attention: bool = True,
+        gradient_classes: str = "predicted",
+        internal_batch_size: int = 512,
+        permutations: int = 100,
+        perturbations_per_eval: int = 25,
+        adversaries: int = 5,
+        steps: int = 500,
+        lr: float = 0.01,
+        lam: float = 500.0,
+        epsilon: float | None = None,
+        select_epsilon: float | None = None,
+        init_scale: float = 3.0,
+        lam_per_adversary: bool = False,
+        diversity: str = "pairs",
+        multiclass_output_distance: str = "tvd",
+        selection: str = "paper",
+        heatmaps: int = 8,
+        **common,
+    ):
+        super().__init__(**common)
+        for option, value, allowed in (
+            ("gradient_classes", gradient_classes, ("predicted", "sum")),
+            ("diversity", diversity, DIVERSITY),
+            ("multiclass_output_distance", multiclass_output_distance, OUTPUT_DISTANCES),
+            ("selection", selection, ("paper", "authors")),
+        ):
+            if value not in allowed:
+                raise UserError(f"{self._option(option)}={value}: choose from {list(allowed)}")
+        self.gradient_classes, self.lam_per_adversary, self.diversity = gradient_classes, lam_per_adversary, diversity
+        self.multiclass_output_distance, self.selection = multiclass_output_distance, selection
+        self.p_threshold, self.detach_attention = (
+            probability(self._option("p_threshold"), p_threshold),
+            detach_attention,
+        )
+        self.internal_batch_size = whole(self._option("internal_batch_size"), internal_batch_size)
+        self.permutations = whole(self._option("permutations"), permutations)
+        self.perturbations_per_eval = whole(self._option("perturbations_per_eval"), perturbations_per_eval)
+        self.adversaries, self.steps = (
+            whole(self._option("adversaries"), adversaries),
+            whole(self._option("steps"), steps),
+        )
+        for option, value in (("lr", lr), ("lam", lam), ("init_scale", init_scale)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise UserError(f"{self._option(option)}={value}: must be a number >= 0")
+        self.lr, self.lam = lr, lam
+        for option, value in (("epsilon", epsilon), ("select_epsilon", select_epsilon)):
+            if value is not None:
+                probability(self._option(option), value)
+        self.epsilon, self.select_epsilon, self.init_scale = epsilon, select_epsilon, init_scale
+        self.heatmaps = whole(self._option("heatmaps"), heatmaps, 0)
+
+    def check_model(self, model) -> None:
+        """The battery compares attention with token importance: a soft attention over tokens (not a HAN's
+        sentences; not a selector's hard k-token mask, whose ties and zeros make τ and adversaries
+        meaningless — its family is analysis=[shortcuts] or [faithfulness])."""
+        if not getattr(model, "token_attention", True):
+            raise UserError(
+                f"analysis=jain_wallace needs attention over tokens, and {type(model).__name__}'s final "
+                "attention is over sentences; use analysis=serrano_smith (or model=flat)"
+            )
+        if hard_selection(model):
+            raise UserError(
+                "analysis=jain_wallace compares a soft attention with token importance; a selector's "
+                "attention is its k selected tokens (all tied, the rest 0): use analysis=[shortcuts] "
+                "or [faithfulness]"
+            )
+
+    # -- measuring -------------------------------------------------------------------------------
+
+    def measure(self, model, data, split, indices, tests) -> Measured:
+        rows_of = data.split(split)
+        epsilon = self.epsilon if self.epsilon is not None else (0.01 if data.num_classes == 2 else 0.05)
+        select = self.select_epsilon if self.select_epsilon is not None else epsilon
+        rows: dict[int, dict] = {
+            int(i): {"index": int(i), "uid": rows_of.uids[i], "label": int(rows_of.labels[i])} for i in indices
+        }
+        keep_adv: dict[int, dict] = {}
+        seconds = {}
+        for test in ["predict", *tests]:
+            started = time.time()
+            for batch in self.batches(model, data, split, indices, test):
+                enc, alpha, probs = predict(model, batch)
+                ids = batch["index"].tolist()
+                if test == "predict":
+                    self._record_prediction(rows, ids, alpha, probs, token_mask(batch))
+                elif test == "correlation":
+                    self._record_correlations(rows, ids, model, batch, alpha, probs)
+                elif test == "permutation":
+                    draws = instance_draws(
+                        batch["index"], enc.mask, self.seed, "permutation", (self.permutations,), dtype=alpha.dtype
+                    )
+                    change = permutation_tvd(model, enc, alpha, probs, draws, self.perturbations_per_eval)
+                    for row, value in zip(ids, change.quantile(0.5, dim=1).tolist()):
+                        rows[row]["perm_median_tvd"] = value
+                else:
+                    self._record_adversaries(rows, ids, keep_adv, model, enc, batch, alpha, probs, epsilon, select)
+            seconds[test] = time.time() - started
+        frame = pd.DataFrame([rows[int(i)] for i in indices])
+        return Measured(frame, seconds, {"epsilon": epsilon, "select_epsilon": select, "adversaries": keep_adv})
+
+    @staticmethod
+    def _record_prediction(rows, ids, alpha, probs, mask):
+        """The prediction; the text's length (its tokens: no <sos>/<eos>), and the largest weight and the
+        entropy of α over them (α is 0 elsewhere)."""
+        length = mask.sum(-1).tolist()
+        max_alpha = (alpha * mask).max(-1).values.tolist()
+        ent = entropy(alpha, mask).tolist()
+        pred = probs.argmax(-1).tolist()
+        conf = probs.max(-1).values.tolist()
+        for r, row in enumerate(ids):
+            rows[row].update(
+                length=int(length[r]),
+                prediction=pred[r],
+                probability=conf[r],
+                max_attention=max_alpha[r],
+                attention_entropy=ent[r],
+            )
+
+    def _record_correlations(self, rows, ids, model, batch, alpha, probs):
+        scores = {
+            "attention": alpha,
+            "grad": gradient_importance(
+                model, batch, detach_attention=self.detach_attention, classes=self.gradient_classes
+            ),
+            "loo": leave_one_out(model, batch, probs=probs, chunk_size=self.internal_batch_size),
+        }
+        mask = token_mask(batch)
+        codes = {name: undefined_code(values, mask) for name, values in scores.items()}
+        for name, (a, b) in CORRELATIONS.items():
+            tau, p = kendall_tau_b(scores[a].double(), scores[b].double(), mask)
+            why = undefined_reason(codes, a, b)  # τ is NaN exactly where this says why
+            for r, row in enumerate(ids):
+                rows[row][name], rows[row][name.replace("tau", "p")] = float(tau[r]), float(p[r])
+                rows[row][f"{name}_dropped"] = why[r]
+
+    def _record_adversaries(self, rows, ids, keep_adv, model, enc, batch, alpha, probs, epsilon, select):
+        num_classes = probs.shape[1]
+        adv, change, divergence = adversarial_attention(
+            model,
+            enc,
+            alpha,
+            probs,
+            k=self.adversaries,
+            steps=self.steps,
+            lr=self.lr,
+            lam=self.lam,
+            epsilon=epsilon,
+            init_scale=self.init_scale,
+            lam_per_adversary=self.lam_per_adversary,
+            noise=instance_draws(
+                batch["index"],
+                enc.mask,
+                self.seed,
+                "adversary_init",
+                (self.adversaries,),
+                normal=True,
+                dtype=alpha.dtype,
+            ),
+            diversity=self.diversity,
+            output_distance=self.multiclass_output_distance if num_classes > 2 else "tvd",
+        )
+        if self.selection == "authors":
+            best, which, n_ok = authors_emax_jsd(adv, alpha, change, num_classes, token_mask(batch), select)
+        else:
+            best, which, n_ok = epsilon_max_jsd(change, divergence, select)
+        inner = token_mask(batch)
+        for r, row in enumerate(ids):
+            rows[row].update(adv_emax_jsd=float(best[r]), adv_feasible=int(n_ok[r]))
+            k = int(which[r])
+            rows[row]["adv_tvd"] = float(change[r, k]) if k >= 0 else float("nan")
+            if len(keep_adv) < self.heatmaps or row in keep_adv:
+                keep = inner[r]  # the text's tokens only
+                keep_adv[row] = {
+                    "attention": alpha[r][keep].tolist(),
+                    "adversarial": adv[r, k][keep].tolist() if k >= 0 else None,
+                    "adv_tvd": float(change[r, k]) if k >= 0 else None,
+                    "adv_jsd": float(best[r]) if k >= 0 else None,
+                }
+
+    # -- summaries -------------------------------------------------------------------------------
+
+    def summarise(self, measured: Measured, tests) -> dict:
+        """Flat ``jw/...`` metrics: overall and per predicted class (``class_<k>``)."""
+        frame = measured.frame
+        out = {keys.key(keys.NAMESPACE, "n_instances"): len(frame)}
+        if "adversarial" in tests:
+            out[keys.jw("adv", "epsilon")] = measured.extras["epsilon"]
+            out[keys.jw("adv", "select_epsilon")] = measured.extras["select_epsilon"]
+        if "correlation" in tests:  # the instances each τ had to leave out, and why
+            for name in CORRELATIONS:
+                out.update(
+                    {
+                        keys.key(keys.NAMESPACE, "dropped", name, why): n
+                        for why, n in dropped_counts(frame[f"{name}_dropped"]).items()
+                    }
+                )
+        groups = [(None, frame)] + list(frame.groupby("prediction"))
+        for cls, g in groups:
+            if "correlation" in tests:
+                for name in CORRELATIONS:
+                    stats = summarise(g[name].to_numpy(), g[name.replace("tau", "p")].to_numpy(), self.p_threshold)
+                    out.update({keys.jw(name, k, cls): v for k, v in stats.items() if k != "median"})
+                diffs = {
+                    "diff/grad_loo_minus_attn_loo": g.tau_grad_loo - g.tau_loo,  # Fig. 3
+                    "diff/grad_loo_minus_attn_grad": g.tau_grad_loo - g.tau_grad,
+                }  # Fig. 4
+                for name, values in diffs.items():
+                    stats = summarise(values.to_numpy())
+                    out.update({keys.jw(name, k, cls): stats[k] for k in MEAN_STATS})
+            if "permutation" in tests:
+                stats = summarise(g.perm_median_tvd.to_numpy())
+                out.update(
+                    {
+                        keys.jw("perm/median_tvd", k, cls): stats[k]
+                        for k in ("mean", "ci_low", "ci_high", "median", "std")
+                    }
+                )
+            if "adversarial" in tests:
+                stats = summarise(g.adv_emax_jsd.to_numpy())
+                out.update(
+                    {keys.jw("adv/emax_jsd", k, cls): stats[k] for k in ("mean", "ci_low", "ci_high", "median", "std")}
+                )
+                out[keys.jw("adv/emax_jsd", "frac_above_0.5", cls)] = float((g.adv_emax_jsd > 0.5).mean())
+                out[keys.jw("adv", "none_feasible_frac", cls)] = float((g.adv_feasible == 0).mean())
+        out.update({keys.jw("seconds", k): v for k, v in measured.seconds.items()})
+        return out
+
+    # -- figures ---------------------------------------------------------------------------------
+
+    def artefacts(self, measured: Measured, out_dir: Path, data) -> dict:
+        title = f"{data.name} ({self.split})"
+        artefacts = jain_wallace_figures(measured.frame, out_dir, data.data.label_names, title=title)
+        kept = measured.extras.get("adversaries") or {}
+        if kept:
+            artefacts["heatmaps"] = attention_heatmaps_html(
+                self._heatmap_examples(kept, measured.frame, data),
+                out_dir / "heatmaps.html",
+                f"Original vs adversarial attention — {title}",
+            )
+        return artefacts
+
+    def _heatmap_examples(self, kept, frame, data) -> list[dict]:
+        split, names = data.split(self.split), data.data.label_names
+        rows = frame.set_index("index")
+        inner = slice(1, -1) if getattr(split, "boundary", False) else slice(None)  # no <sos> / <eos>
+        return [
+            {
+                "uid": rows.at[i, "uid"],
+                "tokens": data.vocab.decode(split.ids[i].tolist())[inner],
+                "label": names[int(rows.at[i, "label"])],
+                "prediction": names[int(rows.at[i, "prediction"])],
+                "probability": float(rows.at[i, "probability"]),
+                **adv,
+            }
+            for i, adv in kept.items()
+        ]

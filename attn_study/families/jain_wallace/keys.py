@@ -1,0 +1,29 @@
+"""Jain & Wallace (2019), Attention is not Explanation: the family's metric keys, under ``jw/``.
+
+No torch here: the registry and the report read it."""
+
+from __future__ import annotations
+
+from attn_study.keys import children, class_part, classes, key  # noqa: F401  the generic schema, for this family
+
+NAMESPACE = "jw"
+TITLE = "Jain & Wallace (2019), Attention is not Explanation"
+ORDER = 10  # the family's place in the report and in --help listings
+
+#: per-instance Kendall τ columns → the two importance rankings they correlate
+CORRELATIONS = {"tau_grad": ("attention", "grad"), "tau_loo": ("attention", "loo"), "tau_grad_loo": ("grad", "loo")}
+
+
+def jw(statistic: str, stat: str, cls: int | None = None) -> str:
+    """``jw('tau_grad', 'mean', 1)`` → ``jw/tau_grad/class_1/mean``; ``statistic`` may hold slashes
+    (``perm/median_tvd``, ``adv/emax_jsd``)."""
+    return key(NAMESPACE, statistic, class_part(cls), stat)
+
+
+#: statistics drawn against the epoch when tracked during training (analysis/jain_wallace/epochs.png, the report)
+TRACKED = (
+    jw("tau_grad", "mean"),
+    jw("tau_loo", "mean"),
+    jw("perm/median_tvd", "mean"),
+    jw("adv/emax_jsd", "mean"),
+)

@@ -1,0 +1,40 @@
+"""Bai et al. (2021), Why Attentions May Not Be Interpretable?: the family's metric keys, under ``sc/``.
+
+No torch here: the registry and the report read it."""
+
+from __future__ import annotations
+
+from attn_study.keys import children, class_part, classes, key  # noqa: F401  the generic schema, for this family
+
+NAMESPACE = "sc"
+TITLE = "Bai et al. (2021), Why Attentions May Not Be Interpretable?"
+ORDER = 40  # the family's place in the report and in --help listings
+
+#: the report's columns: summary key → header
+SC_COLUMNS = {
+    "accuracy": "accuracy",
+    "mask_only/accuracy": "mask-only acc.",
+    "selected_only/accuracy": "selected-only acc.",
+    "chance": "chance",
+    "markers/mass/mean": "marker mass",
+    "markers/selected_frac": "marker selected",
+    "markers/choice_label_accuracy": "marker choice → label",
+    "markers/choice_baseline": "(its baseline)",
+    "markers/choice_label_p": "choice–label χ² p",
+    "rationale/precision/mean": "rationale prec.",
+    "posthoc/accuracy": "post-hoc acc.",
+}
+
+
+def sc(*parts) -> str:
+    """``sc('mask_only', 'accuracy')`` → ``sc/mask_only/accuracy``."""
+    return key(NAMESPACE, *parts)
+
+
+#: statistics drawn against the epoch when tracked during training (analysis/shortcuts/epochs.png, the report)
+TRACKED = (
+    sc("accuracy"),
+    sc("mask_only", "accuracy"),
+    sc("markers", "mass", "mean"),
+    sc("markers", "selected_frac"),
+)

@@ -1,0 +1,231 @@
+"""Meister et al. (2021), "Is Sparse Attention more Interpretable?": does sparse attention single out
+influential inputs?
+
+Per test instance, over its real tokens, ŷ the predicted class's probability:
+
+- ``input``: g_ŷ(x_i) = ‖∂ŷ/∂e_i‖₂ (Eq. 4, the gradient also flowing through the attention) and
+  D_ŷ(x_i) = |ŷ − ŷ₋ᵢ| (Eq. 6, token i deleted, the whole model re-run), each normalised to sum 1;
+- ``intermediate``: g_ŷ(h_i) = ‖∂ŷ/∂h_i‖₂ and D_ŷ(h_i) = |ŷ − ŷ(α with h_i erased, the rest
+  renormalised)|, normalised;
+- ``input_hidden``: g_{h_p}(x_i) = ‖∂‖h_p‖₂/∂e_i‖₂ normalised over i (Eq. 5) for every p — a T×T matrix
+  per instance — summarised by the mean over p of its normalised entropy (Table 1) and by the mean
+  share of g_{h_p} on the co-indexed input x_p;
+- always: the attention's support (α > 0: count and fraction of the tokens) and normalised entropy.
+
+Normalised entropy H̃(p) = −Σ p log p / log n ∈ [0, 1] (n = the instance's length; 1 = uniform, 0 = one
+token). Kendall τ-b of α with each feature importance (Figs 1, 3). Instances of one token have no
+distribution to speak of: their entropies and τ are NaN (and counted in ``n``). Metric keys
+``sp/...``; outputs in ``analysis/sparsity/``.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from attn_study import families
+from attn_study.analysis.callback import AnalysisCallback, Measured, probability, whole
+from attn_study.analysis.erasure import erase_each
+from attn_study.analysis.importance import (
+    distribution,
+    gradient_norm_importance,
+    hidden_gradient_importance,
+    input_to_hidden_gradients,
+    leave_one_out,
+    predict,
+    token_mask,
+)
+from attn_study.analysis.measures import (
+    dropped_counts,
+    entropy,
+    kendall_tau_b,
+    summarise,
+    undefined_code,
+    undefined_reason,
+)
+from attn_study.errors import UserError
+from attn_study.models.selector import hard_selection
+
+from . import keys
+from .figures import sparsity_figures
+from .keys import SP_CORRELATIONS, SP_DISTRIBUTIONS
+
+
+class Sparsity(AnalysisCallback):
+    """The sparsity study as a callback; options in conf/analysis/sparsity.yaml.
+
+    Batching: ``batch_size`` instances at a time; ``internal_batch_size`` sequences per model call
+    (leave-one-out deletions, and the (instance, p) rows of the T×T gradients); ``perturbations_per_eval``
+    erased attentions of each instance per decode call (D_ŷ(h)).
+    """
+
+    QUADRATIC = True  # T×T input→state gradients per instance
+    CPU_TOKENS = 262_144  # T² units: 64 texts of 64 tokens
+    CPU_MAX_BATCH = 64
+
+    TESTS = ("input", "intermediate", "input_hidden")
+    VAL_TESTS = ("input", "intermediate")
+    TRACKED = families.TRACKED["sparsity"]
+
+    def __init__(
+        self,
+        *,
+        p_threshold: float = 0.05,
+        internal_batch_size: int = 256,
+        perturbations_per_eval: int = 64,
+        heatmaps: int = 4,
+        **common,
+    ):
+        super().__init__(**common)
+        self.p_threshold = probability(self._option("p_threshold"), p_threshold)
+        self.internal_batch_size = whole(self._option("internal_batch_size"), internal_batch_size)
+        self.perturbations_per_eval = whole(self._option("perturbations_per_eval"), perturbations_per_eval)
+        self.heatmaps = whole(self._option("heatmaps"), heatmaps, 0)
+
+    def check_model(self, model) -> None:
+        if not getattr(model, "token_attention", True):
+            raise UserError(
+                f"analysis=sparsity needs attention over tokens, and {type(model).__name__}'s final "
+                "attention is over sentences; use model=flat"
+            )
+        if hard_selection(model):
+            raise UserError(
+                "analysis=sparsity asks how sparse a learned attention is; a selector's is k tokens by "
+                "construction (support = k): use analysis=[shortcuts] or [faithfulness]"
+            )
+
+    # -- measuring -------------------------------------------------------------------------------
+
+    def measure(self, model, data, split, indices, tests) -> Measured:
+        split_data = data.split(split)
+        rows: dict[int, dict] = {}
+        seconds = dict.fromkeys(["predict", *tests], 0.0)
+        kept: list[dict] = []
+        for batch in self.batches(model, data, split, indices, "+".join(tests) or "predict"):
+            started = time.time()
+            mask = token_mask(batch)  # the text's tokens: no <sos>/<eos> in any distribution or normaliser
+            lengths = mask.sum(-1)
+            enc, alpha, probs = predict(model, batch)
+            columns = {"support": ((alpha > 0) & mask).sum(-1).double(), "length": lengths.double()}
+            scores = {"attention": alpha}
+            seconds["predict"] += time.time() - started
+            if "input" in tests:
+                started = time.time()
+                scores["g_input"] = gradient_norm_importance(model, batch, detach_attention=False, normalise=False)
+                scores["loo_input"] = leave_one_out(
+                    model, batch, probs=probs, chunk_size=self.internal_batch_size, predicted=True
+                )
+                seconds["input"] += time.time() - started
+            if "intermediate" in tests:
+                started = time.time()
+                scores["g_intermediate"] = hidden_gradient_importance(model, batch)
+                scores["loo_intermediate"] = erase_each(model, enc, alpha, probs, self.perturbations_per_eval)
+                seconds["intermediate"] += time.time() - started
+            dists = {name: distribution(s, mask) for name, s in scores.items()}
+            zero = {name: undefined_code(s, mask, constant_is="zero") for name, s in scores.items()}
+            tied = {name: undefined_code(dist, mask) for name, dist in dists.items()}
+            why = {}  # per statistic and instance, why it is undefined (None: defined)
+            for name, dist in dists.items():
+                columns[f"entropy_{name}"] = entropy(dist, mask, normalised=True)
+                why[f"entropy_{name}"] = undefined_reason(zero, name, zero=True)
+            for name, other in SP_CORRELATIONS.items():
+                if other in dists:
+                    columns[f"tau_{name}"], columns[f"p_{name}"] = kendall_tau_b(
+                        alpha.double(), dists[other].double(), mask
+                    )
+                    why[f"tau_{name}"] = undefined_reason(tied, "attention", other)
+            if "input_hidden" in tests:
+                started = time.time()
+                hidden_rows = distribution(
+                    input_to_hidden_gradients(model, batch, self.internal_batch_size), mask[:, None, :]
+                )
+                per_p = entropy(hidden_rows, mask[:, None, :].expand_as(hidden_rows), normalised=True)
+                per_p = per_p.masked_fill(~mask, float("nan"))
+                columns["entropy_g_hidden"] = per_p.nanmean(-1)
+                # rows p whose gradient vanished everywhere have no distribution: left out of the mean, counted
+                columns["g_hidden_undefined_rows"] = (torch.isnan(per_p) & mask).sum(-1)
+                why["entropy_g_hidden"] = [
+                    "too_short" if n < 2 else ("zero_g_hidden" if bad == n else None)
+                    for n, bad in zip(lengths.tolist(), columns["g_hidden_undefined_rows"].tolist())
+                ]
+                columns["diag_share"] = (
+                    hidden_rows.diagonal(dim1=1, dim2=2).masked_fill(~mask, float("nan")).nanmean(-1)
+                )
+                self._keep_heatmaps(kept, batch, hidden_rows, data, split_data)
+                seconds["input_hidden"] += time.time() - started
+            self._record(rows, batch, probs, columns, why, split_data)
+        frame = pd.DataFrame([rows[int(i)] for i in indices])
+        return Measured(frame, seconds, {"heatmaps": kept})
+
+    @staticmethod
+    def _record(rows, batch, probs, columns, why, split_data):
+        short = columns["length"] < 2
+        values = {}
+        for name, column in columns.items():
+            column = column.double()
+            if name.startswith(("entropy_", "tau_", "p_", "diag_")):
+                column = column.masked_fill(short, float("nan"))
+            values[name] = column.tolist()
+        values["support_frac"] = (columns["support"].double() / columns["length"].double()).tolist()
+        pred, conf = probs.argmax(-1).tolist(), probs.max(-1).values.tolist()
+        for r, i in enumerate(batch["index"].tolist()):
+            rows[i] = {
+                "index": i,
+                "uid": split_data.uids[i],
+                "label": int(split_data.labels[i]),
+                "prediction": pred[r],
+                "probability": conf[r],
+                **{name: v[r] for name, v in values.items()},
+                **{f"{name}_dropped": reasons[r] for name, reasons in why.items()},
+            }
+            rows[i]["length"], rows[i]["support"] = int(rows[i]["length"]), int(rows[i]["support"])
+
+    def _keep_heatmaps(self, kept, batch, hidden_rows, data, split_data):
+        text = token_mask(batch)
+        for r, i in enumerate(batch["index"].tolist()):
+            inner = text[r, : int(batch["lengths"][r])].cpu().numpy()
+            if len(kept) >= self.heatmaps or inner.sum() < 2:
+                continue
+            tokens = [t for t, keep in zip(data.vocab.decode(split_data.ids[i].tolist()), inner) if keep]
+            matrix = hidden_rows[r][text[r]][:, text[r]].cpu().numpy()
+            kept.append({"uid": split_data.uids[i], "tokens": tokens, "matrix": matrix})
+
+    # -- summaries -------------------------------------------------------------------------------
+
+    def summarise(self, measured: Measured, tests) -> dict:
+        """Flat ``sp/...`` metrics: mean, std, median, n of each per-instance statistic."""
+        frame = measured.frame
+        out = {keys.sp("n_instances"): len(frame)}
+        stats = summarise(frame["support"].to_numpy(float))
+        out.update({keys.sp("support", "count", k): stats[k] for k in ("mean", "ci_low", "ci_high", "median")})
+        stats = summarise(frame["support_frac"].to_numpy(float))
+        out.update({keys.sp("support", "frac", k): stats[k] for k in ("mean", "ci_low", "ci_high", "std", "median")})
+        for name in SP_DISTRIBUTIONS:
+            if f"entropy_{name}" in frame:
+                stats = summarise(frame[f"entropy_{name}"].to_numpy(float))
+                out.update({keys.sp("entropy", name, k): v for k, v in stats.items()})
+        if "diag_share" in frame:
+            stats = summarise(frame["diag_share"].to_numpy(float))
+            out.update({keys.sp("diag_share", k): stats[k] for k in ("mean", "ci_low", "ci_high", "std", "median")})
+        for name in SP_CORRELATIONS:
+            if f"tau_{name}" in frame:
+                stats = summarise(
+                    frame[f"tau_{name}"].to_numpy(float), frame[f"p_{name}"].to_numpy(float), self.p_threshold
+                )
+                out.update({keys.sp("tau", name, k): v for k, v in stats.items()})
+        for column in frame.columns:  # the instances each statistic had to leave out, and why
+            if column.endswith("_dropped"):
+                statistic = column.removesuffix("_dropped")
+                out.update({keys.sp("dropped", statistic, why): n for why, n in dropped_counts(frame[column]).items()})
+        if "g_hidden_undefined_rows" in frame:
+            out[keys.sp("dropped", "entropy_g_hidden", "rows")] = int(frame["g_hidden_undefined_rows"].sum())
+        out.update({keys.sp("seconds", k): v for k, v in measured.seconds.items()})
+        return out
+
+    def artefacts(self, measured: Measured, out_dir: Path, data) -> dict:
+        return sparsity_figures(
+            measured.frame, measured.extras.get("heatmaps", []), out_dir, title=f"{data.name} ({self.split})"
+        )

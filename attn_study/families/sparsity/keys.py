@@ -1,0 +1,43 @@
+"""Meister et al. (2021), Is Sparse Attention more Interpretable?: the family's metric keys, under ``sp/``.
+
+No torch here: the registry and the report read it."""
+
+from __future__ import annotations
+
+from attn_study.keys import children, class_part, classes, key  # noqa: F401  the generic schema, for this family
+
+NAMESPACE = "sp"
+TITLE = "Meister et al. (2021), Is Sparse Attention more Interpretable?"
+ORDER = 30  # the family's place in the report and in --help listings
+
+#: per-instance distributions over the real tokens whose normalised entropy is reported (sp/entropy/<name>/…)
+SP_DISTRIBUTIONS = {
+    "attention": "α",
+    "g_input": "g_ŷ(x): ‖∂ŷ/∂e_i‖, Eq. 4",
+    "loo_input": "D_ŷ(x): |ŷ − ŷ₋ᵢ|, token deleted, Eq. 6",
+    "g_intermediate": "g_ŷ(h): ‖∂ŷ/∂h_i‖",
+    "loo_intermediate": "D_ŷ(h): |ŷ − ŷ|h_i erased from α|",
+    "g_hidden": "g_{h_p}(x): ‖∂‖h_p‖/∂e_i‖, Eq. 5; mean over p (Table 1)",
+}
+#: Kendall τ-b of α with each feature importance (sp/tau/<name>/…): name → distribution
+SP_CORRELATIONS = {
+    "attn_g_input": "g_input",
+    "attn_loo_input": "loo_input",
+    "attn_g_intermediate": "g_intermediate",
+    "attn_loo_intermediate": "loo_intermediate",
+}
+
+
+def sp(*parts) -> str:
+    """``sp('entropy', 'g_input', 'mean')`` → ``sp/entropy/g_input/mean``."""
+    return key(NAMESPACE, *parts)
+
+
+#: statistics drawn against the epoch when tracked during training (analysis/sparsity/epochs.png, the report)
+TRACKED = (
+    sp("entropy", "g_input", "mean"),
+    sp("entropy", "g_hidden", "mean"),
+    sp("tau", "attn_g_input", "mean"),
+    sp("tau", "attn_g_intermediate", "mean"),
+    sp("support", "frac", "mean"),
+)

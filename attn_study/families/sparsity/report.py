@@ -1,0 +1,378 @@
+"""Meister et al. (2021) across runs: Tables 1–2 and Figs 1–3.
+
+- Table 1: mean ± std (over instances) of H̃(g_{h_p}(x)) — how dispersed the inputs' influence on each
+  intermediate representation is — per model × projection × dataset.
+- Table 2: across the sparsegen-lin runs of a model × dataset (sparsemax counting as λ = 0, the same
+  projection), Kendall τ-b between λ and H̃(g_ŷ(x)) over pooled per-instance pairs and over run means (every
+  seed a point), with p-values; beside it the attention's support per λ.
+- Fig 1: Kendall τ of attention with input FI (g_ŷ(x)) vs with intermediate FI (g_ŷ(h)), per model.
+- Fig 2: H̃ of g_ŷ(x) and D_ŷ(x) per projection.
+- Fig 3: mean τ of attention with input FI against λ (symmetric-log x axis: λ < 0 spans decades).
+
+A model is ``<encoder> + <attention>``: the paper's are lstm + additive and transformer + dot.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from attn_study.figures.common import new_figure, save_png
+from attn_study.report.render import captioned_table, embedded_png, format_p, mean_ci
+from attn_study.report.runs import Run
+
+from . import keys
+
+PROJECTION_ORDER = ("softmax", "entmax15", "entmax_bisect", "sparsemax", "sparsegen")
+
+
+def sp_runs(runs: list[Run]) -> list[Run]:
+    return [r for r in runs if keys.sp("n_instances") in r.summary]
+
+
+def model_label(run: Run) -> str:
+    variant = f" [{run.config['variant']}]" if run.config.get("variant") else ""
+    return f"{run.config['encoder']} + {run.config['attention']}{variant}"
+
+
+def lam(run: Run) -> float | None:
+    """sparsegen-lin's λ (sparsemax: 0); None for the other projections."""
+    if run.config["projection"] == "sparsemax":
+        return 0.0
+    value = run.config.get("lam")
+    return float(value) if run.config["projection"] == "sparsegen" and value is not None else None
+
+
+def projection_label(run: Run) -> str:
+    p = run.config["projection"]
+    return f"sparsegen λ={float(run.config['lam']):g}" if p == "sparsegen" and run.config.get("lam") is not None else p
+
+
+def _order(run: Run) -> tuple:
+    p = run.config["projection"]
+    return (PROJECTION_ORDER.index(p) if p in PROJECTION_ORDER else len(PROJECTION_ORDER), lam(run) or 0.0)
+
+
+def _base(run: Run) -> dict:
+    return {
+        "dataset": run.config["dataset"],
+        "model": model_label(run),
+        "projection": projection_label(run),
+        "seed": run.config["seed"],
+    }
+
+
+def table1(runs: list[Run]) -> pd.DataFrame:
+    """One row per run: dataset, model, projection, seed, mean / std / n of H̃(g_{h_p}(x))."""
+    rows = []
+    for run in sorted(
+        sp_runs(runs), key=lambda r: (r.config["dataset"], model_label(r), _order(r), str(r.config["seed"]))
+    ):
+        s = run.summary
+        if keys.sp("entropy", "g_hidden", "mean") not in s:
+            continue
+        rows.append(
+            {
+                **_base(run),
+                **{
+                    stat: s.get(keys.sp("entropy", "g_hidden", stat), np.nan)
+                    for stat in ("mean", "ci_low", "ci_high", "std", "n")
+                },
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def table1_display(frame: pd.DataFrame) -> pd.DataFrame:
+    """Table 1 as the paper prints it: model (projection) × dataset, "mean ± std" with the mean's 95 %
+    bootstrap interval, "mean [low, high] ± std"; with several seeds the means and stds are averaged over
+    seeds (no interval) and the spread of the means over seeds is added."""
+    if frame.empty:
+        return frame
+    cells = {}
+    for (model, projection, dataset), g in frame.groupby(["model", "projection", "dataset"], sort=False):
+        if len(g) == 1:
+            text = (
+                f"{mean_ci(g['mean'].iloc[0], g['ci_low'].iloc[0], g['ci_high'].iloc[0], 2)} ± {g['std'].iloc[0]:.2f}"
+            )
+        else:
+            text = f"{g['mean'].mean():.2f} ± {g['std'].mean():.2f}"
+        if len(g) > 1:
+            text += f" (seeds: {len(g)}, spread {g['mean'].std(ddof=0):.2f})"
+        cells.setdefault((model, projection), {})[dataset] = text
+    return pd.DataFrame([{"model (projection)": f"{m} ({p})", **v} for (m, p), v in cells.items()])
+
+
+def table2(runs: list[Run]) -> pd.DataFrame:
+    """Table 2, per model × dataset: Kendall τ-b (the paper's statistic, its footnote 2) between sparsegen-lin's
+    λ (sparsemax: λ = 0) and the normalised entropy of input feature importance H̃(g_ŷ(x)), two ways:
+
+    - pooled: over every (λ, instance) pair of every run and seed, with scipy's p-value. The pairs of one
+      run share its model, so that p-value takes them as more independent than they are: read it with
+      the run-level one;
+    - run means: over one point per run (λ, the run's mean H̃), every seed a point of its own, with scipy's
+      p-value (exact for small untied samples).
+
+    With the runs, seeds and λ values behind each. A negative τ: sparser attention, more concentrated input
+    importance (the paper's finding)."""
+    pooled: dict[tuple, list[tuple[float, np.ndarray]]] = {}
+    means: dict[tuple, list[tuple[float, float, object]]] = {}
+    for run in sp_runs(runs):
+        value = run.summary.get(keys.sp("entropy", "g_input", "mean"))
+        if lam(run) is None or value is None or not np.isfinite(value):
+            continue
+        group = (run.config["dataset"], model_label(run))
+        means.setdefault(group, []).append((lam(run), float(value), run.config["seed"]))
+        frame = run.instances("sparsity")
+        if frame is not None and "entropy_g_input" in frame:
+            pooled.setdefault(group, []).append((lam(run), frame["entropy_g_input"].dropna().to_numpy(float)))
+    rows = []
+    for group in sorted(means):
+        x, y, seeds = zip(*means[group])
+        tau, p = _tau(np.array(x), np.array(y))
+        pairs = pooled.get(group, [])
+        px = np.concatenate([np.full(len(v), lam_) for lam_, v in pairs]) if pairs else np.array([])
+        py = np.concatenate([v for _, v in pairs]) if pairs else np.array([])
+        pooled_tau, pooled_p = _tau(px, py)
+        rows.append(
+            {
+                "dataset": group[0],
+                "model": group[1],
+                "τ-b pooled (instances)": pooled_tau,
+                "p pooled": pooled_p,
+                "pairs": len(px),
+                "τ-b run means": tau,
+                "p run means": p,
+                "runs": len(x),
+                "seeds": len(set(seeds)),
+                "λ values": len(set(x)),
+                "λ range": f"{min(x):g} … {max(x):g}",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _tau(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """scipy's Kendall τ-b and its two-sided p-value; NaN when either side is constant or under 3 points."""
+    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return float("nan"), float("nan")
+    result = stats.kendalltau(x, y)
+    return float(result.statistic), float(result.pvalue)
+
+
+def table2_display(frame: pd.DataFrame) -> pd.DataFrame:
+    out = frame[["dataset", "model"]].copy()
+    for what in ("pooled (instances)", "run means"):
+        tau_col, p_col = f"τ-b {what}", "p pooled" if what.startswith("pooled") else "p run means"
+        out[f"Kendall τ-b, {what}"] = [
+            f"{t:+.3f} (p {format_p(p)})" if np.isfinite(t) else "— (too few points)"
+            for t, p in zip(frame[tau_col], frame[p_col])
+        ]
+    out["pairs / runs / seeds / λ values"] = [
+        f"{a} / {b} / {c} / {d}" for a, b, c, d in zip(frame["pairs"], frame["runs"], frame["seeds"], frame["λ values"])
+    ]
+    out["λ range"] = frame["λ range"]
+    return out
+
+
+def support_table(runs: list[Run]) -> pd.DataFrame:
+    """The attention's support (share of a text's tokens with α > 0), per projection (λ) and model ×
+    dataset: mean over instances, averaged over seeds ± their spread — whether larger λ really made the
+    models sparser."""
+    cells: dict[tuple, dict[str, list[float]]] = {}
+    order: dict[str, tuple] = {}
+    for run in sp_runs(runs):
+        value = run.summary.get(keys.sp("support", "frac", "mean"))
+        if value is None or not np.isfinite(value):
+            continue
+        label = projection_label(run)
+        # softmax, then the entmaxes, then sparsemax and sparsegen-lin by λ (denser to sparser)
+        order[label] = (
+            (2, lam(run)) if lam(run) is not None else (0 if run.config["projection"] == "softmax" else 1, 0.0)
+        )
+        cells.setdefault((run.config["dataset"], model_label(run)), {}).setdefault(label, []).append(float(value))
+    if not cells:
+        return pd.DataFrame()
+    rows = []
+    for label in sorted(order, key=order.get):
+        row = {"projection": label}
+        for (dataset, model), values in sorted(cells.items()):
+            v = np.array(values.get(label, []))
+            row[f"{dataset}: {model}"] = (
+                "—"
+                if v.size == 0
+                else f"{v.mean():.3f}"
+                if v.size == 1
+                else f"{v.mean():.3f} ± {v.std(ddof=0):.3f} ({v.size})"
+            )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _datasets(runs: list[Run]) -> list[str]:
+    return sorted({r.config["dataset"] for r in runs})
+
+
+def correlation_figure(runs: list[Run], path: Path) -> Path | None:
+    """Fig 1: per dataset, τ(α, g_ŷ(x)) and τ(α, g_ŷ(h)) of every model × projection (boxes over instances)."""
+    runs = sorted(sp_runs(runs), key=lambda r: (model_label(r), _order(r), str(r.config["seed"])))
+    datasets = _datasets(runs)
+    panels = []
+    for dataset in datasets:
+        groups = []
+        for run in (r for r in runs if r.config["dataset"] == dataset):
+            frame = run.instances("sparsity")
+            if frame is not None and {"tau_attn_g_input", "tau_attn_g_intermediate"} <= set(frame):
+                groups.append(
+                    (
+                        f"{model_label(run)}\n{projection_label(run)} s{run.config['seed']}",
+                        frame["tau_attn_g_input"].dropna().to_numpy(),
+                        frame["tau_attn_g_intermediate"].dropna().to_numpy(),
+                    )
+                )
+        if groups:
+            panels.append((dataset, groups))
+    if not panels:
+        return None
+    width = max(len(g) for _, g in panels)
+    fig = new_figure((1.3 * width + 2.5, 4.0 * len(panels)))
+    axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
+    for ax, (dataset, groups) in zip(axes, panels):
+        for offset, which, color in ((-0.18, 1, "#1f77b4"), (0.18, 2, "#d95f02")):
+            data = [g[which] if len(g[which]) else np.array([np.nan]) for g in groups]
+            parts = ax.boxplot(
+                data, positions=np.arange(len(groups)) + offset, widths=0.32, showfliers=False, patch_artist=True
+            )
+            for box in parts["boxes"]:
+                box.set_facecolor(color)
+                box.set_alpha(0.55)
+        ax.plot([], [], color="#1f77b4", lw=6, alpha=0.55, label="τ(α, input FI g_ŷ(x))")
+        ax.plot([], [], color="#d95f02", lw=6, alpha=0.55, label="τ(α, intermediate FI g_ŷ(h))")
+        ax.set_xticks(range(len(groups)), [g[0] for g in groups], fontsize=7)
+        ax.axhline(0, color="grey", lw=0.8, ls="--")
+        ax.set_ylim(-1, 1)
+        ax.set_ylabel("Kendall τ-b")
+        ax.set_title(dataset, fontsize=10)
+        ax.legend(fontsize=8, loc="lower right")
+    fig.suptitle("Fig 1: attention vs feature importance of inputs and of intermediate representations")
+    return save_png(fig, path)
+
+
+def entropy_figure(runs: list[Run], path: Path) -> Path | None:
+    """Fig 2: H̃ of g_ŷ(x) and D_ŷ(x) per projection (mean over instances; one point per run)."""
+    rows = []
+    for run in sp_runs(runs):
+        s = run.summary
+        for name, label in (("g_input", "g_ŷ(x)"), ("loo_input", "D_ŷ(x)")):
+            if keys.sp("entropy", name, "mean") in s:
+                rows.append(
+                    {
+                        "dataset": run.config["dataset"],
+                        "model": model_label(run),
+                        "measure": label,
+                        "projection": projection_label(run),
+                        "order": _order(run),
+                        "value": s[keys.sp("entropy", name, "mean")],
+                    }
+                )
+    if not rows:
+        return None
+    frame = pd.DataFrame(rows)
+    projections = [p for p, _ in sorted({(p, o) for p, o in zip(frame.projection, frame.order)}, key=lambda t: t[1])]
+    series = sorted({(m, d, meas) for m, d, meas in zip(frame.model, frame.dataset, frame.measure)})
+    fig = new_figure((max(6.5, 0.9 * len(projections) + 3), 4.4))
+    ax = fig.add_subplot()
+    x = {p: i for i, p in enumerate(projections)}
+    for model, dataset, measure in series:
+        g = frame[(frame.model == model) & (frame.dataset == dataset) & (frame.measure == measure)]
+        means = g.groupby("projection")["value"].mean()
+        order = [p for p in projections if p in means.index]
+        ax.plot(
+            [x[p] for p in order],
+            [means[p] for p in order],
+            marker="o" if measure == "g_ŷ(x)" else "s",
+            ls="-" if measure == "g_ŷ(x)" else "--",
+            label=f"{dataset} {model}: {measure}",
+        )
+    ax.set_xticks(range(len(projections)), projections, rotation=30, fontsize=8)
+    ax.set_ylim(0, 1.02)
+    ax.set_ylabel("mean normalised entropy H̃")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    ax.set_title("Fig 2: entropy of input feature importance per projection", fontsize=10)
+    return save_png(fig, path)
+
+
+def lambda_figure(runs: list[Run], path: Path) -> Path | None:
+    """Fig 3: mean τ(α, g_ŷ(x)) and τ(α, D_ŷ(x)) against sparsegen's λ (sparsemax at 0), symlog x axis."""
+    rows = []
+    for run in sp_runs(runs):
+        if lam(run) is None:
+            continue
+        for name, label in (("attn_g_input", "τ(α, g_ŷ(x))"), ("attn_loo_input", "τ(α, D_ŷ(x))")):
+            value = run.summary.get(keys.sp("tau", name, "mean"))
+            if value is not None and np.isfinite(value):
+                rows.append(
+                    {"series": f"{run.config['dataset']} {model_label(run)}: {label}", "lam": lam(run), "value": value}
+                )
+    if not rows:
+        return None
+    frame = pd.DataFrame(rows)
+    fig = new_figure((7.0, 4.4))
+    ax = fig.add_subplot()
+    for series, g in frame.groupby("series", sort=True):
+        agg = g.groupby("lam")["value"].agg(["mean", "std"]).sort_index()
+        ax.errorbar(agg.index, agg["mean"], yerr=agg["std"].fillna(0.0), marker="o", capsize=3, label=series)
+    ax.set_xscale("symlog", linthresh=0.5)
+    ax.axvline(0, color="grey", lw=0.8, ls=":")
+    ax.set_xlabel("sparsegen-lin λ (0 = sparsemax; larger = sparser)")
+    ax.set_ylabel("mean Kendall τ-b")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    ax.set_title("Fig 3: attention vs input feature importance as λ grows (± std over seeds)", fontsize=10)
+    return save_png(fig, path)
+
+
+def sections(runs: list[Run], work: Path) -> list[tuple[str, str]]:
+    """Tables 1 and 2, the support per projection and Figs 1–3 of Meister et al."""
+    used = sp_runs(runs)
+    if not used:
+        return []
+    body = ""
+    frame = table1(used)
+    if not frame.empty:
+        caption = (
+            "Meister et al. Table 1: mean ± std over instances of the normalised entropy of the gradient-based "
+            "importance of the inputs for each intermediate representation, H̃(g_{h_p}(x)) (1: every input "
+            "equally influential; 0: one input only)"
+        )
+        body += captioned_table(frame, work, "sp_table1", caption, display=table1_display(frame))
+    frame = table2(used)
+    if not frame.empty:
+        caption = (
+            "Meister et al. Table 2: Kendall τ-b (the paper's statistic) between sparsegen-lin's λ "
+            "(sparsemax = 0) and the normalised entropy of input feature importance H̃(g_ŷ(x)), per model "
+            "and dataset: over every (λ, instance) pair of every seed (its p-value treats the pairs as "
+            "independent, which instances of one model are not) and over the run means (one point per "
+            "run and seed); negative: sparser attention, more concentrated importance"
+        )
+        body += captioned_table(frame, work, "sp_table2", caption, display=table2_display(frame))
+    support = support_table(used)
+    if not support.empty:
+        caption = (
+            "Meister et al.: the attention's support (share of a text's tokens with α > 0) per projection, "
+            "mean over instances, averaged over seeds ± their spread (n) — did larger λ make the models sparser?"
+        )
+        body += captioned_table(support, work, "sp_support", caption)
+    for name, make in (
+        ("sp_fig1_tau_input_vs_intermediate", correlation_figure),
+        ("sp_fig2_entropy_per_projection", entropy_figure),
+        ("sp_fig3_tau_vs_lambda", lambda_figure),
+    ):
+        path = make(used, work / f"{name}.png")
+        if path is not None:
+            body += embedded_png(path)
+    return [("Meister et al.: sparse attention", body)]

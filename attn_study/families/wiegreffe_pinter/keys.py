@@ -1,0 +1,19 @@
+"""Wiegreffe & Pinter (2019), Attention is not not Explanation: the family's metric keys, under ``wp/``.
+
+No torch here: the registry and the report read it."""
+
+from __future__ import annotations
+
+from attn_study.keys import children, class_part, classes, key  # noqa: F401  the generic schema, for this family
+
+NAMESPACE = "wp"
+TITLE = "Wiegreffe & Pinter (2019), Attention is not not Explanation"
+ORDER = 60  # the family's place in the report and in --help listings
+
+
+def wp(*parts) -> str:
+    """``wp('jsd', 'mean')`` → ``wp/jsd/mean``."""
+    return key(NAMESPACE, *parts)
+
+
+TRACKED: tuple[str, ...] = ()

@@ -1,0 +1,52 @@
+"""The run directory's layout: every file and folder name a run writes and other code reads, in one place.
+
+<run>/
+  .hydra/config.yaml, overrides.yaml, hydra.yaml   the run's record of its config (written once an attempt starts)
+  status.json                                      running → complete | failed (attn_study.sweep.state)
+  summary.json                                     every final metric, flat
+  error.txt                                        the traceback of a failed attempt
+  checkpoints/best.ckpt, last.ckpt                 the tested checkpoint; the resume point while training
+  attention.parquet                                each test instance's attention and output (flat and pair runs)
+  analysis/<family>/                               instances.parquet, summary.json, figures, epochs.*
+  csv/, wandb/                                     the loggers' files
+  report/                                          attn-study-report's output, when the run is a report's root
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+RECORD = ".hydra"
+CONFIG, OVERRIDES, HYDRA = "config.yaml", "overrides.yaml", "hydra.yaml"
+STATUS, SUMMARY, ERROR = "status.json", "summary.json", "error.txt"
+CHECKPOINTS, BEST, LAST = "checkpoints", "best.ckpt", "last.ckpt"
+ATTENTION = "attention.parquet"
+ANALYSIS = "analysis"
+INSTANCES = "instances.parquet"  # and SUMMARY, inside analysis/<family>/
+EPOCHS_CSV, EPOCHS_PARQUET, EPOCHS_FIGURE = "epochs.csv", "epochs.parquet", "epochs.png"
+CSV, WANDB, REPORT = "csv", "wandb", "report"
+#: an unfinished attempt's outputs, removed before the next attempt starts (the record and the logs stay)
+ATTEMPT_OUTPUTS = (SUMMARY, ERROR, ANALYSIS, CSV, WANDB, CHECKPOINTS)
+#: folders inside a run that are never runs themselves (what a search for runs skips)
+NOT_RUNS = frozenset({".submitit", WANDB, ANALYSIS, CHECKPOINTS, CSV, REPORT, RECORD})
+
+
+def config_file(run_dir: Path) -> Path:
+    return Path(run_dir) / RECORD / CONFIG
+
+
+def overrides_file(run_dir: Path) -> Path:
+    return Path(run_dir) / RECORD / OVERRIDES
+
+
+def checkpoint(run_dir: Path, which: str = BEST) -> Path:
+    return Path(run_dir) / CHECKPOINTS / which
+
+
+def family_dir(run_dir: Path, family: str) -> Path:
+    return Path(run_dir) / ANALYSIS / family
+
+
+def is_run(path: Path) -> bool:
+    """Whether ``path`` is a run directory (it holds the record of a config)."""
+    return config_file(path).is_file()

@@ -1,0 +1,48 @@
+"""The test metrics of every model: one row per complete run (Jain & Wallace's Table 1 reports the BiLSTM's)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from attn_study.report.render import html_table, write_table
+from attn_study.report.runs import Run, without_empty_variant
+
+
+def accuracy_table(runs: list[Run]) -> pd.DataFrame:
+    """Test metrics of every complete run (Jain & Wallace's Table 1 reports the BiLSTM's)."""
+    rows = [
+        {
+            **{k: r.config[k] for k in ("dataset", "model", "encoder", "attention", "projection", "seed")},
+            "variant": r.config.get("variant", ""),
+            "test/acc": r.summary.get("test/acc", np.nan),
+            "test/f1": r.summary.get("test/f1", np.nan),
+            "test/auroc": r.summary.get("test/auroc", np.nan),
+            "val/acc_best": r.summary.get("val/acc_best", np.nan),
+            "epochs": r.summary.get("train/epochs", np.nan),
+            "minutes": r.summary.get("run/seconds", np.nan) / 60,
+            "attempts": r.summary.get("run/attempts", 1),
+            "paper test/acc": (r.config.get("paper_accuracy") or np.nan) / 100,
+        }
+        for r in runs
+        if r.state == "complete"
+    ]
+    frame = pd.DataFrame(rows)
+    if not rows:
+        return frame
+    frame = frame.sort_values(["dataset", "model", "encoder", "attention", "projection", "variant", "seed"])
+    if frame["paper test/acc"].isna().all():  # only runs of a recipe that knows the paper's accuracy have it
+        frame = frame.drop(columns="paper test/acc")
+    if (frame["attempts"].fillna(1) == 1).all():  # minutes of a resumed run add up its attempts (run/seconds)
+        frame = frame.drop(columns="attempts")
+    return without_empty_variant(frame)
+
+
+def sections(runs: list[Run], work: Path) -> list[tuple[str, str]]:
+    frame = accuracy_table(runs)
+    if frame.empty:
+        return []
+    write_table(frame, work, "accuracy", "Test metrics of every model (best-on-dev checkpoint)")
+    return [("Accuracy", html_table(frame))]

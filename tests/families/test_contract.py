@@ -1,0 +1,141 @@
+"""What every family in the registry must do, checked for each one found (a new family's folder is picked up
+with no change here): one real tiny run with all families, then per family — its keys under its namespace and
+in the run's summary, strict JSON, statistics that do not depend on the batch size, tracking that a resumed run
+keeps, and a report section that renders."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from hydra.utils import instantiate
+
+from attn_study import assemble, saved
+from attn_study.families import REGISTRY
+from attn_study.report.cli import build_report
+from attn_study.run import run as run_job
+from tests.helpers import TINY, compose_config
+
+#: options that only make a family quick on the tiny run (none needed for a family not named here)
+QUICK = {"jain_wallace": ["steps=30", "permutations=10"], "faithfulness": ["ig_steps=4"]}
+#: what a family needs to run at all on the tiny run (W&P compares with a base run)
+NEEDS = {"wiegreffe_pinter": lambda base: [f"base={base}"]}
+RUN = [*TINY, "logger=csv", "encoder=average", "encoder.hidden_size=8", "trainer.max_epochs=2"]
+
+
+def tracks(name: str) -> bool:
+    """Whether the family measures anything during training by default (its YAML's val_tests)."""
+    return bool(compose_config(f"analysis=[{name}]").analysis[name].get("val_tests"))
+
+
+def family_overrides(name: str, base) -> list[str]:
+    options = ["max_instances=12", "val_max_instances=8", *QUICK.get(name, [])]
+    options += ["every_n_epochs=1"] if tracks(name) else []
+    options += NEEDS.get(name, lambda _: [])(base)
+    return [f"analysis.{name}.{o}" for o in options]
+
+
+@pytest.fixture(scope="module")
+def contract_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("contract")
+    base = root / "base"
+    run_job(compose_config(*RUN), base)
+    overrides = [f"analysis=[{','.join(REGISTRY)}]"]
+    for name in REGISTRY:
+        overrides += family_overrides(name, base)
+    run_dir = root / "run"
+    summary = run_job(compose_config(*RUN, *overrides), run_dir)
+    return run_dir, summary
+
+
+def strict_json(path):
+    def refuse(constant):
+        raise ValueError(f"{path}: bare {constant}")
+
+    return json.loads(path.read_text(), parse_constant=refuse)
+
+
+@pytest.mark.parametrize("name", list(REGISTRY))
+def test_keys_under_the_namespace_in_strict_json_and_in_the_runs_summary(contract_run, name):
+    run_dir, summary = contract_run
+    family = REGISTRY[name]
+    own = strict_json(run_dir / "analysis" / name / "summary.json")
+    assert own, name
+    assert all(k.startswith(family.namespace + "/") for k in own), [k for k in own if "/" not in k][:3]
+    run_summary = strict_json(run_dir / "summary.json")
+    for k, v in own.items():
+        if isinstance(v, float) and math.isfinite(v):
+            assert run_summary[k] == pytest.approx(v), k
+    assert all(k in run_summary for k in own if isinstance(own[k], (int, float)) and math.isfinite(own[k]))
+
+
+@pytest.mark.parametrize("name", list(REGISTRY))
+def test_statistics_do_not_depend_on_the_batch_size(contract_run, name, tmp_path):
+    run_dir, _ = contract_run
+    loaded = assemble.load(run_dir)
+    loaded.module.model.double()  # float64: what is left of a difference is the family's, not float32 rounding
+    frames = []
+    for size in (12, 5, 1):
+        analysis = instantiate(loaded.cfg.analysis[name], batch_size=size, every_n_epochs=None)
+        analysis.analyse(loaded.module.model, loaded.datamodule, tmp_path / str(size))
+        frames.append(pd.read_parquet(tmp_path / str(size) / "analysis" / name / "instances.parquet"))
+    numeric = [c for c in frames[0].columns if frames[0][c].dtype.kind in "fiub"]
+    assert numeric, name
+    # Rank statistics (τ and its p) see ties: two equal importances (a repeated word) may differ by 1e-17 after
+    # another padding's summation order, and a broken tie moves τ by O(1/n²). Everything else to 1e-9.
+    ranks = [c for c in numeric if c.split("_")[0] in ("tau", "p")]
+    for other in frames[1:]:
+        assert list(other.columns) == list(frames[0].columns)
+        for columns, atol in ((sorted(set(numeric) - set(ranks)), 1e-9), (ranks, 5e-3)):
+            np.testing.assert_allclose(
+                other[columns].to_numpy(float), frames[0][columns].to_numpy(float), atol=atol, rtol=0, err_msg=name
+            )
+
+
+@pytest.mark.parametrize("name", list(REGISTRY))
+def test_what_was_tracked_survives_a_resume(contract_run, name):
+    """The run tracked every epoch (epochs.csv); a fresh callback given the state a checkpoint saved (what a
+    resumed run starts from; a complete run keeps its best) has the epochs up to it back, value for value, and
+    passes them on through its own state."""
+    run_dir, _ = contract_run
+    if not tracks(name):
+        pytest.skip(f"{name} tracks nothing during training")
+    epochs = pd.read_csv(run_dir / "analysis" / name / "epochs.csv")
+    assert epochs["epoch"].tolist() == [0, 1]
+    cfg = saved.run_config(run_dir)
+    checkpoint = torch.load(run_dir / "checkpoints" / "best.ckpt", map_location="cpu", weights_only=False)
+    resumed = instantiate(cfg.analysis[name])
+    states = [v for k, v in checkpoint["callbacks"].items() if k.startswith(type(resumed).__qualname__)]
+    assert len(states) == 1, list(checkpoint["callbacks"])
+    resumed.load_state_dict(states[0])
+    tracked = [k for k in REGISTRY[name].tracked if k in epochs]
+    assert tracked, f"{name}: none of its TRACKED keys in epochs.csv"
+    history = pd.DataFrame(resumed.history)
+    assert len(history) and history["epoch"].tolist() == epochs["epoch"].tolist()[: len(history)]
+    np.testing.assert_allclose(
+        history[tracked].to_numpy(float), epochs[tracked].to_numpy(float)[: len(history)], atol=0, rtol=0
+    )
+    again = instantiate(cfg.analysis[name])
+    again.load_state_dict(resumed.state_dict())
+    assert again.history == resumed.history and again.history_rows == resumed.history_rows
+
+
+@pytest.mark.parametrize("name", list(REGISTRY))
+def test_the_report_section_renders(contract_run, name, tmp_path):
+    run_dir, _ = contract_run
+    report = REGISTRY[name].module("report")
+    if report is None:
+        pytest.skip(f"{name} has no report part")
+    out = build_report(run_dir, tmp_path / "report")
+    page = (out / "index.html").read_text()
+    from attn_study.report.runs import collect
+
+    runs, _ = collect(run_dir)
+    titles = [title for title, _ in report.sections(runs, tmp_path)]
+    assert titles, f"{name}: no report section for a run that has its analysis"
+    for title in titles:
+        assert title.replace("&", "&amp;") in page or title in page

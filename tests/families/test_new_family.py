@@ -1,0 +1,85 @@
+"""A new family is one folder + one YAML: in a copy of the package and its configs, an existing family copied
+under a new name (``attn_study/families/<name>/`` and ``conf/analysis/<name>.yaml``, its namespace renamed in its
+own keys.py) shows up in ``--help``, runs, logs its keys and appears in the report, no other file touched."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+from tests.helpers import REPO, TINY, cli_env
+
+NAME, NAMESPACE = "erasure_copy", "ec"
+
+
+def make_copy(root):
+    for part in ("attn_study", "conf", "sweeps", "hydra_plugins"):
+        shutil.copytree(REPO / part, root / part, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    folder = root / "attn_study" / "families" / NAME
+    shutil.copytree(
+        REPO / "attn_study" / "families" / "serrano_smith", folder, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    keys = folder / "keys.py"
+    keys.write_text(keys.read_text().replace('NAMESPACE = "ss"', f'NAMESPACE = "{NAMESPACE}"'))
+    yaml = (REPO / "conf" / "analysis" / "serrano_smith.yaml").read_text()
+    yaml = yaml.replace("analysis.serrano_smith", f"analysis.{NAME}").replace(
+        "attn_study.families.serrano_smith.callback", f"attn_study.families.{NAME}.callback"
+    )
+    (root / "conf" / "analysis" / f"{NAME}.yaml").write_text(yaml)
+
+
+def test_a_copied_family_is_found_runs_logs_its_keys_and_is_reported(tmp_path):
+    make_copy(tmp_path)
+    env = {**cli_env(), "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+    before = subprocess.run(["git", "status", "--porcelain"], cwd=REPO, capture_output=True, text=True).stdout
+
+    shown = subprocess.run(
+        [sys.executable, "-m", "attn_study.cli", "--help"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert shown.returncode == 0 and NAME in shown.stdout, shown.stderr[-2000:]
+
+    run_dir = tmp_path / "run"
+    job = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attn_study.cli",
+            *TINY,
+            f"analysis=[{NAME}]",
+            "logger=csv",
+            f"analysis.{NAME}.max_instances=8",
+            f"hydra.run.dir={run_dir}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert job.returncode == 0, job.stderr[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    own = json.loads((run_dir / "analysis" / NAME / "summary.json").read_text())
+    assert own and all(k.startswith(f"{NAMESPACE}/") for k in own)
+    assert f"{NAMESPACE}/n_instances" in summary and summary[f"{NAMESPACE}/n_instances"] == 8
+    assert not any(k.startswith("ss/") for k in summary)
+
+    report = subprocess.run(
+        [sys.executable, "-m", "attn_study.report.cli", str(run_dir)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert report.returncode == 0, report.stderr[-2000:]
+    page = (run_dir / "report" / "index.html").read_text()
+    assert "Serrano &amp; Smith Table 2" in page or "Serrano & Smith Table 2" in page
+    assert subprocess.run(["git", "status", "--porcelain"], cwd=REPO, capture_output=True, text=True).stdout == before

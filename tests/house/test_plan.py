@@ -1,0 +1,139 @@
+"""The house's plan, read from the source: no import cycle (function-local imports count), the report reads
+no analysis internals, models read no runs, and every family's files sit in its own folder."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from attn_study.families import REGISTRY
+
+PACKAGE = Path(__file__).resolve().parents[2] / "attn_study"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """The ``attn_study`` modules ``path`` imports anywhere in it (module level or inside a function)."""
+    name, tree = module_name(path), ast.parse(path.read_text())
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("attn_study")}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
+            if base.startswith("attn_study"):
+                found.add(base)
+                found |= {f"{base}.{a.name}" for a in node.names}
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    return {name: {m for m in imports_of(path) if m in modules and m != name} for name, path in modules.items()}
+
+
+def package_edges(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Leave out "a package imports its own submodule" edges (``from . import keys`` in an ``__init__``)."""
+    return {a: {b for b in bs if not b.startswith(a + ".")} for a, bs in edges.items()}
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    found, state, stack = [], {}, []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == "open":
+                found.append(stack[stack.index(nxt) :] + [nxt])
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = "done"
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node)
+    return found
+
+
+def test_no_import_cycle_even_through_function_local_imports():
+    assert cycles(package_edges(graph())) == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def reaches(edges, start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in edges.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+RUN_READING = (
+    "attn_study.saved",
+    "attn_study.run",
+    "attn_study.analyze",
+    "attn_study.build",
+    "attn_study.sweep",
+    "attn_study.report",
+    "attn_study.families",
+    "attn_study.analysis",
+)
+
+
+def test_models_import_no_run_reading_code():
+    edges = graph()
+    for name in [m for m in edges if m.startswith("attn_study.models")]:
+        bad = sorted(m for m in reaches(edges, name) if m.startswith(RUN_READING))
+        assert not bad, f"{name} imports {bad}"
+
+
+def test_the_report_reaches_no_analysis_internals():
+    """The report's own modules and each family's report part read summaries and per-instance tables only: no
+    measuring code (``attn_study.analysis`` but its statistics, ``measures``; a family's callback; models)."""
+    edges = graph()
+    readers = [m for m in edges if m.startswith("attn_study.report")]
+    readers += [
+        f"attn_study.families.{name}.report" for name in REGISTRY if f"attn_study.families.{name}.report" in edges
+    ]
+    for name in readers:
+        bad = sorted(
+            m
+            for m in reaches(edges, name)
+            if (
+                m.startswith(("attn_study.analysis", "attn_study.models", "attn_study.build"))
+                and m != "attn_study.analysis.measures"
+            )
+            or m.endswith(".callback")
+        )
+        assert not bad, f"{name} reaches {bad}"
+
+
+def test_every_family_module_sits_in_its_folder():
+    """No module outside ``families/<name>/`` is named after a family, and no family's folder imports another's
+    measuring code."""
+    names = set(REGISTRY)
+    stray = [p for p in PACKAGE.rglob("*.py") if p.stem in names and "families" not in p.parts]
+    assert stray == []
+    edges = graph()
+    for name in names:
+        own = f"attn_study.families.{name}"
+        for module in [m for m in edges if m.startswith(own + ".")]:
+            others = sorted(m for m in edges[module] if m.startswith("attn_study.families.") and not m.startswith(own))
+            assert all(m.endswith(".keys") for m in others), f"{module} imports {others}"
