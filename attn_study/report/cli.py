@@ -16,8 +16,9 @@ from attn_study.errors import UserError
 from attn_study.families import REGISTRY
 from attn_study.io import make_temporary_dir
 from attn_study.report import accuracy
-from attn_study.report.render import embedded_png, html_page, html_table, write_table
+from attn_study.report.render import captioned_table, embedded_png, html_page, html_table, write_table
 from attn_study.report.runs import collect, latest_per_model, status_table
+from attn_study.report.scorecard import scorecard
 from attn_study.report.training import training_figures
 
 
@@ -53,6 +54,7 @@ def _write_all(root, work, out_dir, runs, missing, used, older) -> list[tuple[st
     tracked during training and links to every run's own figures."""
     sections = [("Runs", _runs_section(root, work, runs, missing, older))]
     sections += accuracy.sections(used, work)
+    sections.append(("Paper vs this project", _scorecard_section(used, work)))
     for family in REGISTRY.values():
         report = family.module("report")
         if report is not None:
@@ -66,6 +68,24 @@ def _write_all(root, work, out_dir, runs, missing, used, older) -> list[tuple[st
         sections.append(("During training", body + "".join(embedded_png(path) for path in curves)))
     sections.append(("Per-run figures", _run_links(used, root, out_dir)))
     return sections
+
+
+def _scorecard_section(used, work) -> str:
+    """Every published number the runs compute, ours beside it, with a verdict (``report.scorecard``)."""
+    frame = scorecard(used)
+    if frame.empty:
+        datasets = sorted({str(r.config.get("dataset")) for r in used})
+        return (
+            f"<p>No published number of the seed papers is for these runs' settings (datasets: "
+            f"{html.escape(', '.join(datasets))}).</p>"
+        )
+    caption = (
+        "Paper vs this project: each published number beside ours (mean over seeds, the seeds' std, n; "
+        "the mean bootstrap interval over instances), and a verdict — reproduced when the paper's value "
+        "lies within ours ± (2 seed std + the interval's half-width + the paper's rounding), never on one "
+        "seed; not comparable when the runs did not use the paper's recipe"
+    )
+    return captioned_table(frame, work, "scorecard", caption)
 
 
 def _runs_section(root, work, runs, missing, older) -> str:

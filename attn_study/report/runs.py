@@ -98,6 +98,9 @@ def _config(cfg) -> dict:
     out["attention_source"] = OmegaConf.select(cfg, "attention.source", default=None, throw_on_resolution_failure=False)
     out["model_seed"] = OmegaConf.select(cfg, "model_seed", default=None, throw_on_resolution_failure=False)
     out["activation"] = OmegaConf.select(cfg, "encoder.activation", default=None, throw_on_resolution_failure=False)
+    out["recipe"] = OmegaConf.select(cfg, "recipe.name", default=None, throw_on_resolution_failure=False)
+    embeddings = OmegaConf.select(cfg, "model.embeddings.path", default=None, throw_on_resolution_failure=False)
+    out["embeddings"] = Path(str(embeddings)).name if embeddings else "random"
     # a recipe's row of the paper's own accuracy for this model (recipe=serrano_smith), in percent
     out["paper_accuracy"] = OmegaConf.select(
         cfg, "recipe.row.paper_accuracy", default=None, throw_on_resolution_failure=False

@@ -1,0 +1,135 @@
+"""Paper vs this project: every published number (``report/papers/<paper>.csv``) that a run here computes, beside
+ours, with a verdict.
+
+Ours, per cell: the runs of the paper's setting (dataset, model, encoder, attention, projection, λ), one value per
+seed — mean, the seeds' standard deviation s and n; the mean's 95 % bootstrap interval over instances (a run's
+``…/ci_low``, ``…/ci_high``; averaged over seeds) where the key has one. The verdict:
+
+- *not comparable*, saying what differs, when the runs were not made with the paper's recipe
+  (``recipe=jain_wallace`` for Jain & Wallace and Meister et al., ``recipe=serrano_smith`` for Serrano & Smith):
+  other preprocessing, splits or training, so a difference says nothing about the method;
+- with one seed: never *reproduced* — "1 seed: the paper's value inside / outside our interval";
+- with n ≥ 2 seeds: *reproduced* when the paper's value lies in ours ± (2 s + h + r), where h is the half-width
+  of the bootstrap interval (instance sampling) and r half a unit of the paper's last printed digit (rounding);
+  else *not reproduced* (ours higher / ours lower).
+
+The embeddings each cell used are named (the papers' fastText vectors cannot be obtained here).
+"""
+
+from __future__ import annotations
+
+import math
+from importlib import resources
+
+import numpy as np
+import pandas as pd
+
+from attn_study.report.runs import Run
+
+PAPERS = ("jain_wallace", "serrano_smith", "meister")
+RECIPE = {"jain_wallace": "jain_wallace", "meister": "jain_wallace", "serrano_smith": "serrano_smith"}
+SETTING = ("dataset", "model", "encoder", "attention", "projection")
+
+
+def references() -> pd.DataFrame:
+    """Every published number, as printed (``value`` is text: its precision is the paper's)."""
+    folder = resources.files("attn_study.report") / "papers"
+    frames = [pd.read_csv(folder / f"{paper}.csv", dtype=str, keep_default_na=False) for paper in PAPERS]
+    return pd.concat(frames, ignore_index=True)
+
+
+def rounding(printed: str) -> float:
+    """Half a unit of the last printed digit: ``0.81`` → 0.005, ``12`` → 0.5."""
+    text = printed.strip().lstrip("<>~≈")
+    decimals = len(text.split(".", 1)[1]) if "." in text else 0
+    return 0.5 * 10.0**-decimals
+
+
+def _matching(runs: list[Run], row) -> list[Run]:
+    found = []
+    for run in runs:
+        if run.state != "complete" or row.key not in run.summary:
+            continue
+        if any(getattr(row, k) and str(run.config.get(k)) != getattr(row, k) for k in SETTING):
+            continue
+        if row.lam and (run.config.get("lam") is None or not math.isclose(float(run.config["lam"]), float(row.lam))):
+            continue
+        found.append(run)
+    return found
+
+
+def _ours(runs: list[Run], key: str, scale: float) -> dict:
+    values = np.array([float(r.summary[key]) for r in runs]) * scale
+    values = values[np.isfinite(values)]
+    out = {
+        "n seeds": len(values),
+        "ours": float(values.mean()) if len(values) else math.nan,
+        "seed std": float(values.std(ddof=1)) if len(values) > 1 else math.nan,
+    }
+    if key.endswith("/mean"):
+        stem = key[: -len("mean")]
+        lows = [float(r.summary.get(stem + "ci_low", math.nan)) * scale for r in runs]
+        highs = [float(r.summary.get(stem + "ci_high", math.nan)) * scale for r in runs]
+        out["ci low"], out["ci high"] = float(np.nanmean(lows)), float(np.nanmean(highs))
+    else:
+        out["ci low"] = out["ci high"] = math.nan
+    return out
+
+
+def verdict(paper: float, printed: str, ours: dict) -> str:
+    """The rule of the module docstring, for one cell."""
+    if not ours["n seeds"] or not math.isfinite(ours["ours"]):
+        return "no finite value"
+    half = (ours["ci high"] - ours["ci low"]) / 2 if math.isfinite(ours["ci high"]) else 0.0
+    if ours["n seeds"] == 1:
+        if not math.isfinite(ours["ci low"]):
+            return "1 seed: no interval"
+        inside = ours["ci low"] - rounding(printed) <= paper <= ours["ci high"] + rounding(printed)
+        return f"1 seed: the paper's value {'inside' if inside else 'outside'} our interval"
+    band = 2 * ours["seed std"] + half + rounding(printed)
+    if abs(paper - ours["ours"]) <= band:
+        return "reproduced"
+    return f"not reproduced (ours {'higher' if ours['ours'] > paper else 'lower'})"
+
+
+def scorecard(runs: list[Run]) -> pd.DataFrame:
+    """One row per published number some run here computes (see the module docstring)."""
+    rows = []
+    for row in references().itertuples(index=False):
+        if not row.key:
+            continue
+        matching = _matching(runs, row)
+        if not matching:
+            continue
+        try:
+            paper = float(row.value.strip().lstrip("<>~≈"))
+        except ValueError:
+            continue
+        scale = 100.0 if row.statistic == "percent" and row.key.startswith("test/") else 1.0
+        ours = _ours(matching, row.key, scale)
+        recipes = sorted({str(r.config.get("recipe")) for r in matching})
+        differs = (
+            [] if recipes == [RECIPE[row.paper]] else [f"recipe {'/'.join(recipes)} (paper's: {RECIPE[row.paper]})"]
+        )
+        rows.append(
+            {
+                "paper": row.paper,
+                "source": row.source,
+                "row": row.row,
+                "column": row.column,
+                "setting": " ".join(getattr(row, k) for k in SETTING if getattr(row, k))
+                + (f" λ={row.lam}" if row.lam else "")
+                + (f" class {row.cls}" if row.cls else ""),
+                "statistic": row.statistic,
+                "paper value": row.value,
+                **ours,
+                "embeddings": "/".join(sorted({str(r.config.get("embeddings")) for r in matching})),
+                "verdict": (f"not comparable: {'; '.join(differs)}" if differs else verdict(paper, row.value, ours))
+                + (
+                    " (the paper's value is unverified: see report/papers/README.md)"
+                    if row.note.startswith("UNVERIFIED")
+                    else ""
+                ),
+            }
+        )
+    return pd.DataFrame(rows)

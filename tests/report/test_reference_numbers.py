@@ -1,0 +1,300 @@
+"""The published reference numbers of attn_study/report/papers/: the CSV schema, the keys they name, and
+spot checks of printed values against the papers."""
+
+from __future__ import annotations
+
+import math
+import re
+from decimal import Decimal
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import attn_study
+from attn_study import keys
+from attn_study.families.jain_wallace import keys as jw_keys
+from attn_study.families.serrano_smith import keys as ss_keys
+from attn_study.families.sparsity import keys as sp_keys
+
+PAPERS = Path(attn_study.__file__).parent / "report" / "papers"
+FILES = {"jain_wallace": "jain_wallace.csv", "serrano_smith": "serrano_smith.csv", "meister": "meister.csv"}
+COLUMNS = [
+    "paper",
+    "source",
+    "row",
+    "column",
+    "dataset",
+    "model",
+    "encoder",
+    "attention",
+    "projection",
+    "lam",
+    "cls",
+    "statistic",
+    "value",
+    "key",
+    "measure",
+    "note",
+]
+DATASETS = {
+    "sst",
+    "imdb",
+    "adr",
+    "twenty_news",
+    "ag_news",
+    "mimic_diabetes",
+    "mimic_anemia",
+    "cnn_qa",
+    "babi1",
+    "babi2",
+    "babi3",
+    "snli",
+    "yahoo",
+    "amazon",
+    "yelp",
+    "imdb_rating",
+}
+MODELS = {"flat", "han"}
+ENCODERS = {"lstm", "average", "cnn", "gru", "conv", "noenc", "transformer"}
+ATTENTIONS = {"additive", "dot"}
+PROJECTIONS = {"softmax", "sparsemax", "entmax15", "sparsegen"}
+STATISTICS = {
+    "mean",
+    "std",
+    "sig_frac",
+    "f1",
+    "accuracy",
+    "micro_f1",
+    "median",
+    "percent",
+    "fraction",
+    "ratio",
+    "tau_b",
+    "count",
+}
+#: the columns that identify one number: no two rows of a file may share them
+IDENTITY = ["dataset", "model", "encoder", "attention", "projection", "lam", "cls", "statistic", "key", "measure"]
+MEASURE_PREFIX = {"jain_wallace": "jw_", "serrano_smith": "ss_", "meister": "meister_"}
+
+
+def load(paper: str) -> pd.DataFrame:
+    """The file as text, so that ``value`` keeps its printed form (``0.40``, ``1.00``)."""
+    return pd.read_csv(PAPERS / FILES[paper], dtype=str, keep_default_na=False)
+
+
+@pytest.fixture(scope="module", params=sorted(FILES))
+def table(request):
+    return request.param, load(request.param)
+
+
+def test_the_files_are_where_the_package_is():
+    for name in [*FILES.values(), "README.md"]:
+        assert (PAPERS / name).is_file(), name
+
+
+def test_columns(table):
+    _, frame = table
+    assert list(frame.columns) == COLUMNS
+    assert len(frame) > 0
+
+
+def test_allowed_values(table):
+    paper, frame = table
+    assert set(frame.paper) == {paper}
+    assert (frame.source != "").all()
+    assert set(frame.dataset) <= DATASETS | {""}
+    assert set(frame.model) <= MODELS | {""}
+    assert set(frame.encoder) <= ENCODERS | {""}
+    assert set(frame.attention) <= ATTENTIONS | {""}
+    assert set(frame.projection) <= PROJECTIONS | {""}
+    assert set(frame.statistic) <= STATISTICS
+    assert all(c == "" or re.fullmatch(r"\d+", c) for c in frame.cls)
+    for lam, projection in zip(frame.lam, frame.projection):
+        if lam != "":
+            assert projection == "sparsegen" and float(lam) < 1
+    # every number is comparable with a per-run key or names the cross-run measure the report computes
+    assert ((frame.key != "") | (frame.measure != "")).all()
+    for measure in frame.measure[frame.measure != ""]:
+        assert re.fullmatch(r"[a-z0-9_.]+", measure) and measure.startswith(MEASURE_PREFIX[paper]), measure
+
+
+def test_values_are_numeric(table):
+    _, frame = table
+    values = pd.to_numeric(frame.value, errors="raise")
+    assert values.map(math.isfinite).all()
+    for stat, lo, hi in (
+        ("percent", 0, 100),
+        ("sig_frac", 0, 1),
+        ("accuracy", 0, 1),
+        ("f1", 0, 1),
+        ("micro_f1", 0, 1),
+        ("fraction", 0, 1),
+        ("tau_b", -1, 1),
+        ("std", 0, math.inf),
+        ("count", 0, math.inf),
+        ("ratio", 0, math.inf),
+    ):
+        part = values[frame.statistic == stat]
+        assert ((part >= lo) & (part <= hi)).all(), stat
+    assert (values[frame.statistic == "count"] % 1 == 0).all()
+
+
+def test_no_duplicate_setting_and_statistic(table):
+    _, frame = table
+    duplicated = frame[frame.duplicated(IDENTITY, keep=False)]
+    assert duplicated.empty, duplicated[["source", "row", "column", *IDENTITY]].to_string()
+
+
+def _expected_key(row) -> set[str]:
+    """The keys (attn_study.keys) a row's setting and statistic allow."""
+    stat = row.statistic
+    cls = int(row.cls) if row.cls else None
+    out = {jw_keys.jw(stem, stat, cls) for stem in jw_keys.CORRELATIONS}
+    out |= {ss_keys.ss_flip_cell(t, c) for t in ss_keys.SINGLE_TABLES for c in ss_keys.CELLS}
+    out |= {sp_keys.sp("entropy", name, stat) for name in sp_keys.SP_DISTRIBUTIONS}
+    out |= {sp_keys.sp("tau", name, stat) for name in sp_keys.SP_CORRELATIONS}
+    out |= {"test/acc", "test/f1", "data/test_size"}
+    return out
+
+
+def test_keys_are_built_from_keys_py(table):
+    _, frame = table
+    for row in frame[frame.key != ""].itertuples():
+        assert row.key in _expected_key(row), (row.source, row.row, row.column, row.key)
+        if keys.namespace(row.key) in ("jw", "ss", "sp", "test"):
+            # a per-run key needs the run's setting
+            for field in ("dataset", "model", "encoder", "attention", "projection"):
+                assert getattr(row, field) != "", (row.key, field)
+        if row.key.startswith("test/"):
+            assert row.statistic in {"accuracy", "f1", "micro_f1", "percent"}
+        if row.key.startswith("ss/"):
+            assert row.statistic == "percent"
+
+
+def test_unverified_rows_say_so(table):
+    _, frame = table
+    second_hand = frame[frame.source.str.startswith("secondary list")]
+    assert second_hand.note.str.startswith("UNVERIFIED").all()
+
+
+def test_every_table_is_complete():
+    jw, ss, me = load("jain_wallace"), load("serrano_smith"), load("meister")
+    # J&W Table 2: 21 dataset × class rows × 3 column groups × (mean, std, sig. frac.)
+    assert (jw.source == "Table 2").sum() == 21 * 3 * 3
+    assert (jw.source == "Table 1").sum() == 12
+    # S&S: 4 datasets × 6 models; Table 2 and the six panels of Figure 13 are 2x2 tables per dataset
+    assert (ss.source == "Table 3").sum() == 24
+    assert (ss.source == "Table 2").sum() == 16
+    assert ss.source.str.startswith("Figure 13").sum() == 6 * 4 * 4
+    assert (ss.source == "Table 1").sum() == 4 * 7
+    # Meister: Table 1 is 4 models × 3 datasets × (mean, std); Table 2 is 2 models × 3 datasets
+    assert (me.source == "Table 1").sum() == 24
+    table2 = me[me.source == "Table 2"]
+    assert len(table2) == 6
+    assert set(table2.measure) == {"meister_table2_tau_b"} and set(table2.statistic) == {"tau_b"}
+    assert (table2.key == "").all()
+
+
+def test_flip_tables_sum_to_100():
+    ss = load("serrano_smith")
+    cells = ss[ss.key.str.contains("/flip_table/")]
+    for (_, _, _, _, table), group in cells.groupby(
+        ["source", "dataset", "model", "encoder", cells.key.str.rsplit("/", n=1).str[0]]
+    ):
+        assert sorted(k.rsplit("/", 1)[1] for k in group.key) == sorted(ss_keys.CELLS)
+        assert abs(sum(Decimal(v) for v in group.value) - 100) <= Decimal("0.15"), (table, group.value.tolist())
+
+
+# (file, the row's identifying fields, the value exactly as printed, where it is in the paper)
+SPOT_CHECKS = [
+    # J&W Table 2, row "SST | 0", column "Gradient (BiLSTM) τ_g, Mean ± Std.": "0.40 ± 0.21"
+    (
+        "jain_wallace",
+        dict(source="Table 2", dataset="sst", encoder="lstm", cls="0", key="jw/tau_grad/class_0/mean"),
+        "0.40",
+    ),
+    (
+        "jain_wallace",
+        dict(source="Table 2", dataset="sst", encoder="lstm", cls="0", key="jw/tau_grad/class_0/std"),
+        "0.21",
+    ),
+    # J&W Table 2, row "20News | 0", column "Leave-One-Out (BiLSTM) τ_loo": "0.05 ± 0.15", Sig. Frac. "0.28"
+    (
+        "jain_wallace",
+        dict(source="Table 2", dataset="twenty_news", encoder="lstm", key="jw/tau_loo/class_0/mean"),
+        "0.05",
+    ),
+    (
+        "jain_wallace",
+        dict(source="Table 2", dataset="twenty_news", encoder="lstm", key="jw/tau_loo/class_0/sig_frac"),
+        "0.28",
+    ),
+    # J&W Table 2, row "bAbi 2 | Overall", column "Gradient (Average) τ_g": "0.84 ± 0.09", Sig. Frac. "1.00"
+    ("jain_wallace", dict(source="Table 2", dataset="babi2", encoder="average", key="jw/tau_grad/mean"), "0.84"),
+    ("jain_wallace", dict(source="Table 2", dataset="babi2", encoder="average", key="jw/tau_grad/sig_frac"), "1.00"),
+    # J&W Table 2, row "SNLI | 2" (third SNLI line), LOO Sig. Frac.: "0.61"
+    ("jain_wallace", dict(source="Table 2", dataset="snli", cls="2", key="jw/tau_loo/class_2/sig_frac"), "0.61"),
+    # J&W Table 1, "Test performance (LSTM)": SNLI "0.78" (micro-F1), bAbI "1.0 / 0.48 / 0.62", AG News "0.96"
+    ("jain_wallace", dict(source="Table 1", dataset="snli", statistic="micro_f1"), "0.78"),
+    ("jain_wallace", dict(source="Table 1", dataset="babi2"), "0.48"),
+    ("jain_wallace", dict(source="Table 1", dataset="ag_news", key="test/f1"), "0.96"),
+    # J&W Figure 5 caption: "on average ~ 0.375 points higher for the simple feedforward encoder"
+    ("jain_wallace", dict(source="Figure 5 caption"), "0.375"),
+    # S&S Table 2 (HANrnn), IMDB, row "Yes", column "No": the markdown's "2.212.2" is 2.2 | 12.2
+    ("serrano_smith", dict(source="Table 2", dataset="imdb_rating", key="ss/single/flip_table/yes_no"), "12.2"),
+    # S&S Table 2, Amazon, row "No", column "Yes": "2.787.1" is 2.7 | 87.1
+    ("serrano_smith", dict(source="Table 2", dataset="amazon", key="ss/single/flip_table/no_yes"), "2.7"),
+    # S&S Table 3 (appendix A.1): Yelp HANrnn "63.0", IMDB FLANnoenc "45.4"
+    ("serrano_smith", dict(source="Table 3", dataset="yelp", model="han", encoder="gru"), "63.0"),
+    ("serrano_smith", dict(source="Table 3", dataset="imdb_rating", model="flat", encoder="noenc"), "45.4"),
+    # S&S Figure 13 (d) FLANconvs, Amazon, row "Yes", column "No": "32.7"
+    (
+        "serrano_smith",
+        dict(source="Figure 13 (d) FLANconvs", dataset="amazon", key="ss/single_grad_attention/flip_table/yes_no"),
+        "32.7",
+    ),
+    # S&S Figure 13 (b) FLANrnns, Yelp, row "No", column "No": "88.9"
+    (
+        "serrano_smith",
+        dict(source="Figure 13 (b) FLANrnns", dataset="yelp", key="ss/single_grad_attention/flip_table/no_no"),
+        "88.9",
+    ),
+    # S&S Section 5.4: "at least 1.6 times as many test instances where the purely gradient-based ranking ..."
+    ("serrano_smith", dict(source="Section 5.4 text", statistic="ratio"), "1.6"),
+    # Meister Table 1, row "Transformer (Sparsemax)", column SST: "0.63 ± 0.08"
+    (
+        "meister",
+        dict(source="Table 1", dataset="sst", encoder="transformer", projection="sparsemax", statistic="mean"),
+        "0.63",
+    ),
+    (
+        "meister",
+        dict(source="Table 1", dataset="sst", encoder="transformer", projection="sparsemax", statistic="std"),
+        "0.08",
+    ),
+    # Meister Table 1, row "BiLSTM (Softmax)", column 20-News: "0.75 ± 0.12"
+    (
+        "meister",
+        dict(source="Table 1", dataset="twenty_news", encoder="lstm", projection="softmax", statistic="mean"),
+        "0.75",
+    ),
+    # Meister Table 2, row "BiLSTM (tanh)", column IMDb: "-0.935"; row "Transformer (dot)", column 20-News: "-0.409"
+    ("meister", dict(source="Table 2", dataset="imdb", encoder="lstm"), "-0.935"),
+    ("meister", dict(source="Table 2", dataset="twenty_news", encoder="transformer"), "-0.409"),
+]
+
+
+@pytest.mark.parametrize(
+    "paper, where, printed",
+    SPOT_CHECKS,
+    ids=[f"{p}:{w['source']}:{w.get('dataset', '')}:{v}" for p, w, v in SPOT_CHECKS],
+)
+def test_spot_check(paper, where, printed):
+    frame = load(paper)
+    mask = pd.Series(True, index=frame.index)
+    for column, value in where.items():
+        mask &= frame[column] == value
+    found = frame[mask]
+    assert len(found) == 1, (where, len(found))
+    assert found.value.iloc[0] == printed
