@@ -11,7 +11,8 @@ seed — mean, the seeds' standard deviation s and n; the mean's 95 % bootstrap 
 - with one seed: never *reproduced* — "1 seed: the paper's value inside / outside our interval";
 - with n ≥ 2 seeds: *reproduced* when the paper's value lies in ours ± (2 s + h + r), where h is the half-width
   of the bootstrap interval (instance sampling) and r half a unit of the paper's last printed digit (rounding);
-  else *not reproduced* (ours higher / ours lower).
+  else *not reproduced* (ours higher / ours lower). The papers report one run each: the question is whether
+  a run like theirs could have come from our seeds' spread (± 2 s), not whether the two means agree.
 
 The embeddings each cell used are named (the papers' fastText vectors cannot be obtained here).
 """
@@ -121,6 +122,7 @@ def scorecard(runs: list[Run]) -> pd.DataFrame:
                 + (f" λ={row.lam}" if row.lam else "")
                 + (f" class {row.cls}" if row.cls else ""),
                 "statistic": row.statistic,
+                "key": row.key,
                 "paper value": row.value,
                 **ours,
                 "embeddings": "/".join(sorted({str(r.config.get("embeddings")) for r in matching})),
