@@ -2,7 +2,7 @@
 
 A family ``<name>`` is the folder ``attn_study/families/<name>/`` (plus ``conf/analysis/<name>.yaml``):
 
-    keys.py      NAMESPACE (its key prefix), TITLE, ORDER, TRACKED and its key builders — no torch
+    keys.py      NAMESPACE (its key prefix), ORDER, TRACKED and its key builders — no torch
     callback.py  the measures: an ``attn_study.analysis.callback.AnalysisCallback`` (the YAML's _target_)
     figures.py   its per-run figures (optional)
     report.py    ``sections(runs, work)``: its part of ``attn-study-report`` (optional)
@@ -27,7 +27,6 @@ __path__ = pkgutil.extend_path(__path__, __name__)
 class Family:
     name: str  # the config option analysis=<name> and a run's folder analysis/<name>/
     namespace: str  # the prefix of its metric keys
-    title: str
     order: int  # its place in the report
     tracked: tuple[str, ...]  # statistics drawn against the epoch when tracked during training
 
@@ -47,7 +46,7 @@ def _discover() -> dict[str, Family]:
         if not info.ispkg or info.name.startswith("_"):
             continue
         k = importlib.import_module(f"{__name__}.{info.name}.keys")
-        found[info.name] = Family(info.name, k.NAMESPACE, k.TITLE, int(k.ORDER), tuple(k.TRACKED))
+        found[info.name] = Family(info.name, k.NAMESPACE, int(k.ORDER), tuple(k.TRACKED))
     owners: dict[str, str] = {}
     for family in found.values():
         taken = owners.get(family.namespace) or (family.namespace in schema.TRAINING_NAMESPACES and "training")

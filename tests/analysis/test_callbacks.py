@@ -270,3 +270,17 @@ def test_every_familys_own_summary_is_strict_json_with_undefined_values_as_null(
         own = strict((run / "analysis" / family / "summary.json").read_text())
         assert own[key] is None and whole[key] is None
         assert {k: v for k, v in whole.items() if k in own} == own
+
+
+def test_tracking_with_nothing_to_track_is_refused_in_one_line():
+    """every_n_epochs with empty val_tests, or on a family whose tests cannot run on dev (W&P's comparison reads
+    the base run's test split), is a user mistake named before training — not a crash at the first epoch."""
+    from attn_study.families.wiegreffe_pinter.callback import WiegreffePinter
+
+    with pytest.raises(UserError, match=r"analysis.jain_wallace.every_n_epochs=1: nothing to track .*val_tests"):
+        JainWallace(every_n_epochs=1, val_tests=[])
+    with pytest.raises(UserError, match=r"wiegreffe_pinter measures nothing during training; leave it null"):
+        WiegreffePinter(every_n_epochs=1)
+    with pytest.raises(UserError, match=r"analysis.wiegreffe_pinter.val_tests: unknown \['comparison'\]"):
+        WiegreffePinter(val_tests=["comparison"])
+    assert JainWallace(every_n_epochs=1).val_tests == ["correlation", "permutation"]

@@ -7,8 +7,7 @@ from __future__ import annotations
 from attn_study.keys import children, class_part, classes, key  # noqa: F401  the generic schema, for this family
 
 NAMESPACE = "ff"
-TITLE = "Faithfulness: ERASER's metrics (DeYoung et al., 2020)"
-ORDER = 50  # the family's place in the report and in --help listings
+ORDER = 50  # the family's place in the report (its sections come in ORDER)
 
 #: importance methods: name → how it scores token t for the predicted class ŷ (p: its probability)
 FF_METHODS = {

@@ -7,8 +7,7 @@ from __future__ import annotations
 from attn_study.keys import children, class_part, classes, key  # noqa: F401  the generic schema, for this family
 
 NAMESPACE = "jw"
-TITLE = "Jain & Wallace (2019), Attention is not Explanation"
-ORDER = 10  # the family's place in the report and in --help listings
+ORDER = 10  # the family's place in the report (its sections come in ORDER)
 
 #: per-instance Kendall τ columns → the two importance rankings they correlate
 CORRELATIONS = {"tau_grad": ("attention", "grad"), "tau_loo": ("attention", "loo"), "tau_grad_loo": ("grad", "loo")}

@@ -9,8 +9,7 @@ from collections.abc import Iterable
 from attn_study.keys import children, class_part, classes, key  # noqa: F401  the generic schema, for this family
 
 NAMESPACE = "ss"
-TITLE = "Serrano & Smith (2019), Is Attention Interpretable?"
-ORDER = 20  # the family's place in the report and in --help listings
+ORDER = 20  # the family's place in the report (its sections come in ORDER)
 
 RANKINGS = ("attention", "random", "gradient", "grad_attention")
 RANKING_LABELS = {

@@ -7,8 +7,7 @@ from __future__ import annotations
 from attn_study.keys import children, class_part, classes, key  # noqa: F401  the generic schema, for this family
 
 NAMESPACE = "sc"
-TITLE = "Bai et al. (2021), Why Attentions May Not Be Interpretable?"
-ORDER = 40  # the family's place in the report and in --help listings
+ORDER = 40  # the family's place in the report (its sections come in ORDER)
 
 #: the report's columns: summary key → header
 SC_COLUMNS = {

@@ -7,8 +7,7 @@ from __future__ import annotations
 from attn_study.keys import children, class_part, classes, key  # noqa: F401  the generic schema, for this family
 
 NAMESPACE = "sp"
-TITLE = "Meister et al. (2021), Is Sparse Attention more Interpretable?"
-ORDER = 30  # the family's place in the report and in --help listings
+ORDER = 30  # the family's place in the report (its sections come in ORDER)
 
 #: per-instance distributions over the real tokens whose normalised entropy is reported (sp/entropy/<name>/…)
 SP_DISTRIBUTIONS = {

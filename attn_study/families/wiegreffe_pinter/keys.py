@@ -7,8 +7,7 @@ from __future__ import annotations
 from attn_study.keys import children, class_part, classes, key  # noqa: F401  the generic schema, for this family
 
 NAMESPACE = "wp"
-TITLE = "Wiegreffe & Pinter (2019), Attention is not not Explanation"
-ORDER = 60  # the family's place in the report and in --help listings
+ORDER = 60  # the family's place in the report (its sections come in ORDER)
 
 
 def wp(*parts) -> str:
