@@ -176,6 +176,8 @@ def _module(cfg: DictConfig, classifier, datamodule) -> AttentionModule:
         class_prior=(np.bincount(labels, minlength=datamodule.num_classes) / len(labels)).tolist(),
         select_from_epoch=int(training.get("select_from_epoch", 0)),
         adversary_lam=float(training.get("lam", 0.0) or 0.0),
+        word_tying=float((training.get("word_tying") or {}).get("weight", 0.0) or 0.0),
+        word_tying_kind=str((training.get("word_tying") or {}).get("kind", "predict")),
     )
 
 

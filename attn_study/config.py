@@ -150,7 +150,9 @@ SCHEMA: dict[str, dict[str, Callable]] = {
         "lam": number(0),
     },
     "dataset": {
+        "word_tying": anything,
         "name": anything,
+    "training.word_tying": {"weight": number(0), "kind": anything},
         "path": anything,
         "source": anything,
         "preprocessing": anything,

@@ -259,7 +259,8 @@ class PairAttentionClassifier(AttentionClassifier):
             vocab_size, num_classes, encoder, scorer, projection, embedding_dim, dropout, pretrained, freeze_embeddings
         )
         m = self.encoder.output_dim
-        self.question_encoder = encoder(input_dim=embedding_dim)
+        # the question's encoder: the same type, with what the passage's encoder withholds from it (question_options)
+        self.question_encoder = encoder(input_dim=embedding_dim, **getattr(self.encoder, "question_options", {}))
         self.scorer = scorer(hidden_dim=m, query_dim=m)
         self.w_context = nn.Linear(m, decoder_dim)
         self.w_query = nn.Linear(m, decoder_dim, bias=False)

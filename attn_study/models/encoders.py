@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
@@ -28,8 +29,23 @@ def masked_mean(h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (h * m).sum(1) / m.sum(1).clamp_min(1.0)
 
 
+def conicity(h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Conicity of each instance's states (Mohankumar et al. 2020): the mean over its real tokens
+    (``mask``) of cos(h_t, h̄), h̄ = the mean of those states. (B,); NaN for an instance without tokens.
+    Near 1: the states crowd in a narrow cone, so any attention over them pools nearly the same vector."""
+    m = mask.to(h.dtype)
+    count = m.sum(1)
+    mean = (h * m.unsqueeze(-1)).sum(1) / count.clamp_min(1.0).unsqueeze(-1)
+    cosine = F.cosine_similarity(h, mean.unsqueeze(1).expand_as(h), dim=-1, eps=1e-12)
+    value = (cosine * m).sum(1) / count.clamp_min(1.0)
+    return value.masked_fill(count == 0, float("nan"))
+
+
 class RNNEncoder(nn.Module):
-    """Bidirectional LSTM or GRU over packed sequences; m = 2·hidden_size."""
+    """Bidirectional LSTM or GRU over packed sequences; m = 2·hidden_size.
+
+    ``conicity_weight`` λ > 0 makes it Mohankumar et al.'s Diversity LSTM: training adds λ · mean
+    conicity of the states (over the attended tokens) to the loss (``encoder=diversity_lstm``, λ = 0.5)."""
 
     def __init__(
         self,
@@ -38,12 +54,16 @@ class RNNEncoder(nn.Module):
         cell: str = "lstm",
         num_layers: int = 1,
         bidirectional: bool = True,
+        conicity_weight: float = 0.0,
     ):
         super().__init__()
+        if conicity_weight < 0:
+            raise ValueError(f"encoder.conicity_weight={conicity_weight}: a penalty weight is >= 0")
         rnn = {"lstm": nn.LSTM, "gru": nn.GRU}[cell]
         self.rnn = rnn(input_dim, hidden_size, num_layers=num_layers, batch_first=True, bidirectional=bidirectional)
         self.directions = 2 if bidirectional else 1
         self.output_dim = hidden_size * self.directions
+        self.conicity_weight = float(conicity_weight)
 
     def forward(self, embedded: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         packed = pack_padded_sequence(embedded, lengths.cpu(), batch_first=True, enforce_sorted=False)
@@ -58,6 +78,70 @@ class RNNEncoder(nn.Module):
         if self.directions == 1:
             return last
         return torch.cat([last, h[:, 0, size:]], dim=-1)
+
+
+class OrthogonalLSTMEncoder(nn.Module):
+    """Mohankumar et al. (2020)'s Orthogonal LSTM, bidirectional; m = 2·hidden_size.
+
+    Each direction is an LSTM cell run step by step whose new state is made orthogonal to the mean of its
+    earlier states before it is output and fed back: h_t ← h_t − (h_t·h̄)/(h̄·h̄)·h̄, h̄ the mean of
+    h_1 … h_{t−1} (the backward direction reads each sequence's real tokens in reverse; the first state
+    is left as it is). Padding positions are zero and never enter h̄. Pair models orthogonalise the
+    passage only: their question encoder is the same LSTM without the projection (``question_options``).
+    """
+
+    def __init__(self, input_dim: int, hidden_size: int = 128, orthogonal: bool = True):
+        super().__init__()
+        self.cells = nn.ModuleList(nn.LSTMCell(input_dim, hidden_size) for _ in range(2))
+        self.hidden_size = hidden_size
+        self.output_dim = 2 * hidden_size
+        self.directions = 2
+        self.orthogonal = orthogonal
+        self.conicity_weight = 0.0
+
+    question_options = {"orthogonal": False}
+
+    def _direction(self, cell: nn.LSTMCell, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+        h = x.new_zeros(b, self.hidden_size)
+        c = x.new_zeros(b, self.hidden_size)
+        total = x.new_zeros(b, self.hidden_size)  # Σ of the earlier states (real tokens only)
+        outputs = []
+        for step in range(t):
+            real = mask[:, step].unsqueeze(-1).to(x.dtype)
+            new_h, new_c = cell(x[:, step], (h, c))
+            if self.orthogonal and step > 0:
+                mean = total / step  # every real token before `step` is real (left-aligned sequences)
+                coefficient = (new_h * mean).sum(-1, keepdim=True) / (mean * mean).sum(-1, keepdim=True).clamp_min(
+                    1e-12
+                )
+                new_h = new_h - coefficient * mean
+            h = real * new_h + (1 - real) * h
+            c = real * new_c + (1 - real) * c
+            outputs.append(new_h * real)
+            total = total + new_h * real
+        return torch.stack(outputs, 1)
+
+    def forward(self, embedded: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        reverse = _reversal_index(lengths, embedded.shape[1])
+        forward_states = self._direction(self.cells[0], embedded, mask)
+        backward_input = embedded.gather(1, reverse.unsqueeze(-1).expand_as(embedded))
+        backward_states = self._direction(self.cells[1], backward_input, mask)
+        backward_states = backward_states.gather(1, reverse.unsqueeze(-1).expand_as(backward_states))
+        return torch.cat([forward_states, backward_states], -1)
+
+    def summarize(self, h: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """Forward direction's last real state ‖ backward direction's first state."""
+        last = h[torch.arange(h.shape[0], device=h.device), lengths - 1, : self.hidden_size]
+        return torch.cat([last, h[:, 0, self.hidden_size :]], dim=-1)
+
+
+def _reversal_index(lengths: torch.Tensor, total: int) -> torch.Tensor:
+    """(B, T) positions that reverse each sequence's first ``lengths[b]`` items and keep its padding in place;
+    its own inverse."""
+    steps = torch.arange(total, device=lengths.device).unsqueeze(0)
+    lengths = lengths.to(steps.device).unsqueeze(1)
+    return torch.where(steps < lengths, lengths - 1 - steps, steps)
 
 
 class CNNEncoder(nn.Module):

@@ -15,9 +15,13 @@ from torch import nn
 from torchmetrics import AUROC, Accuracy, F1Score, MaxMetric, MetricCollection
 
 from attn_study.errors import TrainingDiverged, UserError
-from attn_study.models.classifier import attended
+from attn_study.models.classifier import AttentionClassifier, attended
+from attn_study.models.encoders import conicity
+from attn_study.models.han import HierarchicalAttentionClassifier
 from attn_study.models.mitigation import MaskClassifier, shortcut_weights
 from attn_study.models.selector import soft_token_attention
+from attn_study.models.word_tying import KINDS as WORD_TYING_KINDS
+from attn_study.models.word_tying import WordTying
 
 SCHEDULES = ("standard", "random_attention_pretraining", "model_consistent_adversary")
 #: the model-consistent adversary's KL(α_adv ‖ α_base) floors α_base here (a sparse base has zeros)
@@ -62,6 +66,13 @@ class AttentionModule(L.LightningModule):
     mean_i [TVD(ŷ_i, ŷ_i^base) − λ KL(α_i ‖ α_i^base)] with λ = ``adversary_lam`` (α^base floored at
     ``BASE_FLOOR`` inside the logarithm): match the base model's predictions with attention as far from
     its as possible. Dev/test loss and accuracy are as for any run with soft targets.
+
+    Models built to make attention faithful (flat and pair models, whose states are per token): the
+    conicity of the states (``encoders.conicity``) is logged per epoch as ``{train,val,test}/conicity/mean``
+    (each test instance's value kept in ``test_conicity`` for the run's interval); an encoder with
+    ``conicity_weight`` λ > 0 (the Diversity LSTM) adds λ · mean conicity to the training loss; with
+    ``word_tying`` λ > 0, Tutek & Šnajder's word-level objective (``word_tying.py``) adds λ · its loss.
+    Both are logged as ``train/conicity_penalty`` and ``train/word_tying_loss``.
     """
 
     def __init__(
@@ -79,11 +90,31 @@ class AttentionModule(L.LightningModule):
         class_prior: list[float] | None = None,
         select_from_epoch: int = 0,
         adversary_lam: float = 0.0,
+        word_tying: float = 0.0,
+        word_tying_kind: str = "predict",
     ):
         super().__init__()
-        self.save_hyperparameters(ignore=["model"])
+        self.save_hyperparameters(ignore=["model"], logger=False)  # loggers get the run's config (tracking.py)
         self.model = model
         k = model.num_classes
+        self.token_states = isinstance(model, AttentionClassifier) and not isinstance(
+            model, HierarchicalAttentionClassifier
+        )  # one state per input token: conicity and the faithful-by-design objectives apply
+        self.conicity_weight = float(getattr(getattr(model, "encoder", None), "conicity_weight", 0.0) or 0.0)
+        if word_tying < 0:
+            raise UserError(f"training.word_tying.weight={word_tying}: a loss weight is >= 0")
+        if word_tying_kind not in WORD_TYING_KINDS:
+            raise UserError(f"training.word_tying.kind={word_tying_kind}: choose one of {list(WORD_TYING_KINDS)}")
+        objectives = {"encoder.conicity_weight": self.conicity_weight, "training.word_tying.weight": word_tying}
+        for option, value in objectives.items():
+            if value and not self.token_states:
+                raise UserError(
+                    f"{option}={value} needs a flat or pair model (states per token), not a {type(model).__name__}"
+                )
+        self.word_tying = (
+            WordTying(model.encoder.output_dim, model.embedding.embedding_dim, word_tying_kind) if word_tying else None
+        )
+        self.test_conicity: list[torch.Tensor] = []  # each test instance's conicity, in test order
         if class_weights is not None and len(class_weights) != k:
             raise UserError(f"model.class_weights={list(class_weights)}: {len(class_weights)} values for {k} classes")
         if schedule not in SCHEDULES:
@@ -170,11 +201,12 @@ class AttentionModule(L.LightningModule):
             p.requires_grad_(self._trainable[id(p)] and (self.pretraining or id(p) in attention))
 
     def training_step(self, batch, batch_idx):
+        enc = None
         if self.pretraining:
             weights = self.model.random_attention(attended(batch))
             logits, attention = self.model.forward_with_attention(batch, weights), weights
         else:
-            logits, attention = self.model(batch)
+            logits, attention, enc = self._forward(batch, "train")
         soft = self.soft_targets(batch, "train")
         if self.hparams.schedule == "model_consistent_adversary":
             loss = self._adversary_loss(logits, attention, batch, soft, "train")
@@ -182,6 +214,8 @@ class AttentionModule(L.LightningModule):
             loss = self.loss(logits, batch["labels"], soft)
         else:
             loss = self._weighted_loss(logits, attention, batch, soft)
+        if enc is not None:
+            loss = loss + self._faithfulness_objectives(enc, batch)
         self._record(logits, batch, soft, "train")
         if not torch.isfinite(loss):
             raise TrainingDiverged(
@@ -232,8 +266,44 @@ class AttentionModule(L.LightningModule):
         per_instance = self._per_instance_loss(logits, labels, soft)
         return (weights * per_instance).sum() / weights.sum() + aux_loss
 
+    def _forward(self, batch: dict, stage: str):
+        """(logits, α, the encoder pass or None): a model with states per token is run stage by stage (the same
+        computation as ``model(batch)``) so that its states' conicity is logged as ``<stage>/conicity/mean``."""
+        if not self.token_states:
+            return *self.model(batch), None
+        enc = self.model.encode(batch)
+        attention = self.model.attend(enc)
+        logits = self.model.decode(enc, attention)
+        values = conicity(enc.hidden.detach(), enc.mask)
+        if stage == "test":
+            self.test_conicity.append(values.cpu())
+        finite = torch.isfinite(values)
+        if finite.any():
+            self.log(
+                f"{stage}/conicity/mean",
+                values[finite].mean(),
+                batch_size=int(finite.sum()),
+                on_step=False,
+                on_epoch=True,
+            )
+        return logits, attention, enc
+
+    def _faithfulness_objectives(self, enc, batch: dict) -> torch.Tensor:
+        """λ_div · mean conicity (Diversity LSTM) + λ_tie · the word-level loss (word tying); 0 when neither."""
+        total = enc.hidden.new_zeros(())
+        size = batch["labels"].shape[0]
+        if self.conicity_weight:
+            penalty = conicity(enc.hidden, enc.mask).nanmean()
+            self.log("train/conicity_penalty", penalty, batch_size=size, on_step=False, on_epoch=True)
+            total = total + self.conicity_weight * penalty
+        if self.word_tying is not None:
+            tying = self.word_tying(enc.hidden, enc.mask, batch["ids"], self.model.embedding)
+            self.log("train/word_tying_loss", tying, batch_size=size, on_step=False, on_epoch=True)
+            total = total + self.hparams.word_tying * tying
+        return total
+
     def _step(self, batch: dict, stage: str) -> torch.Tensor:
-        logits, attention = self.model(batch)
+        logits, attention, _ = self._forward(batch, stage)
         soft = self.soft_targets(batch, stage)
         if self.hparams.schedule == "model_consistent_adversary":  # what its checkpoint is chosen by
             self._adversary_loss(logits, attention, batch, soft, stage)
@@ -321,14 +391,18 @@ class AttentionModule(L.LightningModule):
             self.val_acc_best.update(values["val/acc"])
             self.log("val/acc_best", self.val_acc_best.compute())
 
+    def on_test_epoch_start(self) -> None:
+        self.test_conicity = []
+
     def on_test_epoch_end(self):
         self._log_epoch("test")
 
     def configure_optimizers(self):
         attention = [p for n, p in self.model.named_parameters() if n.startswith("scorer.") and p.requires_grad]
         rest = [p for n, p in self.model.named_parameters() if not n.startswith("scorer.") and p.requires_grad]
-        if self.mask_classifier is not None:
-            rest += list(self.mask_classifier.parameters())
+        for extra in (self.mask_classifier, self.word_tying):
+            if extra is not None:
+                rest += list(extra.parameters())
         groups = [{"params": rest, "weight_decay": self.hparams.weight_decay}]
         if attention:
             groups.append({"params": attention, "weight_decay": self.hparams.attention_weight_decay})

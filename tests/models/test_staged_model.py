@@ -16,6 +16,7 @@ from attn_study.models.module import AttentionModule
 ENCODERS = {
     "lstm": partial(encoders.RNNEncoder, hidden_size=8, cell="lstm"),
     "gru": partial(encoders.RNNEncoder, hidden_size=8, cell="gru"),
+    "orthogonal_lstm": partial(encoders.OrthogonalLSTMEncoder, hidden_size=8),
     "cnn": partial(encoders.CNNEncoder, kernel_sizes=(1, 3, 5, 7), filters=4),
     "conv": partial(encoders.CNNEncoder, kernel_sizes=(3, 5), filters=4),
     "average": partial(encoders.AverageEncoder, hidden_size=8),

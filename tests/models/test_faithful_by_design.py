@@ -1,0 +1,183 @@
+"""Mohankumar et al.'s Orthogonal and Diversity LSTMs, conicity, and Tutek & Šnajder's word-level tying: each
+against a case whose answer is known."""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attn_study.errors import UserError
+from attn_study.models import attention, encoders, projection
+from attn_study.models.classifier import AttentionClassifier, PairAttentionClassifier
+from attn_study.models.module import AttentionModule
+from attn_study.models.word_tying import WordTying
+from tests.helpers import token_batch
+
+SEQS = [[5, 6, 7, 8, 9, 10, 11], [12, 13, 14], [15], [16, 17, 18, 19, 20]]
+
+
+def brute_conicity(states: np.ndarray) -> float:
+    mean = states.mean(0)
+    return float(np.mean([s @ mean / (np.linalg.norm(s) * np.linalg.norm(mean)) for s in states]))
+
+
+def test_conicity_against_closed_forms_and_brute_force():
+    h = torch.zeros(4, 3, 2, dtype=torch.float64)
+    h[0, :2] = torch.tensor([[1.0, 0.0], [0.0, 1.0]])  # two orthogonal unit states: cos 1/√2 with their mean
+    h[0, 2] = torch.tensor([7.0, 1.0])  # padding: must not count
+    h[1] = torch.tensor([[2.0, 1.0], [4.0, 2.0], [1.0, 0.5]])  # one direction: conicity 1
+    h[2] = torch.randn(3, 2, dtype=torch.float64)
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1], [1, 1, 1], [0, 0, 0]], dtype=torch.bool)
+    value = encoders.conicity(h, mask)
+    assert value[0].item() == pytest.approx(1 / math.sqrt(2), abs=1e-12)
+    assert value[1].item() == pytest.approx(1.0, abs=1e-12)
+    assert value[2].item() == pytest.approx(brute_conicity(h[2].numpy()), abs=1e-12)
+    assert math.isnan(value[3].item())  # no tokens: undefined
+
+
+def _states_by_direction(h: torch.Tensor, length: int, size: int):
+    """(forward states in reading order, backward states in their reading order: last token first)."""
+    return h[:length, :size], h[:length, size:].flip(0)
+
+
+def test_orthogonal_lstm_states_are_orthogonal_to_the_mean_of_the_earlier_ones():
+    torch.manual_seed(0)
+    encoder = encoders.OrthogonalLSTMEncoder(input_dim=6, hidden_size=5).double()
+    batch = token_batch(SEQS)
+    embedded = torch.randn(len(SEQS), batch["ids"].shape[1], 6, dtype=torch.float64)
+    h = encoder(embedded, batch["mask"], batch["lengths"])
+    checked = 0
+    for row, length in enumerate(batch["lengths"].tolist()):
+        for states in _states_by_direction(h[row], length, 5):
+            for t in range(1, length):
+                earlier = states[:t].mean(0)
+                cosine = F.cosine_similarity(states[t], earlier, dim=0)
+                assert abs(cosine.item()) < 1e-10
+                checked += 1
+    assert checked == 2 * sum(n - 1 for n in batch["lengths"].tolist())
+    assert torch.all(h[~batch["mask"]] == 0)
+    # the vanilla LSTM's states are not orthogonal to their running mean (the test above could see it)
+    plain = encoders.OrthogonalLSTMEncoder(input_dim=6, hidden_size=5, orthogonal=False).double()
+    plain.load_state_dict(encoder.state_dict())
+    forward, _ = _states_by_direction(plain(embedded, batch["mask"], batch["lengths"])[0], 7, 5)
+    assert abs(F.cosine_similarity(forward[3], forward[:3].mean(0), dim=0).item()) > 1e-3
+
+
+def test_without_the_projection_it_is_torch_s_bidirectional_lstm():
+    """The stepping, masking and per-sequence reversal against nn.LSTM over packed sequences."""
+    torch.manual_seed(1)
+    stepped = encoders.OrthogonalLSTMEncoder(input_dim=6, hidden_size=5, orthogonal=False).double()
+    packed = encoders.RNNEncoder(input_dim=6, hidden_size=5).double()
+    with torch.no_grad():
+        for direction, suffix in ((0, ""), (1, "_reverse")):
+            cell = stepped.cells[direction]
+            for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+                getattr(cell, name).copy_(getattr(packed.rnn, f"{name}_l0{suffix}"))
+    batch = token_batch(SEQS)
+    embedded = torch.randn(len(SEQS), batch["ids"].shape[1], 6, dtype=torch.float64)
+    torch.testing.assert_close(
+        stepped(embedded, batch["mask"], batch["lengths"]),
+        packed(embedded, batch["mask"], batch["lengths"]),
+        atol=1e-12,
+        rtol=1e-12,
+    )
+
+
+def test_pair_models_orthogonalise_the_passage_only():
+    model = PairAttentionClassifier(
+        vocab_size=30,
+        num_classes=3,
+        encoder=partial(encoders.OrthogonalLSTMEncoder, hidden_size=4),
+        scorer=attention.AdditiveScorer,
+        projection=projection.Softmax(),
+        embedding_dim=6,
+    )
+    assert model.encoder.orthogonal and not model.question_encoder.orthogonal
+
+
+def _flat(encoder, seed: int = 0) -> AttentionClassifier:
+    torch.manual_seed(seed)
+    return AttentionClassifier(
+        vocab_size=30,
+        num_classes=2,
+        encoder=encoder,
+        scorer=attention.AdditiveScorer,
+        projection=projection.Softmax(),
+        embedding_dim=6,
+    )
+
+
+def _train(module: AttentionModule, steps: int = 60) -> AttentionModule:
+    """A few optimiser steps on one batch, the module's own training loss (logging switched off)."""
+    module.log = lambda *args, **kwargs: None
+    optimizer = module.configure_optimizers()
+    batch = token_batch(SEQS, labels=[0, 1, 0, 1])
+    for _ in range(steps):
+        optimizer.zero_grad()
+        module.training_step(batch, 0).backward()
+        optimizer.step()
+    return module
+
+
+def test_the_diversity_penalty_lowers_conicity():
+    batch = token_batch(SEQS, labels=[0, 1, 0, 1])
+    results = {}
+    for weight in (0.0, 0.5):
+        model = _flat(partial(encoders.RNNEncoder, hidden_size=4, conicity_weight=weight))
+        module = _train(AttentionModule(model, lr=0.05))
+        enc = model.eval().encode(batch)
+        results[weight] = encoders.conicity(enc.hidden, enc.mask).nanmean().item()
+    assert results[0.5] < results[0.0] - 0.2, results
+
+
+def test_word_tying_losses_by_hand():
+    torch.manual_seed(2)
+    tying = WordTying(hidden_dim=4, embedding_dim=3, kind="predict").double()
+    embedding = torch.nn.Embedding(10, 3).double()
+    hidden = torch.randn(2, 3, 4, dtype=torch.float64)
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0]], dtype=torch.bool)
+    ids = torch.tensor([[4, 7, 0], [9, 0, 0]])
+    expected = []
+    for b, t in ((0, 0), (0, 1), (1, 0)):
+        logits = embedding.weight @ (tying.to_embedding.weight @ hidden[b, t] + tying.to_embedding.bias)
+        expected.append(-torch.log_softmax(logits, 0)[ids[b, t]])
+    assert tying(hidden, mask, ids, embedding).item() == pytest.approx(torch.stack(expected).mean().item(), rel=1e-12)
+    tying.kind = "l2"
+    squared = [
+        ((tying.to_embedding.weight @ hidden[b, t] + tying.to_embedding.bias - embedding.weight[ids[b, t]]) ** 2).sum()
+        for b, t in ((0, 0), (0, 1), (1, 0))
+    ]
+    assert tying(hidden, mask, ids, embedding).item() == pytest.approx(torch.stack(squared).mean().item(), rel=1e-12)
+
+
+def test_word_tying_makes_states_predict_their_words():
+    batch = token_batch(SEQS, labels=[0, 1, 0, 1])
+    losses = {}
+    for weight in (0.0, 1.0):
+        model = _flat(partial(encoders.RNNEncoder, hidden_size=4), seed=3)
+        module = _train(AttentionModule(model, lr=0.05, word_tying=weight), steps=80)
+        probe = module.word_tying or WordTying(8, 6)
+        enc = model.eval().encode(batch)
+        losses[weight] = probe(enc.hidden, enc.mask, batch["ids"], model.embedding).item()
+        if weight:
+            names = {n for n, _ in module.named_parameters()}
+            assert "word_tying.to_embedding.weight" in names  # trained and saved with the module
+    assert losses[1.0] < 0.5 * losses[0.0], losses
+
+
+def test_objectives_refuse_models_without_a_state_per_token():
+    from attn_study.models.han import HierarchicalAttentionClassifier
+
+    han = HierarchicalAttentionClassifier.__new__(HierarchicalAttentionClassifier)
+    torch.nn.Module.__init__(han)
+    han.num_classes = 2
+    han.encoder = encoders.RNNEncoder(input_dim=4, hidden_size=2, conicity_weight=0.5)
+    with pytest.raises(UserError, match="encoder.conicity_weight=0.5 needs a flat or pair model"):
+        AttentionModule(han)
+    with pytest.raises(UserError, match="training.word_tying.kind=mlm"):
+        AttentionModule(_flat(partial(encoders.RNNEncoder, hidden_size=4)), word_tying=1.0, word_tying_kind="mlm")
