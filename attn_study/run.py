@@ -386,13 +386,24 @@ def _trainer(cfg: DictConfig, run_dir: Path, loggers: list, analyses: list) -> L
 
 def _test(trainer: L.Trainer, module, datamodule, run_dir: Path) -> dict:
     """Test the checkpoint best on dev (the analyses run as its callbacks); each test instance's α and ŷ
-    recorded for a model with attention over tokens (what other runs compare with)."""
+    recorded for a model with attention over tokens (what other runs compare with): all of them, those a
+    test cut short (``trainer.limit_test_batches``, as ``trainer=debug``) did not see by a pass of their own."""
     checkpoint = trainer.checkpoint_callback
     best = checkpoint.best_model_path if checkpoint is not None else ""
     recording = soft_token_attention(module.model)
     module.test_recorder = saved.AttentionRecorder(len(datamodule.split("test"))) if recording else None
     tested = trainer.test(module, datamodule=datamodule, ckpt_path=best or None, verbose=False)[0]
     if recording:
+        size = len(datamodule.split("test"))
+        untested = module.test_recorder.fill(module.model, datamodule, "test")
+        if untested:
+            log.info(
+                "%s: %d of the %d test instances were not tested (trainer.limit_test_batches): recorded by a pass "
+                "of their own",
+                layout.ATTENTION,
+                untested,
+                size,
+            )
         module.test_recorder.write(datamodule.split("test"), run_dir / layout.ATTENTION)
     return tested
 

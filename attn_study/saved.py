@@ -187,6 +187,20 @@ class AttentionRecorder:
         for r, (index, length) in enumerate(zip(batch["index"].tolist(), batch["lengths"].tolist())):
             self.attention[index], self.outputs[index] = alpha[r, :length].tolist(), probs[r].tolist()
 
+    def missing(self) -> list[int]:
+        """The positions no batch has shown yet."""
+        return [i for i, a in enumerate(self.attention) if a is None]
+
+    @torch.no_grad()
+    def fill(self, model, datamodule, split: str, batch_size: int = 256) -> int:
+        """Record the instances no batch has shown (a test cut short by ``trainer.limit_test_batches``) by an
+        eval-mode pass of their own over them: the file then covers the whole split, as other runs need.
+        Returns how many were missing."""
+        missing = self.missing()
+        if missing:
+            _record_pass(self, model, datamodule, split, missing, batch_size)
+        return len(missing)
+
     def probabilities(self) -> torch.Tensor:
         """The output distributions (N, C), in split order."""
         return torch.tensor(self.outputs, dtype=torch.float32)
@@ -198,8 +212,12 @@ class AttentionRecorder:
 
         from attn_study.io import write_parquet_atomic
 
-        if any(a is None for a in self.attention):
-            raise RuntimeError("attention recorder: some instances were never seen")
+        missing = self.missing()
+        if missing:  # a partial record would be read as the split's: the caller fills it first
+            raise RuntimeError(
+                f"attention recorder: {len(missing)} of {len(self.attention)} instances never recorded "
+                "(AttentionRecorder.fill records them)"
+            )
         write_parquet_atomic(
             pd.DataFrame(
                 {
@@ -216,18 +234,26 @@ class AttentionRecorder:
 @torch.no_grad()
 def record(model, datamodule, splits=("test",), batch_size: int = 256) -> dict[str, AttentionRecorder]:
     """``{split: AttentionRecorder}`` of ``model`` (soft attention over tokens) from one eval-mode pass each."""
+    out = {}
+    for split in splits:
+        out[split] = AttentionRecorder(len(datamodule.split(split)))
+        _record_pass(out[split], model, datamodule, split, None, batch_size)
+    return out
+
+
+@torch.no_grad()
+def _record_pass(recorder: AttentionRecorder, model, datamodule, split: str, indices, batch_size: int) -> None:
+    """``recorder`` fed from one eval-mode pass of ``model`` over ``split`` (or its ``indices``)."""
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
-    out = {}
-    for split in splits:
-        out[split] = recorder = AttentionRecorder(len(datamodule.split(split)))
-        for batch in datamodule.loader(split, batch_size=batch_size):
+    try:
+        for batch in datamodule.loader(split, batch_size=batch_size, indices=indices):
             batch = {k: v.to(device) for k, v in batch.items()}
             logits, alpha = model(batch)
             recorder.add(batch, alpha, model.probabilities(logits))
-    model.train(was_training)
-    return out
+    finally:
+        model.train(was_training)
 
 
 def write_attention(model, datamodule, path: Path, split: str = "test") -> None:

@@ -1,12 +1,15 @@
 """Benchmark: this project's gradient and leave-one-out importance against Captum.
 
 On one trained run (a directory made by ``attn-study``) and the same instances, time
-  - ``gradient_importance`` vs Captum ``InputXGradient`` (one attribute call per output class,
-    |attribution summed over the embedding| summed over classes, attention detached), and
+  - ``gradient_importance`` vs Captum ``InputXGradient`` (attention detached, unnormalised), in each mode of
+    the J&W option ``gradient_classes``: ``predicted`` — the predicted class's log-odds
+    log(ŷ_c / (1 − ŷ_c)) as the target, |attribution summed over the embedding|; ``sum`` — one attribute
+    call per class of ŷ, those summed over classes; and
   - ``leave_one_out`` vs Captum ``FeatureAblation`` whose ablation *deletes* the token (the model
     is run on the shortened sequence; the attributed value is TVD to the original output), with each
     ``perturbations_per_eval`` given, reporting Captum's best,
-check the values agree (max absolute difference ≤ --tolerance), and print the speed ratios.
+check the values agree (largest difference ≤ --tolerance: for gradients relative to the batch's largest
+score, for leave-one-out's TVDs absolute), and print the speed ratios.
 
     python benchmarks/importance.py --run outputs/runs/<run> --max-instances 500 --min-length 2
 Captum is one of the dependencies (the faithfulness analysis uses it).
@@ -40,20 +43,49 @@ def compact(ids: torch.Tensor, keep: torch.Tensor, mask: torch.Tensor):
     return ids.gather(1, order) * new_mask, lengths, new_mask
 
 
-def captum_gradient(model, batch, num_classes):
+def all_log_odds(logits: torch.Tensor) -> torch.Tensor:
+    """ℓ (B, C), ℓ_c = z_c − log Σ_{k≠c} exp z_k for every class c (binary, one logit x: ℓ = (−x, x)), written
+    here apart from attn_study's own (``attn_study.models.outputs.log_odds``) so the two are compared."""
+    if logits.shape[-1] == 1:
+        return torch.cat([-logits, logits], dim=-1)
+    eye = torch.eye(logits.shape[-1], dtype=torch.bool, device=logits.device)
+    others = logits[:, None, :].masked_fill(eye, float("-inf"))  # (B, c, k): every logit but the c-th
+    return logits - torch.logsumexp(others, dim=-1)
+
+
+def captum_gradient(model, batch, num_classes, classes: str = "predicted"):
+    """|InputXGradient summed over the embedding| of the predicted class's log-odds (``classes='predicted'``),
+    or of each class's probability summed over the classes (``'sum'``); attention detached."""
     from captum.attr import InputXGradient
 
     def forward(emb, mask, lengths):
         enc = model.encode({"ids": None, "mask": mask, "lengths": lengths}, embedded=emb)
-        return model.probabilities(model.decode(enc, model.attend(enc).detach()))
+        logits = model.decode(enc, model.attend(enc).detach())
+        return all_log_odds(logits) if classes == "predicted" else model.probabilities(logits)
 
     emb = model.embed(batch).detach()
     explainer = InputXGradient(forward)
-    total = torch.zeros(batch["mask"].shape)
-    for c in range(num_classes):
-        attr = explainer.attribute(emb, target=c, additional_forward_args=(batch["mask"], batch["lengths"]))
-        total += attr.sum(-1).abs()
-    return total * batch["mask"]
+    extra = (batch["mask"], batch["lengths"])
+    if classes == "predicted":
+        with torch.no_grad():
+            target = forward(emb, *extra).argmax(-1)  # the class of the largest log-odds is the predicted one
+        total = explainer.attribute(emb, target=target, additional_forward_args=extra).sum(-1).abs()
+    elif classes == "sum":
+        total = torch.zeros(batch["mask"].shape)
+        for c in range(num_classes):
+            total += explainer.attribute(emb, target=c, additional_forward_args=extra).sum(-1).abs()
+    else:
+        raise ValueError(f"gradient classes={classes!r}: the benchmark knows {list(GRADIENT_CLASSES)}")
+    return total.detach() * batch["mask"]
+
+
+#: every mode of the J&W option ``gradient_classes``, each with its Captum reference above
+GRADIENT_CLASSES = ("predicted", "sum")
+
+
+def relative_difference(ours: list[torch.Tensor], theirs: list[torch.Tensor]) -> float:
+    """max over batches of max |ours − theirs| / max |theirs| (the batch's largest score)."""
+    return max(float((a - b).abs().max() / b.abs().max().clamp_min(1e-30)) for a, b in zip(ours, theirs))
 
 
 def captum_loo(model, batch, probs, perturbations_per_eval):
@@ -115,15 +147,24 @@ def main() -> None:
     }
 
     first = batches[0]
-    ours_g, t_ours_g = timed(
-        lambda: [gradient_importance(model, b, normalise=False) for b in batches],
-        lambda: gradient_importance(model, first),
-    )
-    theirs_g, t_captum_g = timed(
-        lambda: [captum_gradient(model, b, k) for b in batches], lambda: captum_gradient(model, first, k)
-    )
-    result["grad_max_abs_diff"] = max(float((a - b.detach()).abs().max()) for a, b in zip(ours_g, theirs_g))
-    result.update(grad_seconds_ours=t_ours_g, grad_seconds_captum=t_captum_g, grad_speedup=t_captum_g / t_ours_g)
+    for classes in GRADIENT_CLASSES:
+        ours_g, t_ours_g = timed(
+            lambda: [gradient_importance(model, b, normalise=False, classes=classes) for b in batches],  # noqa: B023
+            lambda: gradient_importance(model, first, normalise=False, classes=classes),  # noqa: B023
+        )
+        theirs_g, t_captum_g = timed(
+            lambda: [captum_gradient(model, b, k, classes) for b in batches],  # noqa: B023
+            lambda: captum_gradient(model, first, k, classes),  # noqa: B023
+        )
+        result.update(
+            {
+                f"grad_{classes}_max_abs_diff": max(float((a - b).abs().max()) for a, b in zip(ours_g, theirs_g)),
+                f"grad_{classes}_max_rel_diff": relative_difference(ours_g, theirs_g),
+                f"grad_{classes}_seconds_ours": t_ours_g,
+                f"grad_{classes}_seconds_captum": t_captum_g,
+                f"grad_{classes}_speedup": t_captum_g / t_ours_g,
+            }
+        )
 
     probs = [predict(model, b)[2] for b in batches]
     ours_l, t_ours_l = timed(
@@ -147,7 +188,9 @@ def main() -> None:
         loo_max_abs_diff=best[2],
         loo_speedup=best[1] / t_ours_l,
     )
-    result["agree"] = result["grad_max_abs_diff"] <= args.tolerance and result["loo_max_abs_diff"] <= args.tolerance
+    result["agree"] = result["loo_max_abs_diff"] <= args.tolerance and all(
+        result[f"grad_{classes}_max_rel_diff"] <= args.tolerance for classes in GRADIENT_CLASSES
+    )
     print(json.dumps(result, indent=2))
     if not result["agree"]:
         raise SystemExit(f"values differ by more than {args.tolerance}")

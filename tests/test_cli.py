@@ -1,0 +1,41 @@
+"""The commands as the README and ``--help`` show them: a debug run that finishes, the messages users read."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from attn_study import assemble, saved
+from attn_study.errors import UserError
+from attn_study.run import run, train_and_test
+from tests.helpers import TINY
+
+# a debug run's test (trainer=debug: 2 batches) sees 32 of these 80 test instances
+CUT_SHORT = [*TINY, "logger=none", "encoder.hidden_size=8", "dataset.source.n_test=80", "dataset.eval_batch_size=16"]
+
+
+def test_a_test_cut_short_still_records_every_test_instances_attention(make_cfg, tmp_path):
+    """``trainer=debug`` tests 2 batches; attention.parquet holds all 80 instances, each as the model gives it."""
+    run_dir = tmp_path / "run"
+    summary = train_and_test(make_cfg(*CUT_SHORT), run_dir)
+    assert summary["data/test_size"] == 80
+    frame = pd.read_parquet(run_dir / "attention.parquet")
+    loaded = assemble.load(run_dir, force=True)
+    expected = saved.record(loaded.model, loaded.datamodule)["test"]
+    assert list(frame["uid"]) == list(loaded.datamodule.split("test").uids)
+    for row, (alpha, probs) in enumerate(zip(expected.attention, expected.outputs)):
+        assert frame["attention"].iloc[row] == pytest.approx(alpha, abs=1e-6)
+        assert frame["probabilities"].iloc[row] == pytest.approx(probs, abs=1e-6)
+
+
+def test_a_partial_attention_record_is_refused_in_one_line(make_cfg, tmp_path):
+    """A run compared with a base whose attention.parquet lacks instances stops before training, in one line."""
+    base = tmp_path / "base"
+    run(make_cfg(*CUT_SHORT), base)
+    frame = pd.read_parquet(base / "attention.parquet")
+    frame.iloc[:40].to_parquet(base / "attention.parquet")
+    compared = make_cfg(*CUT_SHORT, "analysis=[wiegreffe_pinter]", f"analysis.wiegreffe_pinter.base={base}")
+    with pytest.raises(UserError) as refused:
+        train_and_test(compared, tmp_path / "compared")
+    assert "\n" not in str(refused.value) and "40 vs 80" in str(refused.value)
+    assert not (tmp_path / "compared" / "checkpoints").exists()
