@@ -232,3 +232,55 @@ def _at(container, path: str):
 def _nearest(name: str, allowed) -> str:
     close = difflib.get_close_matches(name, list(allowed), n=1)
     return f" (did you mean {close[0]}?)" if close else ""
+
+
+# -- two configs compared, for people ---------------------------------------------------------------
+
+#: the groups whose choice is a list (conf/config.yaml: analysis=[jain_wallace,...], callbacks=[...])
+LIST_GROUPS = ("analysis", "callbacks")
+_ABSENT = object()
+
+
+def config_differences(stored: dict, current: dict, limit: int | None = 4) -> list[str]:
+    """How two config identities (flat ``a/b → value``, ``sweep.state.identity``) differ, as a person reads it:
+    the groups' choices first (``encoder: lstm → cnn``, ``analysis: [jain_wallace] → []``) standing for every
+    setting of the option they choose, then the other settings (``model.optimizer.lr: 0.001 → 0.01``);
+    constructor paths (``_target_``) and ``run_name`` (made of the choices) only when nothing else differs.
+    At most ``limit`` items, then ``… N more``."""
+
+    def value(flat, key):
+        return flat.get(key, _ABSENT)
+
+    def shown(v) -> str:
+        if v is _ABSENT:
+            return "<absent>"
+        return v if isinstance(v, str) and v else repr(v)
+
+    def members(flat, group) -> list[str]:
+        return sorted({k.split("/")[1] for k in flat if k.startswith(f"{group}/") and k.count("/") >= 1})
+
+    chosen, covered = [], []
+    for key in sorted(set(stored) | set(current)):
+        group, _, rest = key.partition("/")
+        if rest == "name" and value(stored, key) != value(current, key):
+            chosen.append(f"{group}: {shown(value(stored, key))} → {shown(value(current, key))}")
+            covered.append(f"{group}/")
+    for group in LIST_GROUPS:
+        old, new = members(stored, group), members(current, group)
+        if old != new:
+            chosen.append(f"{group}: [{','.join(old)}] → [{','.join(new)}]")
+            covered += [f"{group}/{m}/" for m in set(old) ^ set(new)] + [group]
+
+    settings, internal = [], []
+    for key in sorted(set(stored) | set(current), key=lambda k: (k.count("/"), k)):
+        old, new = value(stored, key), value(current, key)
+        if old == new or (None in (old, new) and _ABSENT in (old, new)):  # an added setting, off (null)
+            continue
+        if any(key.startswith(c) if c.endswith("/") else key == c for c in covered):
+            continue
+        line = f"{key.replace('/', '.')}: {shown(old)} → {shown(new)}"
+        (internal if key.endswith("_target_") or key == "run_name" else settings).append(line)
+    diffs = chosen + settings or internal
+    if limit is None or len(diffs) <= limit:
+        return diffs
+    return diffs[:limit] + [f"… {len(diffs) - limit} more"]

@@ -37,7 +37,7 @@ from attn_study.build import (
     component,
     model_seed,
 )
-from attn_study.config import check_config
+from attn_study.config import check_config, config_differences
 from attn_study.data.checks import check_embeddings
 from attn_study.errors import UserError
 from attn_study.io import atomic_open, read_json, write_json_atomic
@@ -93,7 +93,7 @@ def run(
         if same_config:
             print(f"complete already, skipped (force=true re-runs it): {run_dir}", flush=True)
             return read_json(run_dir / layout.SUMMARY)
-        diffs = state.identity_differences(previous.get("identity", {}), ident)
+        diffs = config_differences(previous.get("identity", {}), ident)
         message = (
             f"{run_dir} holds complete results of another configuration ({'; '.join(diffs)}); nothing was "
             f"changed: re-run it with force=true (replaces them) or choose another {elsewhere}"

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from attn_study import assemble, saved
+from attn_study.config import config_differences
 from attn_study.errors import UserError
 from attn_study.run import run, train_and_test
 from tests.helpers import TINY
@@ -39,3 +40,56 @@ def test_a_partial_attention_record_is_refused_in_one_line(make_cfg, tmp_path):
         train_and_test(compared, tmp_path / "compared")
     assert "\n" not in str(refused.value) and "40 vs 80" in str(refused.value)
     assert not (tmp_path / "compared" / "checkpoints").exists()
+
+
+# -- the refusal of a run directory holding another configuration ---------------------------------
+
+
+def test_config_differences_lead_with_the_choices_and_keep_constructor_paths_out():
+    stored = {
+        "encoder/name": "lstm",
+        "encoder/_target_": "attn_study.models.encoders.RNNEncoder",
+        "encoder/cell": "lstm",
+        "analysis/jain_wallace/split": "test",
+        "analysis/jain_wallace/steps": 500,
+        "model/optimizer/lr": 0.001,
+        "run_name": "synthetic-flat-lstm",
+        "seed": 13,
+    }
+    current = {
+        "encoder/name": "cnn",
+        "encoder/_target_": "attn_study.models.encoders.CNNEncoder",
+        "encoder/filters": 64,
+        "analysis/jain_wallace/split": "test",
+        "analysis/jain_wallace/steps": 30,
+        "analysis/sparsity/split": "test",
+        "model/optimizer/lr": 0.01,
+        "model/new_setting": None,  # added later, off: the same experiment
+        "run_name": "synthetic-flat-cnn",
+        "seed": 13,
+    }
+    assert config_differences(stored, current, limit=None) == [
+        "encoder: lstm → cnn",
+        "analysis: [jain_wallace] → [jain_wallace,sparsity]",
+        "analysis.jain_wallace.steps: 500 → 30",
+        "model.optimizer.lr: 0.001 → 0.01",
+    ]
+    assert config_differences(stored, current, limit=2)[-1] == "… 2 more"
+    assert config_differences({"analysis": {}}, {"analysis/sparsity/split": "test"}) == ["analysis: [] → [sparsity]"]
+    only_paths = {**stored, "encoder/_target_": "elsewhere.RNNEncoder"}
+    assert config_differences(stored, only_paths) == [
+        "encoder._target_: attn_study.models.encoders.RNNEncoder → elsewhere.RNNEncoder"
+    ]
+
+
+def test_a_single_run_refused_for_another_configuration_says_what_differs_and_hydra_run_dir(make_cfg, tmp_path, caplog):
+    run_dir = tmp_path / "run"
+    run(make_cfg(*TINY, "logger=none", "encoder.hidden_size=8"), run_dir)
+    other = make_cfg(*TINY, "logger=none", "encoder=cnn", "encoder.filters=4")
+    with pytest.raises(UserError) as refused:
+        run(other, run_dir)
+    message = str(refused.value)
+    assert "(encoder: lstm → cnn)" in message and message.endswith("choose another hydra.run.dir")
+    assert "_target_" not in message and "\n" not in message
+    assert run(other, run_dir, keep_going=True) is None  # a sweep job: logged, the sweep goes on
+    assert "choose another hydra.sweep.dir" in caplog.text
