@@ -7,8 +7,10 @@ import pytest
 
 from attn_study import assemble, saved
 from attn_study.config import config_differences
+from attn_study.data.processed import Preprocessing, build
 from attn_study.errors import UserError
 from attn_study.run import run, train_and_test
+from tests.data.test_recipes import ListSource
 from tests.helpers import TINY
 
 # a debug run's test (trainer=debug: 2 batches) sees 32 of these 80 test instances
@@ -93,3 +95,26 @@ def test_a_single_run_refused_for_another_configuration_says_what_differs_and_hy
     assert "_target_" not in message and "\n" not in message
     assert run(other, run_dir, keep_going=True) is None  # a sweep job: logged, the sweep goes on
     assert "choose another hydra.sweep.dir" in caplog.text
+
+
+# -- what the data filter says ------------------------------------------------------------------------
+
+
+def test_the_data_filter_says_each_drop_with_its_reason_and_nothing_for_a_reason_that_dropped_nothing(caplog):
+    caplog.set_level("INFO", logger="attn_study.data.processed")
+    lengths = (1, 2, 3, 5, 5, 7)
+    texts = {split: [(" ".join(["w"] * n), n % 2) for n in lengths] for split in ("train", "dev", "test")}
+    build(ListSource(texts), Preprocessing())
+    assert "toy/test: 6 read, 6 kept\n" in caplog.text + "\n" and "None" not in caplog.text
+    assert "dropped" not in caplog.text
+    caplog.clear()
+    data = build(ListSource(texts), Preprocessing(min_length=2, max_length=6, drop_longest=True))
+    assert (
+        "toy/test: 6 read, 2 kept; dropped: 1 shorter than 2 tokens, 1 longer than 6 tokens, 2 of the split's "
+        "longest length 5 (drop_longest)"
+    ) in caplog.text
+    assert data.stats["test"] == {"read": 6, "kept": 2, "too_short": 1, "too_long": 1, "longest": 2}
+    caplog.clear()
+    build(ListSource(texts), Preprocessing(drop_longest=True))
+    assert "toy/test: 6 read, 5 kept; dropped: 1 of the split's longest length 7 (drop_longest)" in caplog.text
+    assert "longer than" not in caplog.text and "shorter than" not in caplog.text

@@ -227,21 +227,17 @@ def _tokenize_and_filter(
             raise DataError(f"dataset {source.name}: the {split} split is empty; check dataset.path")
         texts, sentences, queries = _tokenize(examples, prep)
         kept, kept_sentences, too_short, too_long = _length_filter(examples, texts, sentences, queries, prep)
+        longest, longest_length = 0, None
         if prep.drop_longest and kept:
-            kept, kept_sentences, dropped = _drop_longest(kept, kept_sentences, source.name, split)
-            too_long += dropped
-        stats[split] = {"read": len(examples), "kept": len(kept), "too_short": too_short, "too_long": too_long}
-        log.info(
-            "%s/%s: %d read, %d kept, %d dropped shorter than %d tokens, %d dropped longer than %s tokens",
-            source.name,
-            split,
-            len(examples),
-            len(kept),
-            too_short,
-            prep.min_length,
-            too_long,
-            prep.max_length,
-        )
+            kept, kept_sentences, longest, longest_length = _drop_longest(kept, kept_sentences)
+        stats[split] = {
+            "read": len(examples),
+            "kept": len(kept),
+            "too_short": too_short,
+            "too_long": too_long,
+            "longest": longest,
+        }
+        log.info("%s/%s: %s", source.name, split, filter_counts(stats[split], prep, longest_length))
         if not kept:
             raise DataError(
                 f"dataset {source.name}: the length filter [{prep.min_length}, {prep.max_length}] removes every "
@@ -301,23 +297,26 @@ def _length_filter(
     return kept, kept_sentences, too_short, too_long
 
 
-def _drop_longest(
-    kept: Kept, kept_sentences: list[np.ndarray], name: str, split: str
-) -> tuple[Kept, list[np.ndarray], int]:
+def _drop_longest(kept: Kept, kept_sentences: list[np.ndarray]) -> tuple[Kept, list[np.ndarray], int, int]:
     """Drop every instance of the split's longest passage length (Jain & Wallace's ``n < max_length``) with
-    its sentence lengths, and log how many: (kept instances, their sentence lengths, number dropped)."""
+    its sentence lengths: (kept instances, their sentence lengths, number dropped, that length)."""
     longest = max(len(tokens) for _, tokens, _ in kept)
     dropped = {i for i, (_, tokens, _) in enumerate(kept) if len(tokens) == longest}
     kept = [k for i, k in enumerate(kept) if i not in dropped]
     kept_sentences = [k for i, k in enumerate(kept_sentences) if i not in dropped]
-    log.info(
-        "%s/%s: %d instance(s) of the split's longest length %d dropped (drop_longest)",
-        name,
-        split,
-        len(dropped),
-        longest,
-    )
-    return kept, kept_sentences, len(dropped)
+    return kept, kept_sentences, len(dropped), longest
+
+
+def filter_counts(counts: dict, prep: Preprocessing, longest_length: int | None = None) -> str:
+    """``3000 read, 2990 kept; dropped: 4 shorter than 2 tokens, 5 longer than 50 tokens, 1 of the split's
+    longest length 61 (drop_longest)`` — each drop with its reason, a reason that dropped nothing left out."""
+    reasons = [
+        (counts["too_short"], f"shorter than {prep.min_length} token{'s' if prep.min_length != 1 else ''}"),
+        (counts["too_long"], f"longer than {prep.max_length} tokens"),
+        (counts.get("longest", 0), f"of the split's longest length {longest_length} (drop_longest)"),
+    ]
+    dropped = [f"{n} {reason}" for n, reason in reasons if n]
+    return f"{counts['read']} read, {counts['kept']} kept" + (f"; dropped: {', '.join(dropped)}" if dropped else "")
 
 
 def _clip_rationales(tokenized: dict[str, Kept]) -> dict[str, list[tuple[int, ...] | None]]:

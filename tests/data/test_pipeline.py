@@ -41,9 +41,9 @@ def tiny(query=False):
 def test_length_filter_is_inclusive_counted_and_truncation_cuts(caplog):
     caplog.set_level("INFO")
     data = build(ListSource(tiny()), Preprocessing(min_length=2, max_length=4))
-    assert data.stats["train"] == {"read": 5, "kept": 3, "too_short": 1, "too_long": 1}
+    assert data.stats["train"] == {"read": 5, "kept": 3, "too_short": 1, "too_long": 1, "longest": 0}
     assert sorted(len(x) for x in data.splits["train"].ids) == [2, 2, 4]  # both bounds inclusive
-    assert "1 dropped shorter than 2 tokens" in caplog.text
+    assert "5 read, 3 kept; dropped: 1 shorter than 2 tokens, 1 longer than 4 tokens" in caplog.text
     cut = build(ListSource(tiny()), Preprocessing(truncate=3))
     assert max(len(x) for x in cut.splits["test"].ids) == 3 and cut.stats["test"]["kept"] == 5
 
