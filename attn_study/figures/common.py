@@ -66,5 +66,13 @@ def save_png(fig: Figure, path: Path) -> Path:
     return Path(path)
 
 
+def wrap_label(text: str, width: int = 40) -> str:
+    """A legend entry, tick label or title on lines of at most ``width`` characters (broken at spaces and
+    after commas), so a long label never runs past its figure."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(str(text), width, break_long_words=False, break_on_hyphens=False)) or str(text)
+
+
 def suptitle(fig: Figure, what: str, title: str) -> None:
-    fig.suptitle(f"{title} — {what}" if title else what)
+    fig.suptitle(wrap_label(f"{title} — {what}" if title else what, 100))

@@ -16,7 +16,7 @@ from attn_study.errors import UserError
 from attn_study.families import REGISTRY
 from attn_study.io import make_temporary_dir
 from attn_study.report import accuracy
-from attn_study.report.render import captioned_table, embedded_png, html_page, html_table, write_table
+from attn_study.report.render import captioned_table, embedded_png, html_page, html_table, thumbnail, write_table
 from attn_study.report.runs import collect, latest_per_model, status_table
 from attn_study.report.scorecard import scorecard
 from attn_study.report.training import training_figures
@@ -113,19 +113,21 @@ def _runs_section(root, work, runs, missing, older) -> str:
 
 
 def _run_links(runs, root: Path, out_dir: Path) -> str:
+    """Each run's own figures as thumbnails linking to the full PNG (pages such as heatmaps.html as links)."""
     items = []
     for run in sorted(runs, key=lambda r: str(r.path)):
         files = sorted(p for p in (run.path / layout.ANALYSIS).glob("*/*") if p.suffix in (".png", ".html"))
-        if files:
-            links = " · ".join(
-                f"<a href='{html.escape(os.path.relpath(p, out_dir))}'>{html.escape(p.parent.name)}/"
-                f"{html.escape(p.name)}</a>"
-                for p in files
-            )
-            items.append(
-                f"<li><b>{html.escape(str(run.path.relative_to(root)) if run.path != root else run.name)}"
-                f"</b>: {links}</li>"
-            )
+        if not files:
+            continue
+        pages = " · ".join(
+            f"<a href='{html.escape(os.path.relpath(p, out_dir))}'>{html.escape(p.parent.name)}/"
+            f"{html.escape(p.name)}</a>"
+            for p in files
+            if p.suffix == ".html"
+        )
+        thumbs = "".join(thumbnail(p, os.path.relpath(p, out_dir)) for p in files if p.suffix == ".png")
+        where = html.escape(str(run.path.relative_to(root)) if run.path != root else run.name)
+        items.append(f"<li><b>{where}</b>{': ' + pages if pages else ''}<div>{thumbs}</div></li>")
     return f"<ul>{''.join(items)}</ul>" if items else "<p>No per-run figures.</p>"
 
 

@@ -1,44 +1,108 @@
-"""Tables as Markdown, CSV and LaTeX; one self-contained HTML page (figures embedded as data URIs)."""
+"""Tables as Markdown, CSV and LaTeX; one self-contained HTML page (figures embedded as data URIs).
+
+Numbers are printed one way everywhere: "—" only for a missing value (the caption says why), ±inf as
+"∞"/"−∞" (LaTeX ``$\\infty$``), a nonzero value that would round to 0 in scientific notation (``4.0e-04``),
+p-values (:func:`format_p`, a column named ``p``, ``… p``, ``p …``) with 3 decimals from 0.001 up and
+two significant digits below (``1.1e-09``), counts as integers. CSV files hold numbers only."""
 
 from __future__ import annotations
 
 import base64
 import html
+import io
 import math
+import re
+import unicodedata
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+MISSING = "—"
+
+
+def _missing(value) -> bool:
+    if value is None or value is pd.NA:
+        return True
+    return isinstance(value, (float, np.floating)) and math.isnan(value)
+
+
+def format_number(value, digits: int = 3) -> str:
+    """A number as the tables print it: ``digits`` decimals; ``1.2e-05`` where those would show a nonzero
+    value as 0; "∞"/"−∞"; integers as integers; "—" for a missing value."""
+    if _missing(value):
+        return MISSING
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    value = float(value)
+    if math.isinf(value):
+        return "∞" if value > 0 else "−∞"
+    if value != 0 and abs(value) < 0.5 * 10.0**-digits:
+        return f"{value:.1e}"
+    return f"{value:.{digits}f}"
+
 
 def _cell(value, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "—"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
+    if isinstance(value, (int, float, np.integer, np.floating, type(None))) or value is pd.NA:
+        return format_number(value, digits)
     return str(value)
 
 
 def format_p(p) -> str:
     """A p-value as a reader wants it: 3 decimals from 0.001 up, else two significant digits in scientific
-    notation (1e-9 is not 0.000); below the smallest positive double, "< 1e-300"; NaN as "—"."""
-    if p is None or not np.isfinite(p):
-        return "—"
+    notation (1e-9 is not 0.000); below the smallest positive double, "< 1e-300"; missing as "—"."""
+    if _missing(p) or not np.isfinite(p):
+        return MISSING
     if p >= 0.001:
         return f"{p:.3f}"
     return f"{p:.1e}" if p > 1e-300 else "< 1e-300"
 
 
+def is_p_column(name) -> bool:
+    """A column of p-values: named ``p``, ``p …``, ``… p`` or ``…_p``."""
+    name = str(name)
+    return name == "p" or name.startswith("p ") or name.endswith((" p", "_p")) or "p-value" in name
+
+
+#: counts: printed and written as integers (a column that also holds a missing value stays integral)
+_COUNT = re.compile(r"(^|[ _/(])(n|seeds|runs|pairs|epochs|attempts|instances|λ values)\)?$")
+
+
+def is_count_column(name) -> bool:
+    return bool(_COUNT.search(str(name)))
+
+
+def with_integer_counts(frame: pd.DataFrame) -> pd.DataFrame:
+    """Count columns (:func:`is_count_column`) whose values are all whole numbers as pandas' nullable
+    ``Int64``: ``10``, never ``10.0``, in the CSV and the printed tables alike."""
+    out = frame.copy()
+    for column in out.columns:
+        values = out[column]
+        if not is_count_column(column) or not pd.api.types.is_numeric_dtype(values):
+            continue
+        present = values.dropna()
+        if len(present) and np.isfinite(present.astype(float)).all() and (present.astype(float) % 1 == 0).all():
+            out[column] = values.astype("Int64")
+    return out
+
+
+def _cells(frame: pd.DataFrame):
+    """Each row of ``frame`` as printed strings (p-value columns by :func:`format_p`)."""
+    p_columns = [is_p_column(c) for c in frame.columns]
+    for row in frame.itertuples(index=False):
+        yield [format_p(v) if is_p and not isinstance(v, str) else _cell(v) for v, is_p in zip(row, p_columns)]
+
+
 def markdown(frame: pd.DataFrame) -> str:
     header = "| " + " | ".join(map(str, frame.columns)) + " |"
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    rows = [
-        "| " + " | ".join(_cell(v).replace("|", "\\|") for v in row) + " |" for row in frame.itertuples(index=False)
-    ]
+    rows = ["| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |" for cells in _cells(frame)]
     return "\n".join([header, rule, *rows]) + "\n"
 
 
-_LATEX_SPECIAL = {
+_LATEX_TEXT = {
     "\\": r"\textbackslash{}",
     "&": r"\&",
     "%": r"\%",
@@ -49,22 +113,119 @@ _LATEX_SPECIAL = {
     "}": r"\}",
     "~": r"\textasciitilde{}",
     "^": r"\textasciicircum{}",
-    "±": r"$\pm$",
-    "τ": r"$\tau$",
-    "×": r"$\times$",
-    "—": "--",
-    "*": r"$^*$",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+    "|": r"\textbar{}",
+    "—": "---",
+    "–": "--",
+    "…": r"\ldots{}",
+    "“": "``",
+    "”": "''",
+    "‘": "`",
+    "’": "'",
+    "\u00a0": "~",
 }
+_LATEX_MATH = {
+    "±": r"\pm",
+    "×": r"\times",
+    "≤": r"\leq",
+    "≥": r"\geq",
+    "≠": r"\neq",
+    "≈": r"\approx",
+    "∝": r"\propto",
+    "∞": r"\infty",
+    "−": "-",
+    "→": r"\rightarrow",
+    "←": r"\leftarrow",
+    "·": r"\cdot",
+    "‖": r"\|",
+    "∖": r"\setminus",
+    "²": "^2",
+    "³": "^3",
+    "ŷ": r"\hat{y}",
+    "*": "^*",
+}
+_GREEK_CAPITALS = {"Gamma", "Delta", "Theta", "Lambda", "Xi", "Pi", "Sigma", "Upsilon", "Phi", "Psi", "Omega"}
+_SUBSCRIPT = re.compile(r"_(\{[A-Za-z0-9_,]+\}|[A-Za-z0-9]+)")
+
+
+def _math_code(ch: str) -> str | None:
+    """LaTeX math for a character that needs math mode (Greek letters, ±, ≤, ∞, …), else None."""
+    if ch in _LATEX_MATH:
+        return _LATEX_MATH[ch]
+    name = unicodedata.name(ch, "")
+    for case in ("SMALL", "CAPITAL"):
+        prefix = f"GREEK {case} LETTER "
+        if name.startswith(prefix) and " " not in name[len(prefix) :]:
+            letter = name[len(prefix) :].capitalize().replace("Lamda", "Lambda")
+            if case == "SMALL":
+                return "o" if letter == "Omicron" else "\\" + letter.lower()
+            return "\\" + letter if letter in _GREEK_CAPITALS else "\\mathrm{" + letter[0] + "}"
+    return None
+
+
+def _latex_segments(text: str) -> list[tuple[bool, str]]:
+    """``text`` as (is_math, LaTeX) pieces: special characters escaped, symbols in math mode, a symbol's
+    subscript (``τ_g``, ``τ_{loo}``) a math subscript, a combining tilde or hat over its letter."""
+    text = unicodedata.normalize("NFC", str(text))
+    pieces: list[tuple[bool, str]] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        accent = {"\u0303": r"\tilde", "\u0302": r"\hat"}.get(text[i + 1] if i + 1 < len(text) else "")
+        if accent:
+            base = _math_code(ch) or (ch if ch.isascii() and ch.isalnum() else "?")
+            pieces.append((True, f"{accent}{{{base}}}"))
+            i += 2
+            continue
+        code = _math_code(ch)
+        if code is not None:
+            sub = _SUBSCRIPT.match(text, i + 1)
+            if sub and not code.startswith(("^", "-")):
+                inner = sub.group(1).strip("{}")
+                code += "_{\\mathrm{" + inner.replace("_", r"\_") + "}}"
+                i = sub.end()
+            else:
+                i += 1
+            pieces.append((True, code))
+            continue
+        if ch in _LATEX_TEXT:
+            pieces.append((False, _LATEX_TEXT[ch]))
+        elif ch.isascii():
+            pieces.append((False, ch))
+        else:  # an accented letter → its base letter; anything else unknown → "?"
+            plain = "".join(c for c in unicodedata.normalize("NFKD", ch) if c.isascii())
+            pieces.append((False, plain or "?"))
+        i += 1
+    return pieces
 
 
 def latex_escape(text: str) -> str:
-    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
+    """``text`` as LaTeX source for a booktabs table: ASCII only, ``_ % & # $ { }`` escaped, Greek letters and
+    symbols (τ, ±, ≤, ∞, …) in math mode, ``τ_g`` as :math:`\\tau_{\\mathrm{g}}`; adjacent math joined."""
+    out, math_run = [], []
+    for is_math, piece in _latex_segments(text):
+        if is_math:
+            math_run.append(piece)
+            continue
+        if math_run:
+            out.append("$" + " ".join(math_run) + "$")
+            math_run = []
+        out.append(piece)
+    if math_run:
+        out.append("$" + " ".join(math_run) + "$")
+    return "".join(out)
+
+
+#: what a document needs to compile the tables this module writes
+LATEX_PREAMBLE = r"\usepackage{booktabs}"
 
 
 def latex(frame: pd.DataFrame, caption: str) -> str:
-    """A booktabs ``table`` environment (needs ``\\usepackage{booktabs}``)."""
+    """A booktabs ``table`` environment (needs :data:`LATEX_PREAMBLE`); ±inf as ``$\\infty$``."""
     columns = "l" * len(frame.columns)
     lines = [
+        f"% needs {LATEX_PREAMBLE}",
         r"\begin{table}[t]",
         r"\centering",
         r"\small",
@@ -73,7 +234,7 @@ def latex(frame: pd.DataFrame, caption: str) -> str:
         " & ".join(latex_escape(str(c)) for c in frame.columns) + r" \\",
         r"\midrule",
     ]
-    lines += [" & ".join(latex_escape(_cell(v)) for v in row) + r" \\" for row in frame.itertuples(index=False)]
+    lines += [" & ".join(latex_escape(c) for c in cells) + r" \\" for cells in _cells(frame)]
     lines += [r"\bottomrule", r"\end{tabular}", rf"\caption{{{latex_escape(caption)}}}", r"\end{table}"]
     return "\n".join(lines) + "\n"
 
@@ -81,8 +242,10 @@ def latex(frame: pd.DataFrame, caption: str) -> str:
 def write_table(
     frame: pd.DataFrame, out_dir: Path, stem: str, caption: str, display: pd.DataFrame | None = None
 ) -> dict:
-    """``<stem>.csv`` (the numbers, full precision), ``.md`` and ``.tex`` (``display``, or the frame)."""
-    shown = frame if display is None else display
+    """``<stem>.csv`` (the numbers, full precision, counts as integers), ``.md`` and ``.tex`` (``display``, or
+    the frame)."""
+    frame = with_integer_counts(frame)
+    shown = frame if display is None else with_integer_counts(display)
     frame.to_csv(out_dir / f"{stem}.csv", index=False)
     (out_dir / f"{stem}.md").write_text(f"**{caption}**\n\n" + markdown(shown))
     (out_dir / f"{stem}.tex").write_text(latex(shown, caption))
@@ -91,10 +254,7 @@ def write_table(
 
 def html_table(frame: pd.DataFrame) -> str:
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(_cell(v))}</td>" for v in row) + "</tr>"
-        for row in frame.itertuples(index=False)
-    )
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>" for cells in _cells(frame))
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -103,11 +263,29 @@ def embedded_png(path: Path) -> str:
     return f'<img alt="{html.escape(Path(path).name)}" src="data:image/png;base64,{data}">'
 
 
+def thumbnail(path: Path, href: str, width: int = 220) -> str:
+    """A link to ``href`` showing ``path`` (a PNG) shrunk to ``width`` pixels, embedded in the page."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        image.thumbnail((width, width * 4))
+        buffer = io.BytesIO()
+        image.save(buffer, format="PNG", optimize=True)
+    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    name = html.escape(Path(path).name)
+    return (
+        f"<a class='thumb' href='{html.escape(href)}' title='{name}'>"
+        f'<img alt="{name}" src="data:image/png;base64,{data}"><span>{name}</span></a>'
+    )
+
+
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:13px}
 th,td{border:1px solid #ccc;padding:3px 7px;text-align:left}
 th{background:#f2f2f2}img{max-width:100%;margin:.5em 0}h2{border-bottom:1px solid #ddd;padding-bottom:.2em}
-.bad td{background:#fff0f0}.note{color:#555;font-size:13px}"""
+.bad td{background:#fff0f0}.note{color:#555;font-size:13px}
+.thumb{display:inline-block;margin:4px;text-align:center;font-size:11px;vertical-align:top;max-width:230px}
+.thumb img{display:block;border:1px solid #ddd;margin:0 auto 2px}"""
 
 
 def html_page(title: str, sections: list[tuple[str, str]]) -> str:
@@ -121,26 +299,36 @@ def html_page(title: str, sections: list[tuple[str, str]]) -> str:
 
 def mean_ci(mean, low, high, digits: int = 3) -> str:
     """``0.412 [0.398, 0.427]``: a mean with its 95 % interval ("—" when the mean is missing)."""
-    if mean is None or not np.isfinite(mean):
-        return "—"
-    if low is None or high is None or not (np.isfinite(low) and np.isfinite(high)):
-        return f"{mean:.{digits}f}"
-    return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+    if _missing(mean):
+        return MISSING
+    if _missing(low) or _missing(high) or not (np.isfinite(low) and np.isfinite(high)):
+        return format_number(mean, digits)
+    return f"{format_number(mean, digits)} [{format_number(low, digits)}, {format_number(high, digits)}]"
+
+
+def seed_comparison(a, b) -> dict:
+    """Whether two models' per-seed values differ beyond the spread over seeds: ``beyond`` when every seed of
+    one lies above every seed of the other — an exact permutation test whose p-value is 2 / C(n_a + n_b, n_a)
+    (3 vs 3 seeds: 0.10; NaN when within) —, ``delta`` the difference of the means; every entry missing with
+    under 2 seeds on a side."""
+    a = np.asarray([v for v in a if not _missing(v) and np.isfinite(v)], dtype=float)
+    b = np.asarray([v for v in b if not _missing(v) and np.isfinite(v)], dtype=float)
+    if len(a) < 2 or len(b) < 2:
+        return {"delta": math.nan, "beyond": None, "p": math.nan}
+    beyond = bool(a.min() > b.max() or b.min() > a.max())
+    p = 2 / math.comb(len(a) + len(b), len(a)) if beyond else math.nan
+    return {"delta": float(a.mean() - b.mean()), "beyond": beyond, "p": p}
 
 
 def seed_spread(a, b) -> str:
-    """Whether two models' per-seed values differ beyond the spread over seeds: "beyond" when every
-    seed of one lies above every seed of the other — an exact permutation test whose p-value
-    2 / C(n_a + n_b, n_a) is printed (3 vs 3 seeds: 0.10) — else "within"; "—" with under 2 seeds each."""
-    a = np.asarray([v for v in a if v is not None and np.isfinite(v)], dtype=float)
-    b = np.asarray([v for v in b if v is not None and np.isfinite(v)], dtype=float)
-    if len(a) < 2 or len(b) < 2:
-        return "—"
-    delta = a.mean() - b.mean()
-    if a.min() > b.max() or b.min() > a.max():
-        p = 2 / math.comb(len(a) + len(b), len(a))
-        return f"Δ {delta:+.3f}, beyond seed spread (p = {p:.2f})"
-    return f"Δ {delta:+.3f}, within seed spread"
+    """:func:`seed_comparison` as text: "Δ +0.300, beyond seed spread (p = 0.10)", "Δ …, within seed spread",
+    "—" with under 2 seeds on a side."""
+    c = seed_comparison(a, b)
+    if c["beyond"] is None:
+        return MISSING
+    if c["beyond"]:
+        return f"Δ {c['delta']:+.3f}, beyond seed spread (p = {c['p']:.2f})"
+    return f"Δ {c['delta']:+.3f}, within seed spread"
 
 
 def captioned_table(frame: pd.DataFrame, work: Path, stem: str, caption: str, display=None) -> str:

@@ -7,9 +7,11 @@ unreadable ``summary.json`` or ``sweep.json`` is listed as such and the rest goe
 
 Runs are told apart by their config identity (what ``status.json`` records: the resolved config less
 the settings that do not change results), not by dataset / model / encoder / attention / projection /
-seed alone: a run that differs from the others in another setting (a learning rate, embeddings, length
-bounds, …) is its own row, labelled by the settings where it departs from the most common value
-(``Run.variant``); only a run with the *same* identity replaces an older one.
+seed alone: only a run with the *same* identity replaces an older one. A run is labelled (``Run.variant``)
+by what makes its model differ from the others of its dataset / model / encoder / attention / projection,
+short: sparsegen's λ, the training variant (an adversary's λ), and any other model setting where it departs
+from the most common value (``lr=0.01``). The analyses' own options (``analysis.*``) describe the tests, not
+the model, and never label a row.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ class Run:
     state: str  # complete / failed / running (unfinished) / none (never started)
     error: str = ""
     finished: float = 0.0
-    config: dict = field(default_factory=dict)  # MODEL_KEYS + analysis + variant
+    config: dict = field(default_factory=dict)  # MODEL_KEYS + analysis + variant (+ variant_parts)
     labels: list = field(default_factory=list)
     summary: dict = field(default_factory=dict)  # null (undefined) values read as NaN
     identity: dict = field(default_factory=dict)
@@ -54,11 +56,18 @@ class Run:
         path = self.path / layout.ANALYSIS / family / layout.INSTANCES
         return pd.read_parquet(path) if path.is_file() else None
 
+    def variant_except(self, *parts: str) -> str:
+        """The run's label (``config['variant']``) without ``parts`` ("lam", "training": what a table shows in
+        a column of its own)."""
+        kept = {k: v for k, v in self.config.get("variant_parts", {}).items() if k not in parts}
+        return ", ".join(kept.values()) if "variant_parts" in self.config else self.config.get("variant", "")
+
     @property
     def name(self) -> str:
         c = self.config
         projection = c["projection"] + (f"(λ={c['lam']})" if c.get("lam") is not None else "")
-        variant = f" [{c['variant']}]" if c.get("variant") else ""
+        variant = self.variant_except("lam", "model_seed")  # both are in the name already
+        variant = f" [{variant}]" if variant else ""
         seed = f"s{c['seed']}" + (f" model seed {c['model_seed']}" if c.get("model_seed") is not None else "")
         return f"{c['dataset']} {c['model']}-{c['encoder']}-{c['attention']}-{projection} {seed}{variant}"
 
@@ -72,6 +81,15 @@ def _identity(cfg, status: dict) -> dict:
     except Exception:  # a config that no longer resolves (an env var gone): its literal values
         container = OmegaConf.to_container(cfg, resolve=False)
         return state.flatten({k: v for k, v in container.items() if k not in state.NOT_RESULTS})
+
+
+def _labels(cfg, status: dict) -> list:
+    """The dataset's class names as the run recorded them (``status.json``'s ``labels``, else a recorded
+    ``data.labels``); empty when it did not (the tables then say ``class k``)."""
+    if status.get("labels"):
+        return list(status["labels"])
+    recorded = OmegaConf.select(cfg, "data.labels", default=None, throw_on_resolution_failure=False)
+    return [str(v) for v in recorded] if recorded else []
 
 
 def _config(cfg) -> dict:
@@ -132,7 +150,7 @@ def collect(root: Path) -> tuple[list[Run], list[dict]]:
             error=status.get("error", ""),
             finished=status.get("finished", 0.0),
             config=_config(cfg),
-            labels=status.get("labels", []),
+            labels=_labels(cfg, status),
             identity=_identity(cfg, status),
         )
         if run.state == "running":
@@ -168,23 +186,63 @@ def collect(root: Path) -> tuple[list[Run], list[dict]]:
 
 
 def _numbers(summary: dict) -> dict:
-    """A run's summary for the tables: undefined (null) values as NaN."""
-    return {k: (math.nan if v is None else v) for k, v in summary.items()}
+    """A run's summary for the tables: undefined (null) values as NaN, except those the run recorded as
+    infinite (``undefined``: ``inf`` / ``-inf``), which are ±inf."""
+    why = summary.get("undefined") if isinstance(summary.get("undefined"), dict) else {}
+    infinite = {"inf": math.inf, "-inf": -math.inf}
+    return {k: (infinite.get(str(why.get(k)), math.nan) if v is None else v) for k, v in summary.items()}
 
 
-#: settings the tables show in columns of their own (sparsegen's λ, the training variant, what a run is
-#: compared with): not variants
-SHOWN = ("projection/lam", "training/", "analysis/wiegreffe_pinter/")
+#: settings that are not the model's: the analyses' options, seeds (a column of their own), constructor paths,
+#: the run's name and a recipe's notes; those labelled by name below (λ, the training variant, a model seed);
+#: the checkpoint's selection metric (the accuracy table's "selected on"; a training variant implies its own)
+NOT_VARIANTS = ("analysis/", "projection/lam", "training/", "recipe/differs", "run_name", "callbacks/model_checkpoint/")
 
 
 def _not_a_variant(key: str) -> bool:
-    return key == "run_name" or key.rsplit("/", 1)[-1].endswith("seed") or key.startswith(SHOWN)
+    last = key.rsplit("/", 1)[-1]
+    return key.startswith(NOT_VARIANTS) or last.endswith("seed") or last == "_target_"
+
+
+def _short(value) -> str:
+    """A setting's value, short: a path by its last part."""
+    text = str(value)
+    return text.rstrip("/").rsplit("/", 1)[-1] if "/" in text and not text.startswith("[") else text
+
+
+def _short_names(keys) -> dict[str, str]:
+    """``model/optimizer/lr`` → ``lr``: each key's shortest dotted suffix that no other key here ends with."""
+    keys = sorted(keys)
+    out = {}
+    for key in keys:
+        parts = key.split("/")
+        for size in range(1, len(parts) + 1):
+            suffix = "/".join(parts[-size:])
+            if not any(other != key and (other == suffix or other.endswith("/" + suffix)) for other in keys):
+                break
+        out[key] = suffix.replace("/", ".")
+    return out
+
+
+def _named_parts(run: Run) -> dict[str, str]:
+    """The model-defining settings every row names when set: sparsegen's λ, the training variant (an
+    adversary's λ), a model seed apart from the data's (``model_seed``)."""
+    c, parts = run.config, {}
+    if c.get("projection") == "sparsegen" and c.get("lam") is not None:
+        parts["lam"] = f"λ={float(c['lam']):g}"
+    if c.get("adversary_lam") is not None:
+        parts["training"] = f"adversary λ={c['adversary_lam']}"
+    elif c.get("training", "standard") != "standard":
+        parts["training"] = str(c["training"])
+    if c.get("model_seed") is not None:
+        parts["model_seed"] = f"model seed {c['model_seed']}"
+    return parts
 
 
 def _label_variants(runs: list[Run]) -> None:
-    """``run.config['variant']``: the settings where a run departs from the most common value among the
-    runs, for every setting that differs between runs of the same dataset / model / encoder /
-    attention / projection (seeds and settings derived from them aside)."""
+    """``run.config['variant']`` (and its ``variant_parts``): :func:`_named_parts`, then every other model
+    setting that differs between runs of the same dataset / model / encoder / attention / projection, where
+    the run departs from the most common value (a setting a run lacks is the same as null)."""
     groups: dict[tuple, list[Run]] = {}
     for run in runs:
         groups.setdefault(tuple(str(run.config[k]) for k in MODEL_KEYS if k != "seed"), []).append(run)
@@ -205,16 +263,19 @@ def _label_variants(runs: list[Run]) -> None:
             or key.startswith("recipe/") is False
             and any(len({repr(r.identity.get(key)) for r in group}) > 1 for group in recipes.values())
         }
-    modal = {
-        key: Counter(repr(r.identity.get(key)) for r in runs if key in r.identity).most_common(1)[0][0]
-        for key in varying
-    }
+    modal = {key: Counter(repr(r.identity.get(key)) for r in runs).most_common(1)[0][0] for key in varying}
+    names = _short_names(varying)
     for run in runs:
-        run.config["variant"] = ", ".join(
-            f"{key.replace('/', '.')}={run.identity.get(key)}"
-            for key in sorted(varying)
-            if repr(run.identity.get(key)) != modal[key]
+        parts = _named_parts(run)
+        parts.update(
+            {
+                key: f"{names[key]}={_short(run.identity.get(key))}"
+                for key in sorted(varying)
+                if repr(run.identity.get(key)) != modal[key]
+            }
         )
+        run.config["variant_parts"] = parts
+        run.config["variant"] = ", ".join(parts.values())
 
 
 def latest_per_model(runs: list[Run]) -> tuple[list[Run], list[Run]]:

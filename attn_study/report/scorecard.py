@@ -71,10 +71,15 @@ def _ours(runs: list[Run], key: str, scale: float) -> dict:
         stem = key[: -len("mean")]
         lows = [float(r.summary.get(stem + "ci_low", math.nan)) * scale for r in runs]
         highs = [float(r.summary.get(stem + "ci_high", math.nan)) * scale for r in runs]
-        out["ci low"], out["ci high"] = float(np.nanmean(lows)), float(np.nanmean(highs))
+        out["ci low"], out["ci high"] = _mean_of_finite(lows), _mean_of_finite(highs)
     else:
         out["ci low"] = out["ci high"] = math.nan
     return out
+
+
+def _mean_of_finite(values) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    return float(np.mean(finite)) if finite else math.nan
 
 
 def verdict(paper: float, printed: str, ours: dict) -> str:

@@ -225,18 +225,31 @@ def test_heatmap_escapes_all_text(tmp_path):
     ]
 
 
-def test_heatmap_shading_proportional_to_row_max(tmp_path):
+def test_heatmap_shading_is_one_scale_for_every_row_of_the_page(tmp_path):
+    """Opacity = weight / the page's largest weight (0.7 here), for original and adversarial rows alike."""
     ex = example(tokens=["w", "x", "y", "z"], attention=[0.0, 0.1, 0.2, 0.7], adversarial=[0.6, 0.3, 0.1, 0.0])
     text = attention_heatmaps_html([ex], tmp_path / "h.html", "t").read_text(encoding="utf-8")
     original, adversarial = token_rows(text)
     assert [a for a, _, _ in original] == pytest.approx([0.0, 0.1 / 0.7, 0.2 / 0.7, 1.0], abs=1e-3)
-    assert [a for a, _, _ in adversarial] == pytest.approx([1.0, 0.5, 1 / 6, 0.0], abs=1e-3)
-    # exact extremes: full colour for the max, none for a zero weight
+    assert [a for a, _, _ in adversarial] == pytest.approx([0.6 / 0.7, 0.3 / 0.7, 0.1 / 0.7, 0.0], abs=1e-3)
+    # exact extremes: full colour for the page's max only, none for a zero weight
     assert text.count("rgba(31, 119, 180, 1.000)") == 1 and "rgba(31, 119, 180, 0.000)" in text
-    assert text.count("rgba(214, 39, 40, 1.000)") == 1 and "rgba(214, 39, 40, 0.000)" in text
-    # tooltips carry the raw weight
+    assert "rgba(214, 39, 40, 1.000)" not in text and "rgba(214, 39, 40, 0.000)" in text
+    # tooltips carry the raw weight; the caption names the scale
     assert [float(t) for _, t, _ in original] == pytest.approx([0.0, 0.1, 0.2, 0.7])
-    assert "0.004" in text and "0.612" in text and "0.973" in text
+    assert "one scale for every row" in text and "largest weight shown here (0.7)" in text
+
+
+def test_a_near_uniform_attention_is_pale_beside_a_peaked_one(tmp_path):
+    """Shading each row to its own maximum showed every token of a near-uniform row dark; on one scale it is
+    pale (0.26 / 0.9 of full colour) while the peaked row's top token is full colour."""
+    flat = example(uid="flat", tokens=list("abcd"), attention=[0.24, 0.25, 0.25, 0.26], adversarial=None)
+    peaked = example(uid="peak", tokens=list("abcd"), attention=[0.9, 0.05, 0.03, 0.02], adversarial=None)
+    text = attention_heatmaps_html([flat, peaked], tmp_path / "h.html", "t", chosen="the first 2").read_text()
+    first, second = token_rows(text)
+    assert max(a for a, _, _ in first) == pytest.approx(0.26 / 0.9, abs=1e-3)
+    assert max(a for a, _, _ in second) == 1.0
+    assert "Examples: the first 2." in text
 
 
 def test_heatmap_all_zero_row_has_no_shading(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 
@@ -136,7 +137,8 @@ def test_table2_has_the_runs_numbers_per_dataset_and_class(sweep):
     assert sst_pos["tau_loo_bilstm_sig_frac"] == pytest.approx(0.6)
     md = (out / "table2_additive-softmax.md").read_text()
     rows = [line for line in md.splitlines() if line.startswith("| sst") or line.startswith("| imdb")]
-    assert len(rows) == 4 and "| sst | pos | 0.40 ± 0.20 | 0.60 | 0.70 ± 0.20 | 0.60 | 0.45 ± 0.20 | 0.60 |" in md
+    assert len(rows) == 4
+    assert "| sst | pos | 0.40 ± 0.20 | 0.60 | 10 | 0.70 ± 0.20 | 0.60 | 10 | 0.45 ± 0.20 | 0.60 | 10 |" in md
     header = md.splitlines()[2]
     assert all(h in header for h in ("τ_g BiLSTM", "τ_g Average", "τ_loo BiLSTM"))
     assert r"$\pm$" in (out / "table2_additive-softmax.tex").read_text()
@@ -276,8 +278,8 @@ def test_smoke_meister_sweep_then_report(tmp_path):
     md = (out / "sp_table2.md").read_text()
     assert "Kendall τ-b" in md and "pooled" in md and "run means" in md and "p " in md
     support = pd.read_csv(out / "sp_support.csv")
-    assert list(support["projection"]) == ["softmax", "sparsegen λ=-1", "sparsemax", "sparsegen λ=0.5"]
-    assert support.iloc[0, 1:].str.startswith("1.000").all()  # softmax weighs every token
+    assert list(dict.fromkeys(support["projection"])) == ["softmax", "sparsegen λ=-1", "sparsemax", "sparsegen λ=0.5"]
+    assert (support.loc[support["projection"] == "softmax", "mean"] == 1.0).all()  # softmax weighs every token
 
 
 def test_meister_table2_is_kendall_tau_b_over_pooled_instances_and_over_run_means(tmp_path):
@@ -321,7 +323,9 @@ def test_meister_table2_is_kendall_tau_b_over_pooled_instances_and_over_run_mean
     assert table["p run means"] == pytest.approx(means.pvalue)
     assert (table["pairs"], table["runs"], table["seeds"], table["λ values"]) == (24, 6, 2, 3)
     support = pd.read_csv(out / "sp_support.csv").set_index("projection")
-    assert support.loc["sparsemax"].iloc[0] == "0.310 ± 0.010 (2)"
+    assert support.loc["sparsemax", ["mean", "std", "n"]].tolist() == pytest.approx([0.31, 0.01, 2])
+    assert str(support["n"].dtype) == "int64"  # a count, never 2.0
+    assert "| sparsemax | 0.310 ± 0.010 (2) |" in (out / "sp_support.md").read_text()
 
 
 def test_runs_that_differ_in_another_setting_are_their_own_rows(tmp_path):
@@ -366,11 +370,11 @@ def test_runs_that_differ_in_another_setting_are_their_own_rows(tmp_path):
     assert sorted(zip(accuracy["encoder"], accuracy["variant"], accuracy["test/acc"])) == [
         ("average", "", 0.75),
         ("lstm", "", 0.81),
-        ("lstm", "model.optimizer.lr=0.01", 0.7),
+        ("lstm", "lr=0.01", 0.7),
     ]
     table = pd.read_csv(out / "table2_additive-softmax.csv").fillna("")
     rows = {(v, c): m for v, c, m in zip(table["variant"], table["class"], table["tau_g_bilstm_mean"])}
-    assert rows[("", "neg")] == pytest.approx(0.35) and rows[("model.optimizer.lr=0.01", "neg")] == pytest.approx(0.5)
+    assert rows[("", "neg")] == pytest.approx(0.35) and rows[("lr=0.01", "neg")] == pytest.approx(0.5)
     runs = pd.read_csv(out / "runs.csv")
     assert "older complete runs" in (out / "index.html").read_text() and len(runs) == 4
 
@@ -517,3 +521,198 @@ def test_faithfulness_table_ranks_methods_and_compares_seeds(tmp_path):
     # ranks: comprehensiveness descending (loo 3rd of 4 by value 0.3 → rank 2), sufficiency ascending
     assert next(r for r in lstm_rows if "| random |" in r).split("|")[6].strip() == "1"
     assert (out / "ff_curves.png").is_file()
+
+
+def test_rows_are_labelled_by_model_differences_not_by_analysis_options(tmp_path):
+    """Runs that ran other analyses are not labelled by 20–40 ``analysis.*=None`` settings; sparsegen's λ, the
+    training variant and an adversary's λ label every row they apply to, so no two rows look identical."""
+    root = tmp_path / "labels"
+    make_run(root, "a", dataset="sst", encoder="lstm", summary=jw_summary(0.3, 0.8))
+    make_run(
+        root,
+        "b",
+        dataset="sst",
+        encoder="lstm",
+        seed=14,
+        summary=jw_summary(0.3, 0.8),
+        settings={"analysis.sparsity.heatmaps": 4, "analysis.sparsity.tests": ["input"]},
+    )
+    for lam in (-1.0, 0.5):
+        make_run(
+            root,
+            f"sg{lam}",
+            dataset="sst",
+            encoder="lstm",
+            projection="sparsegen",
+            lam=lam,
+            summary=jw_summary(0.3, 0.8),
+        )
+    make_run(
+        root,
+        "iw",
+        dataset="sst",
+        encoder="cnn",
+        summary=jw_summary(0.3, 0.8),
+        settings={"training.schedule": "standard", "training.instance_weighting": True},
+    )
+    make_run(
+        root,
+        "adv",
+        dataset="sst",
+        encoder="cnn",
+        summary=jw_summary(0.3, 0.8),
+        settings={"training.schedule": "model_consistent_adversary", "training.lam": 0.5},
+    )
+    out = build_report(root)
+    accuracy = pd.read_csv(out / "accuracy.csv").fillna("")
+    assert sorted(accuracy["variant"]) == ["", "", "adversary λ=0.5", "instance_weighting", "λ=-1", "λ=0.5"]
+    assert not any("analysis." in v for v in pd.read_csv(out / "runs.csv")["variant"].fillna(""))
+
+
+def test_an_infinite_ratio_is_infinity_and_tiny_p_values_are_not_zero(tmp_path):
+    """S&S's gradient/attention ratio is ∞ when attention is never sooner (the run records it as null with
+    the reason "inf"); a p-value of 1e-9 prints as 1.0e-09; CSV cells are numbers (mean, low, high apart)."""
+    root = tmp_path / "ss"
+    summary = {
+        "ss/n_instances": 10,
+        "ss/multi/n": 10,
+        "ss/multi/grad_vs_attn_ratio": None,
+        "ss/multi/grad_vs_attn_sign_p": 1e-9,
+        "undefined": {"ss/multi/grad_vs_attn_ratio": "inf"},
+    }
+    for ranking in ("attention", "gradient"):
+        summary |= {f"ss/multi/{ranking}/never_flip": 0, f"ss/multi/{ranking}/never_flip_frac": 0.0}
+        summary |= {
+            f"ss/multi/{ranking}/frac_removed/{k}": v
+            for k, v in (("median", 0.3), ("mean", 0.416), ("ci_low", 0.322), ("ci_high", 0.509))
+        }
+    make_run(root, "gru", dataset="yelp", encoder="gru", summary=summary, family="serrano_smith")
+    out = build_report(root)
+    md = (out / "ss_fraction_removed.md").read_text()
+    row = next(line for line in md.splitlines() if line.startswith("| yelp") and "| attention | 10 |" in line)
+    assert "| ∞ | 1.0e-09 |" in row and "0.416 [0.322, 0.509]" in row and "0.000 |" not in row.split("∞")[1]
+    assert r"$\infty$ & 1.0e-09" in (out / "ss_fraction_removed.tex").read_text()
+    csv = pd.read_csv(out / "ss_fraction_removed.csv").set_index("ranking")
+    assert csv.loc["attention", "gradient sooner / attention sooner"] == np.inf
+    assert csv.loc[
+        "attention", ["mean frac removed", "mean frac removed ci_low", "mean frac removed ci_high"]
+    ].tolist() == [0.416, 0.322, 0.509]
+    assert str(csv["n"].dtype) == "int64"
+    # without the recorded reason, the ratio comes from the two shares: attention never sooner → ∞
+    del summary["undefined"]
+    summary |= {"ss/multi/grad_faster_than_attn": 0.4, "ss/multi/attn_faster_than_grad": 0.0}
+    (root / "gru" / "summary.json").write_text(json.dumps(summary))
+    out = build_report(root)
+    assert pd.read_csv(out / "ss_fraction_removed.csv").iloc[0]["gradient sooner / attention sooner"] == np.inf
+
+
+def test_per_class_rows_name_the_classes_and_show_n_with_a_class_never_predicted(tmp_path):
+    """A class the model never predicted gets n = 0 and — (the caption says why), not a silent row of —;
+    class names come from the run (status.json's labels, else the config's data.labels, else "class k")."""
+    root = tmp_path / "classes"
+    summary = jw_summary(0.3, 0.8)
+    summary = {k: v for k, v in summary.items() if "class_1" not in k}  # the BiLSTM never predicted class 1
+    run = make_run(root, "lstm", dataset="sst", encoder="lstm", summary=summary)
+    make_run(root, "avg", dataset="sst", encoder="average", summary=jw_summary(0.6, 0.7))
+    out = build_report(root)
+    table = pd.read_csv(out / "table2_additive-softmax.csv").set_index("class")
+    assert table.loc["pos", "tau_g_bilstm_n"] == 0 and np.isnan(table.loc["pos", "tau_g_bilstm_mean"])
+    assert table.loc["pos", "tau_g_average_n"] == 10 and str(table["tau_g_bilstm_n"].dtype) == "int64"
+    md = (out / "table2_additive-softmax.md").read_text()
+    assert "| pos | — | — | 0 |" in md and "the model predicted no instance of that class" in md
+    # labels from the config when the status has none; "class k" when neither has them
+    shutil.rmtree(root / "avg")
+    write_json_atomic(run / "status.json", {"state": "complete", "finished": 1.0e9})
+    config = OmegaConf.load(run / ".hydra" / "config.yaml")
+    config.data = {"labels": ["bad", "good"]}
+    OmegaConf.save(config, run / ".hydra" / "config.yaml")
+    assert list(pd.read_csv(build_report(root) / "table2_additive-softmax.csv")["class"]) == ["bad", "good"]
+    del config["data"]
+    OmegaConf.save(config, run / ".hydra" / "config.yaml")
+    assert list(pd.read_csv(build_report(root) / "table2_additive-softmax.csv")["class"]) == ["class 0"]
+
+
+def test_permutation_and_adversary_results_across_runs(sweep):
+    out = build_report(sweep)
+    assert not (out / "jw_permutation_adversarial.csv").exists()  # no run has them
+    for name in ("sst-lstm", "imdb-lstm"):
+        path = sweep / name / "summary.json"
+        summary = json.loads(path.read_text()) | {"jw/n_instances": 20}
+        for cls, shift in ((None, 0.0), (0, 0.1), (1, 0.2)):
+            part = "" if cls is None else f"class_{cls}/"
+            summary |= {f"jw/perm/median_tvd/{part}{k}": 0.01 + shift for k in ("mean", "ci_low", "ci_high")}
+            summary |= {f"jw/adv/emax_jsd/{part}{k}": 0.3 + shift for k in ("mean", "ci_low", "ci_high")}
+            summary |= {f"jw/adv/emax_jsd/{part}frac_above_0.5": 0.25, f"jw/adv/{part}none_feasible_frac": 0.05}
+        path.write_text(json.dumps(summary))
+    out = build_report(sweep)
+    table = pd.read_csv(out / "jw_permutation_adversarial.csv")
+    sst = table[table["dataset"] == "sst"].set_index("class")
+    assert list(sst.index) == ["all", "neg", "pos"] and list(sst["n"]) == [20, 10, 10]
+    assert sst.loc["pos", "adv_jsd_mean"] == pytest.approx(0.5) and sst.loc["all", "perm_tvd_mean"] == 0.01
+    assert "0.500 [0.500, 0.500]" in (out / "jw_permutation_adversarial.md").read_text()
+
+
+def test_a_constant_attention_gets_one_line_not_an_empty_figure(tmp_path):
+    """attention=uniform: τ is undefined for every instance; the report says so in one line, draws no
+    'mean +nan' boxes and raises no numpy warning."""
+    root = tmp_path / "uniform"
+    summary = jw_summary(0.3, 0.8)
+    summary = {
+        k: (np.nan if "/tau_" in f"/{k.split('/', 1)[1]}" and k.endswith(("mean", "std")) else v)
+        for k, v in summary.items()
+    } | {"jw/tau_grad/n": 0, "jw/dropped/tau_grad/constant_attention": 20}
+    frame = jw_instances(0).assign(tau_grad=np.nan, tau_loo=np.nan)
+    make_run(
+        root,
+        "uniform",
+        dataset="sst",
+        encoder="lstm",
+        attention="uniform",
+        summary={k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in summary.items()},
+        instances=frame,
+    )
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        out = build_report(root)
+    page = (out / "index.html").read_text()
+    assert "Kendall τ is undefined for a constant attention" in page
+    assert not list(out.glob("fig3_*")) and not list(out.glob("table2_uniform*"))
+
+
+def test_per_run_figures_are_thumbnails_linking_to_the_full_png(sweep):
+    from matplotlib.figure import Figure
+
+    folder = sweep / "sst-lstm" / "analysis" / "jain_wallace"
+    fig = Figure(figsize=(8, 6))
+    fig.add_subplot().plot([0, 1])
+    fig.savefig(folder / "fig2_tau_grad_by_class.png", dpi=100)
+    (folder / "heatmaps.html").write_text("<html></html>")
+    out = build_report(sweep)
+    page = (out / "index.html").read_text()
+    section = page[page.index("Per-run figures") :]
+    link = re.search(
+        r"<a class='thumb' href='([^']+)'[^>]*>"
+        r"<img alt=\"fig2_tau_grad_by_class.png\" src=\"data:image/png;base64,([^\"]+)\"",
+        section,
+    )
+    assert link and (out / link.group(1)).resolve() == (folder / "fig2_tau_grad_by_class.png").resolve()
+    import base64
+    import io
+
+    from PIL import Image
+
+    assert Image.open(io.BytesIO(base64.b64decode(link.group(2)))).width <= 220  # shrunk, not the 800 px original
+    assert "heatmaps.html</a>" in section
+
+
+def test_counts_are_integers_and_tiny_numbers_are_not_zero():
+    from attn_study.report.render import format_number, format_p, with_integer_counts
+
+    frame = with_integer_counts(pd.DataFrame({"n": [10.0, np.nan], "tau_g_n": [3.0, 4.0], "mean": [1.0, 2.0]}))
+    assert str(frame["n"].dtype) == "Int64" and str(frame["tau_g_n"].dtype) == "Int64" and frame["mean"].dtype == float
+    assert markdown(frame) == "| n | tau_g_n | mean |\n|---|---|---|\n| 10 | 3 | 1.000 |\n| — | 4 | 2.000 |\n"
+    assert format_number(4e-4) == "4.0e-04" and format_number(0.0) == "0.000" and format_number(-np.inf) == "−∞"
+    assert format_p(1.1e-9) == "1.1e-09" and format_p(0.0123) == "0.012"
+    assert markdown(pd.DataFrame({"p pooled": [1e-9], "x": [np.inf]})).splitlines()[-1] == "| 1.0e-09 | ∞ |"

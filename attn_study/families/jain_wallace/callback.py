@@ -294,6 +294,8 @@ class JainWallace(AnalysisCallback):
                 self._heatmap_examples(kept, measured.frame, data),
                 out_dir / "heatmaps.html",
                 f"Original vs adversarial attention — {title}",
+                chosen=f"the first {len(kept)} instances analysed (batches in length order: the shortest texts, "
+                "ties in split order), chosen by length, never by a result",
             )
         return artefacts
 

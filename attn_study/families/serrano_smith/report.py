@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from matplotlib import colormaps
 
-from attn_study.figures.common import new_figure, save_png
+from attn_study.figures.common import new_figure, save_png, wrap_label
 from attn_study.report.render import captioned_table, embedded_png, mean_ci
 from attn_study.report.runs import Run, without_empty_variant
 
@@ -61,38 +61,59 @@ def flip_table(runs: list[Run]) -> pd.DataFrame:
     return without_empty_variant(pd.DataFrame(rows))
 
 
+def grad_vs_attention_ratio(summary: dict) -> float:
+    """How often the gradient ranking flips the decision sooner than attention, over how often attention does:
+    the run's ratio, or (when the summary holds none) the ratio of the two shares it records — ∞ when
+    attention is never sooner but the gradient sometimes is, NaN when neither ever is."""
+    multi = keys.key(keys.NAMESPACE, "multi")
+    ratio = summary.get(f"{multi}/grad_vs_attn_ratio", np.nan)
+    if ratio is not None and not np.isnan(ratio):
+        return float(ratio)
+    faster, slower = summary.get(f"{multi}/grad_faster_than_attn"), summary.get(f"{multi}/attn_faster_than_grad")
+    if faster is None or slower is None or np.isnan(faster) or np.isnan(slower):
+        return np.nan
+    return faster / slower if slower else (np.inf if faster else np.nan)
+
+
 def multi_table(runs: list[Run]) -> pd.DataFrame:
-    """Per model and ranking: median / mean fraction removed, never-flip fraction; gradient vs attention."""
+    """Per model and ranking: median / mean [95 % CI] fraction removed, never-flip fraction; gradient vs
+    attention (their ratio, ∞ when attention is never sooner, and the sign test's p-value)."""
     rows = []
     for run in ss_runs(runs):
         s = run.summary
         for ranking in keys.ss_rankings(s):
+            first = ranking == "attention"
             rows.append(
                 {
                     **_model(run),
                     "ranking": RANKING_LABELS.get(ranking, ranking),
                     "n": s.get(keys.key(keys.NAMESPACE, "multi", "n")),
                     "median frac removed": s.get(keys.ss_multi(ranking, "frac_removed", "median"), np.nan),
-                    "mean frac removed [95% CI]": mean_ci(
-                        *(
-                            s.get(keys.ss_multi(ranking, "frac_removed", k), np.nan)
-                            for k in ("mean", "ci_low", "ci_high")
+                    **{
+                        f"mean frac removed{'' if k == 'mean' else ' ' + k}": s.get(
+                            keys.ss_multi(ranking, "frac_removed", k), np.nan
                         )
-                    ),
+                        for k in ("mean", "ci_low", "ci_high")
+                    },
                     "never flips": s.get(keys.ss_multi(ranking, "never_flip_frac"), np.nan),
-                    "gradient sooner / attention sooner": (
-                        s.get(keys.key(keys.NAMESPACE, "multi", "grad_vs_attn_ratio"), np.nan)
-                        if ranking == "attention"
-                        else np.nan
-                    ),
+                    "gradient sooner / attention sooner": grad_vs_attention_ratio(s) if first else np.nan,
                     "sign test p": (
-                        s.get(keys.key(keys.NAMESPACE, "multi", "grad_vs_attn_sign_p"), np.nan)
-                        if ranking == "attention"
-                        else np.nan
+                        s.get(keys.key(keys.NAMESPACE, "multi", "grad_vs_attn_sign_p"), np.nan) if first else np.nan
                     ),
                 }
             )
     return without_empty_variant(pd.DataFrame(rows))
+
+
+def multi_display(frame: pd.DataFrame) -> pd.DataFrame:
+    """The multi-weight table with "mean [low, high]" in one cell."""
+    if frame.empty:
+        return frame
+    parts = ["mean frac removed", "mean frac removed ci_low", "mean frac removed ci_high"]
+    out = frame.drop(columns=parts)
+    at = list(out.columns).index("median frac removed") + 1
+    out.insert(at, "mean frac removed [95% CI]", [mean_ci(*v) for v in zip(*(frame[c] for c in parts))])
+    return out
 
 
 def fraction_removed_figure(runs: list[Run], dataset: str, path: Path) -> Path | None:
@@ -120,12 +141,20 @@ def fraction_removed_figure(runs: list[Run], dataset: str, path: Path) -> Path |
             box.set_facecolor(colours(j))
             box.set_alpha(0.6)
         ax.plot([], [], color=colours(j), lw=6, alpha=0.6, label=RANKING_LABELS[ranking])
-    ax.set_xticks(range(len(frames)), [f"{r.config['model']}-{r.config['encoder']}" for r, _ in frames])
+    ax.set_xticks(range(len(frames)), [_tick(r) for r, _ in frames], fontsize=8)
     ax.set_ylabel("fraction of items removed before a flip")
     ax.set_ylim(0, 1.02)
     ax.set_title(f"{dataset}: items erased (top of each ranking first) until the decision flips", fontsize=10)
     ax.legend(fontsize=8, ncol=len(rankings), loc="upper center", bbox_to_anchor=(0.5, -0.12))
     return save_png(fig, path)
+
+
+def _tick(run: Run) -> str:
+    """A model's short axis label: model-encoder, its label (variant) and seed on lines of their own."""
+    c = run.config
+    return "\n".join(
+        [f"{c['model']}-{c['encoder']}", *([wrap_label(c["variant"], 24)] if c["variant"] else []), f"s{c['seed']}"]
+    )
 
 
 def sections(runs: list[Run], work: Path) -> list[tuple[str, str]]:
@@ -142,8 +171,12 @@ def sections(runs: list[Run], work: Path) -> list[tuple[str, str]]:
         )
         body += captioned_table(flips, work, "ss_flip_table", caption)
     if not multi.empty:
-        caption = "Serrano & Smith multi-weight erasure: fraction of items removed before the decision flips"
-        body += captioned_table(multi, work, "ss_fraction_removed", caption)
+        caption = (
+            "Serrano & Smith multi-weight erasure: fraction of items removed before the decision flips; "
+            "gradient sooner / attention sooner: ∞ when attention never flips the decision sooner but the "
+            "gradient does; — where neither ever does"
+        )
+        body += captioned_table(multi, work, "ss_fraction_removed", caption, display=multi_display(multi))
     for dataset in sorted({r.config["dataset"] for r in used}):
         path = fraction_removed_figure(used, dataset, work / f"ss_fraction_removed_{dataset}.png")
         if path is not None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attn_study.report.render import captioned_table
+from attn_study.report.render import MISSING, captioned_table, format_number, format_p, is_p_column
 from attn_study.report.runs import Run
 
 from . import keys
@@ -34,13 +34,15 @@ def table(runs: list[Run]) -> pd.DataFrame:
     rows = []
     for run in sc_runs(runs):
         c = run.config
-        extra = f" [{c['variant']}]" if c.get("variant") else ""
+        other = run.variant_except("training")  # the training variant has a column of its own
+        extra = f" [{other}]" if other else ""
         rows.append(
             {
                 "dataset": c["dataset"],
                 "method": f"{c['model']} {c['encoder']}{extra}",
                 "variant": c.get("training", "?"),
                 "seed": c["seed"],
+                "n": run.summary.get(keys.sc("n_instances"), np.nan),
                 **{
                     header: run.summary.get(keys.sc(*name.split("/")), np.nan)
                     for name, header in keys.SC_COLUMNS.items()
@@ -56,17 +58,20 @@ def table(runs: list[Run]) -> pd.DataFrame:
 
 
 def display(frame: pd.DataFrame) -> pd.DataFrame:
-    """Method × variant rows with "mean ± std over seeds" cells; columns without any value dropped."""
+    """Method × variant rows with "mean ± std over seeds" cells and the instances each seed analysed (n);
+    columns without any value dropped."""
     headers = [h for h in keys.SC_COLUMNS.values() if h in frame and frame[h].notna().any()]
     rows = []
     for (method, variant), g in frame.groupby(["method", "variant"], sort=False):
-        row = {"method": method, "variant": variant, "seeds": len(g)}
+        counts = sorted({int(v) for v in g["n"].dropna()})
+        row = {"method": method, "variant": variant, "seeds": len(g), "n": "/".join(map(str, counts)) or MISSING}
         for h in headers:
             values = g[h].dropna()
+            show = format_p if is_p_column(h) else format_number
             row[h] = (
-                "—"
+                MISSING
                 if values.empty
-                else (f"{values.mean():.3f}" if len(values) == 1 else f"{values.mean():.3f} ± {values.std(ddof=0):.3f}")
+                else (show(values.mean()) if len(values) == 1 else f"{show(values.mean())} ± {values.std(ddof=0):.3f}")
             )
         row["limit"] = LIMITS.get(variant, "")
         rows.append(row)
@@ -84,7 +89,9 @@ def sections(runs: list[Run], work: Path) -> list[tuple[str, str]]:
         caption = (
             f"Bai et al., {dataset}: combinatorial shortcuts per method and training variant "
             "(mask-only acc.: accuracy from the attention pattern alone, content replaced by <unk>; marker "
-            "columns: injected label-independent tokens; mean ± std over seeds)"
+            "columns: injected label-independent tokens; mean ± std over seeds); n: the test instances each "
+            "seed analysed (analysis.shortcuts.max_instances), so accuracy here is over n, not the whole test "
+            "split of the accuracy table"
         )
         body += captioned_table(part, work, f"sc_{dataset}", caption, display=display(part))
     return [("Bai et al.: combinatorial shortcuts", body)]

@@ -67,7 +67,12 @@ def _heatmaps(examples: list[dict], title: str):
         fig.colorbar(image, ax=ax, shrink=0.8, label="g_{h_p}(x_i)")
     for ax in axes.flat[len(examples) :]:
         ax.set_visible(False)
-    suptitle(fig, "share of each input in the gradient of ‖h_p‖ (rows sum to 1)", title)
+    suptitle(
+        fig,
+        "share of each input in the gradient of ‖h_p‖ (rows sum to 1; one colour scale, 0 to 1, for all); "
+        "examples: the first analysed texts of ≥ 2 tokens (the shortest), chosen by length",
+        title,
+    )
     return fig
 
 

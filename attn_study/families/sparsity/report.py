@@ -21,7 +21,7 @@ import pandas as pd
 from scipy import stats
 
 from attn_study.figures.common import new_figure, save_png
-from attn_study.report.render import captioned_table, embedded_png, format_p, mean_ci
+from attn_study.report.render import MISSING, captioned_table, embedded_png, format_number, format_p, mean_ci
 from attn_study.report.runs import Run
 
 from . import keys
@@ -34,7 +34,9 @@ def sp_runs(runs: list[Run]) -> list[Run]:
 
 
 def model_label(run: Run) -> str:
-    variant = f" [{run.config['variant']}]" if run.config.get("variant") else ""
+    """``<encoder> + <attention>`` and the run's label less its λ (the projection label shows that)."""
+    variant = run.variant_except("lam")
+    variant = f" [{variant}]" if variant else ""
     return f"{run.config['encoder']} + {run.config['attention']}{variant}"
 
 
@@ -180,36 +182,50 @@ def table2_display(frame: pd.DataFrame) -> pd.DataFrame:
 
 def support_table(runs: list[Run]) -> pd.DataFrame:
     """The attention's support (share of a text's tokens with α > 0), per projection (λ) and model ×
-    dataset: mean over instances, averaged over seeds ± their spread — whether larger λ really made the
-    models sparser."""
-    cells: dict[tuple, dict[str, list[float]]] = {}
+    dataset: ``mean`` over seeds of each run's mean over instances, ``std`` over seeds (ddof 0) and ``n``
+    seeds — whether larger λ really made the models sparser. Rows: softmax, the entmaxes, then sparsemax and
+    sparsegen-lin by λ (denser to sparser)."""
+    cells: dict[tuple, list[float]] = {}
     order: dict[str, tuple] = {}
     for run in sp_runs(runs):
         value = run.summary.get(keys.sp("support", "frac", "mean"))
         if value is None or not np.isfinite(value):
             continue
         label = projection_label(run)
-        # softmax, then the entmaxes, then sparsemax and sparsegen-lin by λ (denser to sparser)
         order[label] = (
             (2, lam(run)) if lam(run) is not None else (0 if run.config["projection"] == "softmax" else 1, 0.0)
         )
-        cells.setdefault((run.config["dataset"], model_label(run)), {}).setdefault(label, []).append(float(value))
-    if not cells:
-        return pd.DataFrame()
-    rows = []
-    for label in sorted(order, key=order.get):
-        row = {"projection": label}
-        for (dataset, model), values in sorted(cells.items()):
-            v = np.array(values.get(label, []))
-            row[f"{dataset}: {model}"] = (
-                "—"
-                if v.size == 0
-                else f"{v.mean():.3f}"
-                if v.size == 1
-                else f"{v.mean():.3f} ± {v.std(ddof=0):.3f} ({v.size})"
-            )
-        rows.append(row)
+        cells.setdefault((label, run.config["dataset"], model_label(run)), []).append(float(value))
+    rows = [
+        {
+            "projection": label,
+            "dataset": dataset,
+            "model": model,
+            "mean": float(np.mean(v)),
+            "std": float(np.std(v)) if len(v) > 1 else np.nan,
+            "n": len(v),
+        }
+        for (label, dataset, model), v in sorted(cells.items(), key=lambda kv: (order[kv[0][0]], kv[0][1:]))
+    ]
     return pd.DataFrame(rows)
+
+
+def support_display(frame: pd.DataFrame) -> pd.DataFrame:
+    """Projection rows × ``dataset: model`` columns, "mean ± std (n seeds)" (one seed: the mean)."""
+    columns = sorted({(d, m) for d, m in zip(frame["dataset"], frame["model"])})
+    out = []
+    for label, g in frame.groupby("projection", sort=False):
+        row = {"projection": label}
+        for dataset, model in columns:
+            cell = g[(g["dataset"] == dataset) & (g["model"] == model)]
+            if cell.empty:
+                row[f"{dataset}: {model}"] = MISSING
+                continue
+            mean, std, n = cell[["mean", "std", "n"]].iloc[0]
+            text = format_number(mean)
+            row[f"{dataset}: {model}"] = text if n == 1 else f"{text} ± {format_number(std)} ({int(n)})"
+        out.append(row)
+    return pd.DataFrame(out)
 
 
 def _datasets(runs: list[Run]) -> list[str]:
@@ -366,7 +382,7 @@ def sections(runs: list[Run], work: Path) -> list[tuple[str, str]]:
             "Meister et al.: the attention's support (share of a text's tokens with α > 0) per projection, "
             "mean over instances, averaged over seeds ± their spread (n) — did larger λ make the models sparser?"
         )
-        body += captioned_table(support, work, "sp_support", caption)
+        body += captioned_table(support, work, "sp_support", caption, display=support_display(support))
     for name, make in (
         ("sp_fig1_tau_input_vs_intermediate", correlation_figure),
         ("sp_fig2_entropy_per_projection", entropy_figure),

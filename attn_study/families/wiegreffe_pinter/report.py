@@ -23,7 +23,8 @@ import numpy as np
 import pandas as pd
 
 from attn_study import saved
-from attn_study.report.render import captioned_table, embedded_png
+from attn_study.figures.common import wrap_label
+from attn_study.report.render import MISSING, captioned_table, embedded_png, format_number, mean_ci
 from attn_study.report.runs import Run
 
 from . import keys
@@ -66,17 +67,6 @@ def role(run: Run, by_path: dict[Path, Run] | None = None) -> str:
     )
 
 
-def _spread(values: pd.Series) -> str:
-    values = values.dropna()
-    if values.empty:
-        return "—"
-    return (
-        f"{values.mean():.3f}"
-        if len(values) == 1
-        else f"{values.mean():.3f} ± {values.std(ddof=0):.3f} ({len(values)})"
-    )
-
-
 def _model_label(run: Run) -> str:
     encoder, activation = run.config["encoder"], run.config.get("activation")
     if encoder == "average" and activation == "tanh":
@@ -96,8 +86,8 @@ def _kind_order(kind: str) -> tuple:
 
 
 def baselines(runs: list[Run]) -> pd.DataFrame:
-    """Rows dataset × model, columns ``<attention> acc`` / ``<attention> F1`` per attention kind (standard
-    training; mean ± std over model seeds)."""
+    """Rows dataset × model; per attention kind and metric (``acc``, ``F1``) the ``mean``, ``std`` over model
+    seeds (ddof 0) and ``n`` seeds: columns ``<attention> acc mean`` … (standard training)."""
     by_path = _by_path(runs)
     rows = [
         {
@@ -105,7 +95,7 @@ def baselines(runs: list[Run]) -> pd.DataFrame:
             "model": _model_label(r),
             "attention": attention_kind(r, by_path),
             "acc": r.summary.get("test/acc", np.nan),
-            "f1": r.summary.get("test/f1", np.nan),
+            "F1": r.summary.get("test/f1", np.nan),
         }
         for r in runs
         if r.config.get("training") == "standard" and saved_token_model(r)
@@ -118,10 +108,26 @@ def baselines(runs: list[Run]) -> pd.DataFrame:
     for (dataset, model), g in frame.groupby(["dataset", "model"], sort=True):
         row = {"dataset": dataset, "model": model}
         for kind in kinds:
-            part = g[g["attention"] == kind]
-            row[f"{kind} acc"], row[f"{kind} F1"] = _spread(part["acc"]), _spread(part["f1"])
+            for metric in ("acc", "F1"):
+                values = g.loc[g["attention"] == kind, metric].dropna()
+                row[f"{kind} {metric} mean"] = values.mean() if len(values) else np.nan
+                row[f"{kind} {metric} std"] = values.std(ddof=0) if len(values) > 1 else np.nan
+                row[f"{kind} {metric} n"] = len(values)
         out.append(row)
     return pd.DataFrame(out)
+
+
+def baselines_display(frame: pd.DataFrame) -> pd.DataFrame:
+    """One "mean ± std (n)" cell per attention kind and metric (one seed: the mean; none: —)."""
+    out = frame[["dataset", "model"]].copy()
+    for column in frame.columns:
+        if column.endswith(" mean"):
+            stem = column[: -len(" mean")]
+            out[stem] = [
+                MISSING if n == 0 else format_number(m) if n == 1 else f"{format_number(m)} ± {format_number(s)} ({n})"
+                for m, s, n in zip(frame[column], frame[f"{stem} std"], frame[f"{stem} n"])
+            ]
+    return out
 
 
 def saved_token_model(run: Run) -> bool:
@@ -165,11 +171,10 @@ def frontier_display(frame: pd.DataFrame) -> pd.DataFrame:
     out = frame[["dataset", "base", "role"]].copy()
     for name in ("jsd", "tvd"):
         out[f"{name.upper()} to base"] = [
-            f"{m:.3f} [{lo:.3f}, {hi:.3f}]"
-            for m, lo, hi in zip(frame[name], frame[f"{name}_low"], frame[f"{name}_high"])
+            mean_ci(m, lo, hi) for m, lo, hi in zip(frame[name], frame[f"{name}_low"], frame[f"{name}_high"])
         ]
-    out["same prediction"] = frame["agreement"].map(lambda v: f"{v:.3f}")
-    out["test acc"] = frame["test acc"].map(lambda v: f"{v:.3f}")
+    out["same prediction"] = frame["agreement"]
+    out["test acc"] = frame["test acc"]
     return out
 
 
@@ -238,7 +243,7 @@ def frontier_figure(runs: list[Run], out: Path) -> Path | None:
         ax.set_ylabel("TVD(output, base output)")
         ax.set_xlim(left=0)
         ax.set_ylim(bottom=0)
-        ax.set_title(base.name, fontsize=9)
+        ax.set_title(wrap_label(base.name, 60), fontsize=9)
         ax.legend(fontsize=7)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -259,7 +264,7 @@ def sections(runs: list[Run], work: Path) -> list[tuple[str, str]]:
             "pre-loaded attention (the base model's, or a model-consistent adversary's at λ — ours, twice "
             "theirs), mean ± std over model seeds (n); the diagnostic MLP's row is their central comparison"
         )
-        body += captioned_table(base_table, work, "wp_baselines", caption)
+        body += captioned_table(base_table, work, "wp_baselines", caption, display=baselines_display(base_table))
     if not frontier_table.empty:
         caption = (
             "Wiegreffe & Pinter: each run compared with its base on the test instances — mean JSD of the "
