@@ -7,9 +7,10 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from attn_study import layout, saved
+from attn_study import layout, saved, tracking
 from attn_study.errors import UserError
 from attn_study.models.selector import soft_token_attention
+from attn_study.sweep.record import wandb_group
 
 
 def analysis_config(cfg: DictConfig, run_dir: Path) -> DictConfig:
@@ -24,11 +25,28 @@ def analysis_config(cfg: DictConfig, run_dir: Path) -> DictConfig:
         run_cfg.analysis = chosen.analysis
         if cfg.device != "auto":
             run_cfg.trainer.accelerator = "cpu" if cfg.device == "cpu" else "gpu"
-        if run_cfg.get("logger") and "wandb" in run_cfg.logger:
+        if run_cfg.get("logger") and "wandb" in run_cfg.logger:  # the training run's name, tags and group
             run_cfg.logger.wandb.job_type = "analyze"
+            if run_cfg.logger.wandb.get("group") is None:  # a sweep job recorded before its group was
+                run_cfg.logger.wandb.group = wandb_group(run_dir.parent)
         if run_cfg.get("logger") and "csv" in run_cfg.logger:  # training's csv/metrics.csv stays as it is
             run_cfg.logger.csv.version = "analyze"
     return run_cfg
+
+
+def analysis_record(run_cfg: DictConfig, run_dir: Path, labels: list[str]) -> dict:
+    """The config an ``attn-study-analyze`` run logs: the analysed run's (``sweep/name`` when it was a sweep
+    job), its class names and this code's version, and the link to it — ``analyze/of``, the W&B id of its
+    training run, and ``analyze/run``, its directory's name."""
+    from attn_study.sweep import state
+
+    group = OmegaConf.select(run_cfg, "logger.wandb.group")
+    return tracking.logged_config(
+        run_cfg,
+        in_sweep=group is not None,
+        **tracking.run_metadata(labels),
+        **{"analyze/of": state.read_status(run_dir).get("wandb_id", "unknown"), "analyze/run": run_dir.name},
+    )
 
 
 def analyze(cfg: DictConfig) -> dict:
@@ -57,6 +75,8 @@ def analyze(cfg: DictConfig) -> dict:
         raise UserError("attn-study-analyze: no analysis chosen; e.g. analysis=[jain_wallace,serrano_smith]")
     saved.load_state(module, ckpt)
     loggers = build_loggers(run_cfg, run_dir) if cfg.use_loggers else []
+    for lg in loggers:
+        lg.log_hyperparams(analysis_record(run_cfg, run_dir, [str(n) for n in datamodule.data.label_names]))
     trainer = component(
         run_cfg.trainer,
         option="trainer",

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from attn_study import names
 from attn_study.errors import UserError
 from attn_study.sweep.naming import job_dir_name
 
@@ -33,6 +34,7 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("attn_study.job_dir", lambda overrides: job_dir_name(list(overrides)))
     if not OmegaConf.has_resolver("attn_study.families"):
         OmegaConf.register_new_resolver("attn_study.families", family_names)
+    names.register_resolvers()  # ${attn_study.run_name:}, ${attn_study.run_tags:}
 
 
 # -- the schema --------------------------------------------------------------------------------------

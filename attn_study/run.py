@@ -27,9 +27,9 @@ import torch
 from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.plugins import TorchCheckpointIO
 from lightning.pytorch.plugins.environments import SLURMEnvironment
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from attn_study import assemble, families, keys, layout, saved
+from attn_study import assemble, families, keys, layout, saved, tracking
 from attn_study.build import (
     build_analyses,
     build_callbacks,
@@ -45,12 +45,6 @@ from attn_study.models.selector import soft_token_attention
 from attn_study.sweep import state
 
 log = logging.getLogger(__name__)
-
-
-def flat_config(cfg: DictConfig) -> dict:
-    """The resolved config as a flat ``a/b/c → value`` dict, for loggers' run tables."""
-    flat = state.flatten(OmegaConf.to_container(cfg, resolve=True))
-    return {k: str(v) if isinstance(v, list) else v for k, v in flat.items()}
 
 
 def _canonical(ident: dict) -> str:
@@ -114,11 +108,16 @@ def run(
         return _refuse(refusal, keep_going)
     state.clear_attempt(run_dir, keep_checkpoints=resume)
     state.write_record(run_dir, cfg, overrides, hydra)
-    running = state.mark_running(run_dir, ident, previous)
+    running = state.mark_running(run_dir, ident, previous, resumed=resume)
     details: dict = {}
     try:
         summary = train_and_test(
-            cfg, run_dir, resume_from=last if resume else None, details=details, attempt=running["attempt"]
+            cfg,
+            run_dir,
+            resume_from=last if resume else None,
+            details=details,
+            attempt=running["attempt"],
+            wandb_id=running["wandb_id"],
         )
     except Exception as err:  # recorded in the run dir; a sweep goes on with its other jobs
         err = out_of_space(err, run_dir, elsewhere) or err
@@ -288,32 +287,43 @@ def _check_wandb_login(node) -> None:
     )
 
 
-def build_loggers(cfg: DictConfig, run_dir: Path) -> list:
+def build_loggers(cfg: DictConfig, run_dir: Path, wandb_id: str | None = None) -> list:
+    """The loggers of ``cfg.logger``, writing into ``run_dir``; W&B's run is ``wandb_id`` when given (resumed,
+    offline too: ``wandb sync`` uploads a run's offline attempts as one run)."""
     loggers = []
     for name, node in (cfg.get("logger") or {}).items():
         if node is None:
             continue
+        extra = {}
         if name == "wandb":
             _check_wandb_login(node)
-        loggers.append(component(node, drop=(), option=f"logger.{name}", save_dir=str(run_dir)))
+            extra = {"id": wandb_id, "resume": "allow"} if wandb_id else {}
+        loggers.append(component(node, drop=(), option=f"logger.{name}", save_dir=str(run_dir), **extra))
         log.debug("logger %s enabled", name)
     return loggers
 
 
 def train_and_test(
-    cfg: DictConfig, run_dir: str | Path, resume_from: Path | None = None, details: dict | None = None, attempt: int = 1
+    cfg: DictConfig,
+    run_dir: str | Path,
+    resume_from: Path | None = None,
+    details: dict | None = None,
+    attempt: int = 1,
+    wandb_id: str | None = None,
 ) -> dict:
     """Train ``cfg``'s model (continuing from ``resume_from``, a Lightning checkpoint, when given),
     test the checkpoint best on dev, analyse, write and return the summary. ``details``, when given,
-    receives the class names and where the loggers wrote; ``attempt`` is this attempt's number."""
+    receives the class names and where the loggers wrote; ``attempt`` is this attempt's number;
+    ``wandb_id`` the W&B run to log to (the run's own over its attempts; None: a new one)."""
     run_dir = Path(run_dir)
     started = time.time()
     _prepare(cfg, run_dir)
     assembled, data_metrics, warnings = _assemble(cfg, run_dir)
     module, datamodule = assembled.module, assembled.datamodule
-    loggers = build_loggers(cfg, run_dir)
+    loggers = build_loggers(cfg, run_dir, wandb_id)
+    labels = [str(name) for name in datamodule.data.label_names]
     for lg in loggers:
-        lg.log_hyperparams(flat_config(cfg))
+        lg.log_hyperparams(tracking.logged_config(cfg, tracking.in_multirun(), **tracking.run_metadata(labels)))
     trainer = _trainer(cfg, run_dir, loggers, assembled.analyses)
     if resume_from is not None:
         print(f"resuming training from {resume_from}", flush=True)
@@ -328,9 +338,9 @@ def train_and_test(
     summary["run/attempts"] = attempt
     summary, undefined = finite_summary(summary)
     summary.update(undefined=undefined, warnings=warnings)
-    locations = _publish(summary, loggers, run_dir)
+    locations = _publish(summary, loggers, run_dir, trainer.global_step)
     if details is not None:
-        details["labels"] = [str(name) for name in datamodule.data.label_names]
+        details["labels"] = labels
         details["warnings"] = warnings
         details["torch_threads"] = torch.get_num_threads()
     print(locations, flush=True)
@@ -434,13 +444,12 @@ def _training_summary(trainer: L.Trainer, module, datamodule, tested: dict) -> d
     return summary
 
 
-def _publish(summary: dict, loggers: list, run_dir: Path) -> str:
-    """The summary to every logger and to ``summary.json`` (last: the run's results are then whole); the
-    resume point removed. Returns where everything went, for the console."""
+def _publish(summary: dict, loggers: list, run_dir: Path, step: int) -> str:
+    """The summary to every logger (final values: W&B's run summary, not its history; ``tracking.publish_summary``)
+    and to ``summary.json`` (last: the run's results are then whole); the resume point removed. Returns where
+    everything went, for the console."""
+    tracking.publish_summary(loggers, summary, step)
     for lg in loggers:
-        lg.log_metrics({k: v for k, v in summary.items() if keys.namespace(k) in ("val", "train", "data", "run")})
-        if isinstance(lg, WandbLogger):
-            lg.experiment.summary.update(summary)
         lg.finalize("success")
     locations = describe_locations(run_dir, loggers, summary)
     _finish_wandb()

@@ -40,6 +40,7 @@ from attn_study.errors import UserError
 from attn_study.figures.training import epochs_figure
 from attn_study.io import publish_mode, write_csv_atomic, write_json_atomic, write_parquet_atomic
 from attn_study.layout import EPOCHS_CSV, EPOCHS_FIGURE, EPOCHS_PARQUET, INSTANCES, SUMMARY
+from attn_study.tracking import publish_summary
 
 log = logging.getLogger(__name__)
 
@@ -249,16 +250,17 @@ class AnalysisCallback(Callback):
         ):
             yield {k: v.to(device) for k, v in batch.items()}
 
-    def analyse(self, model, data, out_dir: Path, loggers=()) -> dict:
+    def analyse(self, model, data, out_dir: Path, loggers=(), step: int = 0) -> dict:
         """The full analysis of ``model`` on ``split``: results into ``<out_dir>/analysis/<family>/``
-        and to ``loggers``; returns (and keeps as ``.summary``) the flat summary."""
+        and to ``loggers`` (as final values of the training's last ``step``); returns (and keeps as
+        ``.summary``) the flat summary."""
         self.check(model, data)
         with analysis_mode(model):
             indices = self.instances(data, self.split, self.max_instances, self.subsample_seed)
             measured = self.measure(model, data, self.split, indices, self.tests)
         summary = self.summarise(measured, self.tests)
         folder, artefacts = self._write(Path(out_dir), measured, summary, data)
-        log_analysis(loggers, self.prefix, summary, measured.frame, artefacts)
+        log_analysis(loggers, self.prefix, summary, measured.frame, artefacts, data, self.split, step)
         print(f"analysis:  {folder}", flush=True)
         self.summary = summary
         return summary
@@ -316,7 +318,8 @@ class AnalysisCallback(Callback):
 
     def on_test_end(self, trainer, pl_module) -> None:
         out_dir = self.out_dir or Path(trainer.default_root_dir)
-        self.analyse(staged_model(pl_module), analysis_data(trainer, self.name), out_dir, trainer.loggers)
+        data = analysis_data(trainer, self.name)
+        self.analyse(staged_model(pl_module), data, out_dir, trainer.loggers, step=trainer.global_step)
 
     def state_dict(self) -> dict:
         return {"history": self.history, "history_rows": self.history_rows}
@@ -335,10 +338,14 @@ class AnalysisCallback(Callback):
         )
 
 
-def log_analysis(loggers, prefix: str, summary: dict, frame: pd.DataFrame, artefacts: dict) -> None:
-    """Metrics to every logger; to W&B also the figures, the per-instance table and histograms."""
+def log_analysis(
+    loggers, prefix: str, summary: dict, frame: pd.DataFrame, artefacts: dict, data=None, split: str = "test", step=0
+) -> None:
+    """The summary to every logger as final values (``tracking.publish_summary``: W&B's run summary, another
+    logger's history at ``step``); to W&B also the figures and the per-instance table (:func:`readable`) in the
+    history, and histograms of the table's numeric columns in the run summary."""
+    publish_summary(loggers, summary, step)
     for lg in loggers:
-        lg.log_metrics(summary)
         if isinstance(lg, WandbLogger):
             import wandb
 
@@ -347,14 +354,43 @@ def log_analysis(loggers, prefix: str, summary: dict, frame: pd.DataFrame, artef
                 for name, path in artefacts.items()
                 if Path(path).suffix == ".png"
             }
-            payload[f"{prefix}/instances"] = wandb.Table(dataframe=frame)
+            payload[f"{prefix}/instances"] = wandb.Table(dataframe=readable(frame, data, split))
+            for name, path in artefacts.items():
+                if Path(path).suffix == ".html":
+                    payload[f"{prefix}/{name}"] = wandb.Html(Path(path).read_text())
+            histograms = {}
             for column in frame.select_dtypes("number").columns:
                 values = frame[column].to_numpy(dtype=float)
                 values = values[np.isfinite(values)]
                 if len(values) and column not in ("index", "label", "prediction"):
-                    payload[f"{prefix}/hist/{column}"] = wandb.Histogram(values)
-            for name, path in artefacts.items():
-                if Path(path).suffix == ".html":
-                    payload[f"{prefix}/{name}"] = wandb.Html(Path(path).read_text())
+                    histograms[f"{prefix}/hist/{column}"] = wandb.Histogram(values)
             lg.experiment.log(payload)
-            lg.experiment.summary.update(summary)
+            lg.experiment.summary.update(histograms)
+
+
+def readable(frame: pd.DataFrame, data=None, split: str = "test") -> pd.DataFrame:
+    """The per-instance table as a person reads it: ``label`` and ``prediction`` as class names (where the data
+    has them), and each instance's ``text`` (its tokens; a pair task's ``query`` too) after its id."""
+    table = frame.copy()
+    names = list(getattr(getattr(data, "data", None), "label_names", None) or [])
+
+    def name(value) -> str:
+        try:
+            k = int(value)
+        except (TypeError, ValueError):
+            return str(value)
+        return names[k] if 0 <= k < len(names) else str(value)
+
+    for column in ("label", "prediction"):
+        if names and column in table:
+            table[column] = [name(v) for v in table[column]]
+    vocab = getattr(data, "vocab", None) if data is not None else None
+    if vocab is None or "index" not in table or not len(table):
+        return table
+    rows = data.split(split)
+    at = list(table.columns).index("uid") + 1 if "uid" in table else 1
+    indices = table["index"].to_numpy(int)
+    table.insert(at, "text", [" ".join(vocab.decode(rows.ids[i])) for i in indices])
+    if getattr(rows, "query_ids", None) is not None:
+        table.insert(at + 1, "query", [" ".join(vocab.decode(rows.query_ids[i])) for i in indices])
+    return table

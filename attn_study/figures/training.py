@@ -12,11 +12,14 @@ import pandas as pd
 from attn_study.figures.common import new_figure, save_png
 
 _PANEL_COLS = 2
+#: the epochs as the CSVs, W&B and Lightning number them
+EPOCH_LABEL = "epoch (0 = first)"
 
 
 def epochs_figure(epochs: pd.DataFrame, statistics: Sequence[str], path: Path, title: str = "") -> Path | None:
     """One panel per statistic of ``statistics`` present in ``epochs`` (one row per tracked epoch, a
-    column per key): the statistic against the epoch (1-based). None when no statistic is present."""
+    column per key): the statistic against the epoch as every log numbers it (Lightning's: 0 = the first).
+    None when no statistic is present."""
     present = [s for s in statistics if s in epochs and np.isfinite(epochs[s].to_numpy(float)).any()]
     if not present:
         return None
@@ -24,11 +27,12 @@ def epochs_figure(epochs: pd.DataFrame, statistics: Sequence[str], path: Path, t
     nrows = math.ceil(len(present) / ncols)
     fig = new_figure((4.2 * ncols + 0.4, 3.0 * nrows + 0.6))
     axes = fig.subplots(nrows, ncols, squeeze=False)
-    x = epochs["epoch"].to_numpy(int) + 1
+    x = epochs["epoch"].to_numpy(int)
     for ax, statistic in zip(axes.flat, present):
         ax.plot(x, epochs[statistic].to_numpy(float), marker="o", markersize=3)
         ax.set_title(statistic, fontsize="medium")
-        ax.set_xlabel("epoch")
+        ax.set_xlabel(EPOCH_LABEL)
+        ax.xaxis.get_major_locator().set_params(integer=True)
         ax.grid(alpha=0.3)
     for ax in axes.flat[len(present) :]:
         ax.set_visible(False)
@@ -38,7 +42,7 @@ def epochs_figure(epochs: pd.DataFrame, statistics: Sequence[str], path: Path, t
 
 
 def curves_figure(curves: dict[str, pd.DataFrame], statistic: str, path: Path, title: str = "") -> Path | None:
-    """``statistic`` against the epoch, one line per model: ``curves`` maps a model's label to its
+    """``statistic`` against the epoch (0 = the first), one line per model: ``curves`` maps a model's label to its
     per-epoch frame. None when no model has the statistic."""
     lines = {
         label: frame
@@ -50,10 +54,9 @@ def curves_figure(curves: dict[str, pd.DataFrame], statistic: str, path: Path, t
     fig = new_figure((7.0, 4.2))
     ax = fig.add_subplot()
     for label, frame in sorted(lines.items()):
-        ax.plot(
-            frame["epoch"].to_numpy(int) + 1, frame[statistic].to_numpy(float), marker="o", markersize=3, label=label
-        )
-    ax.set_xlabel("epoch")
+        ax.plot(frame["epoch"].to_numpy(int), frame[statistic].to_numpy(float), marker="o", markersize=3, label=label)
+    ax.set_xlabel(EPOCH_LABEL)
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_ylabel(statistic)
     ax.grid(alpha=0.3)
     ax.legend(fontsize="x-small", loc="best")

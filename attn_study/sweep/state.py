@@ -10,19 +10,25 @@ already done" from "different experiment in the same directory".
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 import os
+import secrets
 import shutil
 import socket
+import string
+import subprocess
 import time
 import traceback
+from importlib import metadata
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
 from attn_study import layout
 from attn_study.io import read_json, write_json_atomic, write_text_atomic
-from attn_study.layout import ATTEMPT_OUTPUTS, ATTENTION, CHECKPOINTS, ERROR, RECORD, STATUS
+from attn_study.layout import ATTEMPT_OUTPUTS, ATTENTION, CHECKPOINTS, ERROR, RECORD, STATUS, WANDB
 from attn_study.sweep.naming import NOT_RESULTS
 
 # outputs of an unfinished attempt, removed before the next attempt starts
@@ -43,11 +49,15 @@ def flatten(container: dict) -> dict:
     return out
 
 
+#: settings derived from others or naming only (a run's name): never part of its identity, in old records ignored
+NOT_IDENTITY = frozenset({"run_name"})
+
+
 def identity(cfg: DictConfig) -> dict:
-    """The resolved config, flat, without ``NOT_RESULTS`` and cache locations (``*/cache_dir``):
-    what makes two runs the same experiment."""
+    """The resolved config, flat, without ``NOT_RESULTS``, ``NOT_IDENTITY`` and cache locations
+    (``*/cache_dir``): what makes two runs the same experiment."""
     container = OmegaConf.to_container(cfg, resolve=True)
-    flat = flatten({k: v for k, v in container.items() if k not in NOT_RESULTS})
+    flat = flatten({k: v for k, v in container.items() if k not in NOT_RESULTS | NOT_IDENTITY})
     return {k: v for k, v in flat.items() if not k.endswith("cache_dir")}
 
 
@@ -63,7 +73,7 @@ def identity_differences(stored: dict, current: dict, limit: int | None = 4) -> 
         return old != new
 
     keys = sorted(
-        set(stored) | set(current),
+        (set(stored) | set(current)) - NOT_IDENTITY,
         key=lambda k: (not k.endswith("/name"), k == "run_name", k.endswith("/_target_"), k.count("/"), k),
     )
     diffs = [
@@ -129,9 +139,10 @@ def _job_environment() -> dict:
 
 
 def clear_attempt(run_dir: Path, keep_checkpoints: bool) -> None:
-    """Remove an unfinished attempt's outputs (``.hydra/`` and logs stay)."""
+    """Remove an unfinished attempt's outputs (``.hydra/`` stays). ``keep_checkpoints`` (the next attempt resumes
+    this one): its checkpoints stay, and its offline W&B run, which the next attempt continues under the same id."""
     for name in ATTEMPT_OUTPUTS:
-        if name == CHECKPOINTS and keep_checkpoints:
+        if name in (CHECKPOINTS, WANDB) and keep_checkpoints:
             continue
         path = Path(run_dir) / name
         if path.is_dir():
@@ -140,7 +151,9 @@ def clear_attempt(run_dir: Path, keep_checkpoints: bool) -> None:
             path.unlink()
 
 
-def mark_running(run_dir: Path, ident: dict, previous: dict) -> dict:
+def mark_running(run_dir: Path, ident: dict, previous: dict, resumed: bool = False) -> dict:
+    """A new attempt: its number, the config identity, the code version, where it runs, and the W&B run id —
+    the previous attempt's when this one resumes it (its offline W&B run continues), else a new one."""
     return _write(
         run_dir,
         {
@@ -148,9 +161,51 @@ def mark_running(run_dir: Path, ident: dict, previous: dict) -> dict:
             "started": time.time(),
             "attempt": previous.get("attempt", 0) + 1,
             "identity": ident,
+            "wandb_id": previous.get("wandb_id") if resumed and previous.get("wandb_id") else new_run_id(),
+            "code": code_version(),
             **_job_environment(),
         },
     )
+
+
+def new_run_id() -> str:
+    """A W&B run id (8 characters of [a-z0-9]); a run keeps it over every attempt that resumes it."""
+    alphabet = string.ascii_lowercase + string.digits
+    return "".join(secrets.choice(alphabet) for _ in range(8))
+
+
+@functools.lru_cache(maxsize=1)
+def code_version() -> dict:
+    """The code this process runs (:func:`describe_code` of the folder the package is imported from)."""
+    return describe_code(Path(__file__).resolve().parents[2])
+
+
+def describe_code(source: Path) -> dict:
+    """attn_study's package ``version`` and git ``commit`` — of the checkout at ``source`` (``dirty``: it had
+    uncommitted changes to tracked files), else the commit pip recorded when installing from git — or
+    ``"unknown"`` where neither is known."""
+    try:
+        version = metadata.version("attn_study")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    commit, dirty = "unknown", None
+    if (source / ".git").exists():
+        try:
+            git = ["git", "-C", str(source)]
+            commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True)
+            changes = subprocess.run(
+                [*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=10
+            )
+            commit, dirty = commit.stdout.strip(), bool(changes.stdout.strip())
+        except (OSError, subprocess.SubprocessError):
+            commit = "unknown"
+    if commit == "unknown":
+        try:
+            installed = json.loads(metadata.distribution("attn_study").read_text("direct_url.json") or "{}")
+            commit = installed.get("vcs_info", {}).get("commit_id") or "unknown"
+        except (metadata.PackageNotFoundError, ValueError):
+            pass
+    return {"version": version, "commit": commit, "dirty": dirty}
 
 
 def mark_complete(run_dir: Path, running: dict, **extra) -> dict:

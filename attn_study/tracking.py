@@ -1,0 +1,117 @@
+"""What a team sees of a run in Weights & Biases: the history, the summary, the config (its name and tags:
+``attn_study.names``).
+
+- The *history* holds what has a time axis: ``train/…`` and ``val/…`` once per epoch (``val/<family>/…``
+  too), plotted against ``epoch`` (0 = the first epoch), each with its min, max and last value in the
+  summary. Final values — ``test/…``, the analyses' statistics, data sizes, seconds — go to the run
+  *summary* (and ``summary.json``), never to one-point history charts (:class:`RunLogger`,
+  :func:`publish_summary`).
+- The *config* is the resolved config as the flat keys one filters and groups by, in their own types
+  (:func:`logged_config`): no machine paths, no logger or cluster settings, ``sweep/name`` only in a sweep.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lightning.pytorch.loggers import CSVLogger, WandbLogger
+from lightning.pytorch.utilities import rank_zero_only
+from omegaconf import DictConfig, OmegaConf
+
+from attn_study import keys
+from attn_study.sweep.state import code_version, flatten
+
+#: the namespaces logged once per epoch: the history's keys (everything else is a final value)
+TIMED = ("train", "val")
+#: W&B's step metric of the per-epoch keys (Lightning's epoch counter: 0 = the first epoch)
+EPOCH = "epoch"
+#: top-level settings that are not what one filters or groups runs by (where files go, loggers, resources)
+NOT_LOGGED = frozenset({"sweep", "force", "resume", "threads", "paths", "logger", "cluster", "hydra", "run_name"})
+#: a recipe's documentation (what it cannot reproduce, its whole table): its ``name`` and ``row`` are logged
+RECIPE_DOCS = ("recipe/differs", "recipe/table")
+
+
+# -- the config ---------------------------------------------------------------------------------------
+
+
+def _without_machine_path(value):
+    """An absolute or home path (``/data/aclImdb_v1.tar.gz``) → its last part; other values unchanged."""
+    if isinstance(value, str) and (value.startswith(("/", "~")) or value[1:3] in (":\\", ":/")):
+        return Path(value).name
+    return value
+
+
+def logged_config(cfg: DictConfig, in_sweep: bool = False, **extra) -> dict:
+    """The flat config a run records in W&B (and its other loggers): ``a/b/c → value`` in the value's own
+    type (lists stay lists), without what does not describe the experiment — file locations, logger,
+    cluster and run-control settings, ``_target_`` class paths, a recipe's documentation; a path kept as
+    its last part (a dataset's archive, a base run's directory); ``sweep/name`` only in a sweep. ``extra``
+    (already flat: ``data/labels``, ``code/commit``) is added."""
+    container = OmegaConf.to_container(cfg, resolve=True)
+    flat = flatten({k: v for k, v in container.items() if k not in NOT_LOGGED})
+    if in_sweep and (container.get("sweep") or {}).get("name"):
+        flat["sweep/name"] = container["sweep"]["name"]
+    flat = {
+        k: _without_machine_path(v)
+        for k, v in flat.items()
+        if not k.endswith("/_target_") and not k.endswith("cache_dir") and not k.startswith(RECIPE_DOCS)
+    }
+    return {**flat, **extra}
+
+
+def in_multirun() -> bool:
+    """Whether this process runs a job of a Hydra multirun (a sweep), under any launcher."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def run_metadata(labels: list[str]) -> dict:
+    """What a run records besides its config: the class names (``data/labels``: class ``k`` of every
+    ``class_<k>`` key is ``labels[k]``) and the code version (``code/version``, ``code/commit``, ``code/dirty``)."""
+    return {"data/labels": list(labels), **{f"code/{k}": v for k, v in code_version().items()}}
+
+
+# -- the logger ---------------------------------------------------------------------------------------
+
+
+class RunLogger(WandbLogger):
+    """Lightning's ``WandbLogger`` whose history holds only what has a time axis (the module docstring):
+    ``train/…`` and ``val/…`` go to the history at the global step, declared against ``epoch`` with their
+    min, max and last in the summary; anything else Lightning logs (``test/…``) to the run summary."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._declared: set[str] = set()
+
+    @rank_zero_only
+    def log_metrics(self, metrics: dict, step: int | None = None) -> None:
+        timed = {k: v for k, v in metrics.items() if k == EPOCH or keys.namespace(k) in TIMED}
+        final = {k: v for k, v in metrics.items() if k not in timed}
+        if final:
+            self.experiment.summary.update(final)
+        if not set(timed) - {EPOCH}:
+            return
+        run = self.experiment
+        if EPOCH not in self._declared:
+            run.define_metric(EPOCH, hidden=True)
+            self._declared.add(EPOCH)
+        for key in sorted(set(timed) - self._declared):
+            run.define_metric(key, step_metric=EPOCH, summary="min,max,last")
+            self._declared.add(key)
+        if step is None:
+            run.log(timed)
+        else:  # an explicit step: rows of one epoch share it, and a resumed attempt continues the history
+            run.log({**timed, "trainer/global_step": step}, step=step)
+
+
+def publish_summary(loggers, summary: dict, step: int) -> None:
+    """Final values to each logger: W&B's run summary; nothing to a ``CSVLogger`` (its ``metrics.csv`` is the
+    per-epoch history, ``summary.json`` beside it holds these); any other logger, having no summary, gets them
+    once at ``step`` (the final global step)."""
+    for lg in loggers:
+        if isinstance(lg, WandbLogger):
+            lg.experiment.summary.update(summary)
+        elif not isinstance(lg, CSVLogger):
+            lg.log_metrics(summary, step=step)

@@ -1,0 +1,281 @@
+"""What a team sees in W&B, read back from the offline run's own file: a history of what has a time axis (per
+epoch, against ``epoch``), final values in the summary, a config of real types without machine settings,
+readable per-instance tables, one W&B run over a resumed run's attempts, ``attn-study-analyze`` runs linked
+to their training run, names that tell experiments apart, the code version."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pandas as pd
+import pytest
+from lightning.pytorch.loggers import Logger
+
+from attn_study import names, tracking
+from attn_study.figures import training as training_figures
+from attn_study.run import run
+from attn_study.sweep import state
+from tests.helpers import REPO, TINY, compose_config, status, summary
+from tests.wandb_records import offline_runs, read_run
+
+TRACKED = [
+    *TINY,
+    "logger=[wandb,csv]",
+    "logger.wandb.group=team-sweep",
+    "encoder=average",
+    "encoder.hidden_size=8",
+    "trainer.max_epochs=2",
+    "analysis=[jain_wallace]",
+    "analysis.jain_wallace.max_instances=8",
+    "analysis.jain_wallace.steps=5",
+    "analysis.jain_wallace.permutations=5",
+    "analysis.jain_wallace.every_n_epochs=1",
+    "analysis.jain_wallace.val_max_instances=8",
+]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One tiny run with a tracked family, logged to W&B (offline) and CSV."""
+    run_dir = tmp_path_factory.mktemp("wandb") / "run"
+    run(compose_config(*TRACKED), run_dir)
+    (wandb_run,) = offline_runs(run_dir)
+    return run_dir, read_run(wandb_run)
+
+
+def media_roots(keys) -> set[str]:
+    return {k.rsplit("/", 1)[0] for k in keys if k.endswith("/_type")}
+
+
+def test_the_history_holds_only_what_has_a_time_axis(trained):
+    run_dir, logged = trained
+    keys = logged.history_keys
+    roots = media_roots(keys)
+    numeric = {k for k in keys if not any(k == r or k.startswith(r + "/") for r in roots)}
+    assert numeric, "nothing per epoch was logged"
+    assert all(k in ("epoch", "trainer/global_step") or k.startswith(("train/", "val/")) for k in numeric), sorted(
+        k for k in numeric if not k.startswith(("train/", "val/"))
+    )
+    assert "test/acc" not in keys and "jw/tau_grad/mean" not in keys and "data/train_size" not in keys
+    assert {"jw/instances", "jw/figures/epochs"} <= roots  # media: in the history, as media panels
+    # every per-epoch key is plotted against the epoch, its min, max and last value in the summary
+    for key in ("val/acc", "train/loss", "val/jw/tau_grad/mean"):
+        metric = logged.metrics[key]
+        assert metric.step_metric == "epoch" and metric.summary.min and metric.summary.max and metric.summary.last
+        assert set(logged.summary[key]) == {"min", "max", "last"}
+    epochs = [row["epoch"] for row in logged.history if "val/jw/tau_grad/mean" in row]
+    assert epochs == [0, 1]
+    steps = [row["_step"] for row in logged.history]
+    assert steps == sorted(steps) and steps[0] > 0  # the global step: a resumed attempt continues it
+
+
+def test_final_values_are_the_summary_and_the_same_as_summary_json(trained):
+    run_dir, logged = trained
+    on_disk = summary(run_dir)
+    for key in ("test/acc", "test/loss", "jw/tau_grad/mean", "data/train_size", "train/epochs", "run/attempts"):
+        assert logged.summary[key] == pytest.approx(on_disk[key]), key
+    assert logged.summary["jw/hist/tau_grad"]["_type"] == "histogram"  # a histogram has no time axis either
+
+
+def test_one_epoch_numbering_everywhere(trained, monkeypatch):
+    """0 = the first epoch: Lightning's CSV, the family's epochs.csv/parquet, W&B and the figure."""
+    run_dir, logged = trained
+    metrics = pd.read_csv(run_dir / "csv" / "metrics.csv")
+    tracked = pd.read_csv(run_dir / "analysis" / "jain_wallace" / "epochs.csv")
+    per_instance = pd.read_parquet(run_dir / "analysis" / "jain_wallace" / "epochs.parquet")
+    assert sorted(metrics.dropna(subset=["val/acc"])["epoch"]) == [0, 1]
+    assert list(tracked["epoch"]) == [0, 1] and sorted(per_instance["epoch"].unique()) == [0, 1]
+    assert [row["epoch"] for row in logged.history if "val/acc" in row] == [0, 1]
+    drawn = {}
+    monkeypatch.setattr(training_figures, "save_png", lambda fig, path: drawn.setdefault("fig", fig) and path)
+    training_figures.epochs_figure(tracked, ["jw/tau_grad/mean"], run_dir / "unused.png")
+    assert list(drawn["fig"].axes[0].lines[0].get_xdata()) == [0, 1]
+
+
+def test_the_csv_history_has_no_final_values(trained):
+    """Lightning's test row is at the last step; the analyses' statistics are in summary.json, not metrics.csv."""
+    run_dir, _ = trained
+    metrics = pd.read_csv(run_dir / "csv" / "metrics.csv")
+    assert not [c for c in metrics.columns if c.startswith("jw/") or c.startswith(("data/", "run/"))]
+    assert list(metrics["step"]) == sorted(metrics["step"])
+    test_row = metrics.dropna(subset=["test/acc"])
+    assert len(test_row) == 1 and test_row["step"].item() == metrics["step"].max()
+
+
+def test_the_config_is_what_one_filters_by_in_real_types(trained):
+    _, logged = trained
+    config = logged.config
+    assert config["analysis/jain_wallace/tests"] == ["correlation", "permutation", "adversarial"]  # a list
+    assert config["encoder/hidden_size"] == 8 and config["dataset/name"] == "synthetic"
+    assert config["data/labels"] == ["negative", "positive"]
+    assert not [k for k in config if k.startswith(("paths/", "logger/", "cluster/", "hydra/", "sweep/"))]
+    assert not [k for k in config if k.endswith("_target_") or k in ("lr", "class_prior", "run_name", "force")]
+    assert config["code/commit"] == state.code_version()["commit"] and config["code/version"] != "unknown"
+    assert logged.run.run_group == "team-sweep" and list(logged.run.tags)[:5] == [
+        "synthetic",
+        "flat",
+        "average",
+        "additive",
+        "softmax",
+    ]
+
+
+def test_the_status_records_the_wandb_id_labels_and_code(trained):
+    run_dir, logged = trained
+    recorded = status(run_dir)
+    assert recorded["wandb_id"] == logged.run.run_id
+    assert recorded["labels"] == ["negative", "positive"]
+    assert recorded["code"] == {k.split("/")[1]: v for k, v in logged.config.items() if k.startswith("code/")}
+
+
+def test_per_instance_tables_carry_text_and_class_names(trained):
+    run_dir, _ = trained
+    (path,) = (offline_runs(run_dir)[0] / "files" / "media" / "table" / "jw").glob("instances_*.table.json")
+    table = json.loads(path.read_text())
+    rows = [dict(zip(table["columns"], row)) for row in table["data"]]
+    classes = ("negative", "positive")
+    assert rows and all(r["label"] in classes and r["prediction"] in classes for r in rows)
+    assert all(isinstance(r["text"], str) and len(r["text"].split()) == r["length"] for r in rows)
+
+
+def test_an_analyze_run_is_linked_to_its_training_run(trained, tmp_path):
+    from attn_study.analyze import analyze
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(trained[0], run_dir)
+    cfg = compose_config(
+        f"ckpt_path={run_dir}", "analysis=[jain_wallace]", "analysis.jain_wallace.max_instances=4", name="analyze"
+    )
+    cfg.analysis.jain_wallace.steps = 3
+    cfg.analysis.jain_wallace.permutations = 3
+    analyze(cfg)
+    training, analysed = (read_run(p) for p in offline_runs(run_dir))
+    assert analysed.run.job_type == "analyze" and analysed.run.run_group == training.run.run_group == "team-sweep"
+    assert analysed.run.display_name == training.run.display_name
+    assert analysed.config["analyze/of"] == training.run.run_id == status(run_dir)["wandb_id"]
+    assert analysed.config["analyze/run"] == "run"
+    assert analysed.config["encoder/name"] == "average" and analysed.config["data/labels"] == ["negative", "positive"]
+    assert "jw/tau_grad/mean" in analysed.summary and "jw/tau_grad/mean" not in analysed.history_keys
+
+
+def test_a_resumed_run_continues_its_wandb_run(tmp_path, monkeypatch):
+    """A run killed after two of its three epochs resumes from last.ckpt under the same W&B id; the killed
+    attempt's offline run stays (``wandb sync`` uploads a run's files as one run, oldest first) and the resumed
+    history continues its steps."""
+    import lightning as L
+    import wandb
+
+    import attn_study.run as run_module
+
+    cfg = compose_config(*TINY, "logger=wandb", "encoder=average", "encoder.hidden_size=8", "trainer.max_epochs=3")
+
+    class Killed(BaseException):
+        pass
+
+    class KillAtEpoch2(L.Callback):
+        def on_train_epoch_start(self, trainer, pl_module):
+            if trainer.current_epoch == 2:
+                raise Killed
+
+    first = tmp_path / "run"
+    build_callbacks = run_module.build_callbacks
+    with monkeypatch.context() as patch:
+        patch.setattr(run_module, "build_callbacks", lambda *a: build_callbacks(*a) + [KillAtEpoch2()])
+        with pytest.raises(Killed):
+            run(cfg, first)
+    wandb.finish()
+    before = status(first)
+    assert before["state"] == "running" and (first / "checkpoints" / "last.ckpt").is_file()
+    run(cfg, first)
+    after = status(first)
+    assert after["state"] == "complete" and after["attempt"] == 2 and after["wandb_id"] == before["wandb_id"]
+    runs = [read_run(p) for p in offline_runs(first)]
+    assert len(runs) == 2 and {r.run.run_id for r in runs} == {before["wandb_id"]}
+    assert sorted({row["epoch"] for row in runs[0].history}) == [0, 1]
+    assert sorted({row["epoch"] for row in runs[1].history}) == [2]
+    assert min(row["_step"] for row in runs[1].history) > max(row["_step"] for row in runs[0].history)
+
+
+def test_a_new_attempt_that_does_not_resume_gets_a_new_wandb_id(tmp_path):
+    previous = {"state": "running", "wandb_id": "old12345", "attempt": 1}
+    assert state.mark_running(tmp_path, {}, previous, resumed=True)["wandb_id"] == "old12345"
+    assert state.mark_running(tmp_path, {}, previous, resumed=False)["wandb_id"] != "old12345"
+
+
+SWEEP_JOBS = [
+    ["projection=sparsegen_grid/lam-0.5"],
+    ["projection=sparsegen_grid/lam0.5"],
+    ["projection=entmax_bisect", "projection.alpha=1.5"],
+    ["recipe=jain_wallace"],
+    ["training=random_attention_pretraining"],
+    ["training=instance_weighting"],
+    *[[f"experiment=wiegreffe_pinter/{job}"] for job in ("seed1", "uniform", "adversary_lam0.01")],
+    *[[f"experiment=wiegreffe_pinter/{job}"] for job in ("adversary_lam1", "mlp_adversary_lam0.01", "mlp_preloaded")],
+    [],
+]
+
+
+def test_run_names_tell_experiments_apart():
+    """Every pair of these jobs trains another model (a λ, a recipe, a training variant, a seed, an adversary, the
+    run pre-loaded attention comes from): no two get one name. (Jobs that differ only in their analyses share a
+    model, and its name; their W&B job type differs.)"""
+    resolved = {tuple(job): compose_config(*job) for job in SWEEP_JOBS}
+    run_names = {job: cfg.run_name for job, cfg in resolved.items()}
+    assert len(set(run_names.values())) == len(run_names), run_names
+    assert run_names[()] == "synthetic-flat-lstm-additive-softmax-s13"
+    assert run_names[("projection=sparsegen_grid/lam-0.5",)] == "synthetic-flat-lstm-additive-sparsegen_lam-0.5-s13"
+    assert run_names[("experiment=wiegreffe_pinter/seed1",)].endswith("-s13-m1001")
+    tags = {job: list(cfg.logger.wandb.tags) for job, cfg in resolved.items()}
+    assert tags[()] == ["synthetic", "flat", "lstm", "additive", "softmax"]
+    assert tags[("projection=sparsegen_grid/lam-0.5",)][-1] == "sparsegen_lam-0.5"
+    assert tags[("training=random_attention_pretraining",)][-1] == "pretrain4"
+    assert tags[("recipe=jain_wallace",)][-1] == "recipe_jain_wallace"
+
+
+def test_a_run_name_is_not_part_of_the_identity():
+    """Runs recorded with an older naming are still the same experiment."""
+    ident = state.identity(compose_config(*TINY))
+    assert "run_name" not in ident
+    assert state.same_identity({**ident, "run_name": "synthetic-flat-lstm-additive-softmax-s13-old"}, ident)
+
+
+def test_the_code_version_outside_a_checkout_says_unknown(tmp_path):
+    described = state.describe_code(tmp_path)
+    assert described["commit"] == "unknown" and described["dirty"] is None
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    if head:  # a checkout (an installed copy has no .git)
+        assert state.describe_code(REPO)["commit"] == head and isinstance(state.describe_code(REPO)["dirty"], bool)
+
+
+def test_machine_paths_are_logged_by_their_last_part():
+    cfg = compose_config(*TINY, "dataset.path=/home/someone/data/aclImdb_v1.tar.gz")
+    config = tracking.logged_config(cfg, in_sweep=True)
+    assert config["dataset/path"] == "aclImdb_v1.tar.gz" and config["sweep/name"] == "multirun"
+    assert "sweep/name" not in tracking.logged_config(cfg)
+
+
+class Recording(Logger):
+    name, version = "recording", 0
+
+    def __init__(self):
+        super().__init__()
+        self.logged = []
+
+    def log_metrics(self, metrics, step=None):
+        self.logged.append((dict(metrics), step))
+
+    def log_hyperparams(self, params, *args, **kwargs):
+        pass
+
+
+def test_other_loggers_get_the_final_values_once_at_the_last_step():
+    other = Recording()
+    tracking.publish_summary([other], {"jw/tau_grad/mean": 0.5}, step=752)
+    assert other.logged == [({"jw/tau_grad/mean": 0.5}, 752)]
+
+
+def test_the_name_resolvers_are_registered():
+    cfg = compose_config("projection=sparsegen_grid/lam-4")
+    assert cfg.run_name == names.run_name(_root_=cfg)
