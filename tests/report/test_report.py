@@ -446,7 +446,7 @@ def test_smoke_sweep_then_report(tmp_path):
     assert len(rows) == 2  # synthetic × {negative, positive}
     assert {r.split(" | ")[1] for r in rows} == {"negative", "positive"}
     for r in rows:
-        assert len(r.strip("|").split("|")) == 8  # dataset, class, 3 × (mean ± std, sig. frac.)
+        assert len(r.strip("|").split("|")) == 11  # dataset, class, 3 × (mean ± std, sig. frac., n)
     table = pd.read_csv(sweep / "report" / "table2_additive-softmax.csv")
     summaries = {
         json.loads((d / "summary.json").read_text())["jw/tau_grad/class_1/mean"]
