@@ -30,6 +30,7 @@ from lightning.pytorch.plugins.environments import SLURMEnvironment
 from omegaconf import DictConfig
 
 from attn_study import assemble, families, keys, layout, saved, tracking
+from attn_study.analysis.measures import summarise
 from attn_study.build import (
     build_analyses,
     build_callbacks,
@@ -441,6 +442,9 @@ def _training_summary(trainer: L.Trainer, module, datamodule, tested: dict) -> d
             **{f"data/{split}_size": stats[split]["kept"] for split in ("train", "dev", "test")},
         }
     )
+    if module.test_conicity:  # the states' conicity per test instance: its mean with the bootstrap interval
+        conicity = summarise(torch.cat(module.test_conicity))
+        summary.update({f"test/conicity/{name}": conicity[name] for name in ("mean", "ci_low", "ci_high", "n")})
     return summary
 
 
