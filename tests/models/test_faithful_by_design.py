@@ -129,7 +129,7 @@ def test_the_diversity_penalty_lowers_conicity():
     results = {}
     for weight in (0.0, 0.5):
         model = _flat(partial(encoders.RNNEncoder, hidden_size=4, conicity_weight=weight))
-        module = _train(AttentionModule(model, lr=0.05))
+        _train(AttentionModule(model, lr=0.05))
         enc = model.eval().encode(batch)
         results[weight] = encoders.conicity(enc.hidden, enc.mask).nanmean().item()
     assert results[0.5] < results[0.0] - 0.2, results
