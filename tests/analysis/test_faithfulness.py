@@ -383,6 +383,11 @@ def test_every_curve_and_rationale_score_equals_its_definition_instance_by_insta
             assert (row[f"{method}_auprc"], row[f"{method}_ap"]) == pytest.approx((auprc, ap)), (i, method)
             top = set(np.argsort(-values, kind="stable")[: sum(truth)].tolist())
             assert row[f"{method}_token_f1"] == pytest.approx(sum(truth[t] for t in top) / sum(truth)), (i, method)
+            if method != "attention":  # agreement with attention: scipy's τ-b over the text's tokens
+                expected = stats.kendalltau(scores["attention"], values).statistic if len(text) > 1 else np.nan
+                assert row[f"{method}_tau_attention"] == pytest.approx(expected, abs=1e-9, nan_ok=True), (i, method)
+        mass = sum(a for a, t in zip(scores["attention"], truth) if t)
+        assert row["attention_rationale_mass"] == pytest.approx(mass, abs=1e-12), i
 
 
 def test_rankings_left_to_the_tie_break_are_counted_and_iou_f1_has_its_interval():

@@ -15,7 +15,10 @@ comprehensiveness and low sufficiency are faithful. Where the data has ground-tr
 scores are also compared with them as ERASER's scorer does: AUPRC (scikit-learn's ``auc(recall,
 precision)``, the trapezoid rule, tied scores entering together) and AP (``average_precision_score``), each
 beside its exact chance level; and the top |truth| tokens of the ranking as a hard rationale: token F1
-and IOU F1 (spans matching at IOU ≥ ``iou_threshold``, ERASER's 0.5).
+and IOU F1 (spans matching at IOU ≥ ``iou_threshold``, ERASER's 0.5); and the attention's mass on the rationale,
+Σ_{t ∈ truth} α_t (``ff/attention/rationale_mass``, Mohankumar et al.'s measure). With attention among the
+methods, each other method's agreement with it: Kendall τ-b between the two score vectors over the text's tokens,
+per instance (``ff/<method>/tau_attention``; ``random`` left out).
 
 All deletions of a batch — every method × k × {comprehensiveness, sufficiency}, identical token sets
 computed once — run as chunked model calls (``internal_batch_size`` sequences, similar lengths
@@ -49,6 +52,7 @@ from attn_study.analysis.measures import (
     MEAN_STATS,
     UNDEFINED,
     bootstrap_ci_of,
+    kendall_tau_b,
     probability_drop,
     summarise,
     undefined_code,
@@ -297,6 +301,9 @@ class Faithfulness(AnalysisCallback):
             columns["length"] = text.sum(1)
             for method, values in scores.items():  # rankings left to the random tie-break alone (counted)
                 columns[f"{method}_constant"] = (undefined_code(values, text) >= UNDEFINED.index("nan")).double()
+            if "attention" in scores:  # how each method ranks the tokens against attention: Kendall τ-b per instance
+                for method in scores.keys() - {"attention", "random"}:
+                    columns[f"{method}_tau_attention"] = kendall_tau_b(scores["attention"], scores[method], text)[0]
             tiebreak = instance_draws(batch["index"], batch["mask"], self.seed, "faithfulness_ties")
             orders = {m: ranking(torch.nan_to_num(s.double(), nan=0.0), text, tiebreak) for m, s in scores.items()}
             if "removal" in tests:
@@ -313,6 +320,7 @@ class Faithfulness(AnalysisCallback):
                 truth = batch["rationale"] & text
                 columns["rationale_size"] = truth.sum(1)
                 columns["chance_auprc"], columns["chance_ap"] = chance_areas(text.sum(1), truth.sum(1))
+                columns["attention_rationale_mass"] = (alpha * truth).sum(1)  # Σ α_t over the rationale's tokens
                 for method, order in orders.items():
                     columns[f"{method}_auprc"], columns[f"{method}_ap"] = precision_recall_areas(
                         torch.nan_to_num(scores[method].double(), nan=0.0), truth, text
@@ -375,7 +383,13 @@ class Faithfulness(AnalysisCallback):
                         ff(method, "iou_f1", "ci_high"): high,
                     }
                 )
+        if "attention_rationale_mass" in frame:
+            mass = summarise(frame["attention_rationale_mass"].to_numpy(float))
+            out.update({ff("attention", "rationale_mass", k): v for k, v in mass.items()})
         for method in self.methods:
+            if f"{method}_tau_attention" in frame:
+                tau = summarise(frame[f"{method}_tau_attention"].to_numpy(float))
+                out.update({ff(method, "tau_attention", k): v for k, v in tau.items()})
             for column, path in measures:
                 values = frame[f"{method}_{column}"].to_numpy(float)
                 out.update({ff(method, *path, k): v for k, v in summarise(values).items()})
