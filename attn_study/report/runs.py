@@ -107,6 +107,10 @@ def _config(cfg) -> dict:
     schedule = OmegaConf.select(cfg, "training.schedule", default="standard", throw_on_resolution_failure=False)
     weighted = OmegaConf.select(cfg, "training.instance_weighting", default=False, throw_on_resolution_failure=False)
     options = ([] if schedule == "standard" else [str(schedule)]) + (["instance_weighting"] if weighted else [])
+    tying = OmegaConf.select(cfg, "training.word_tying.weight", default=0, throw_on_resolution_failure=False)
+    if tying:  # Tutek & Šnajder's word-level objective, on top of any schedule
+        kind = OmegaConf.select(cfg, "training.word_tying.kind", default="predict", throw_on_resolution_failure=False)
+        options.append(f"word tying ({kind}) λ={float(tying):g}")
     out["training"] = "+".join(options) or "standard"  # the training variant (conf/training)
     if schedule == "model_consistent_adversary":  # Wiegreffe & Pinter's adversary: its lambda
         out["adversary_lam"] = OmegaConf.select(cfg, "training.lam", default=None, throw_on_resolution_failure=False)
