@@ -27,13 +27,22 @@ def family_names(analysis: DictConfig | dict | None) -> str:
     return "+".join(names) if names else "none"
 
 
+def _options_help(app: str) -> str:
+    from attn_study.options import help_text
+
+    return help_text(app)
+
+
 def register_resolvers() -> None:
-    """``${attn_study.job_dir:${hydra.overrides.task}}`` (a sweep job's directory name) and
-    ``${attn_study.families:${analysis}}`` (the chosen analyses)."""
+    """``${attn_study.job_dir:${hydra.overrides.task}}`` (a sweep job's directory name),
+    ``${attn_study.families:${analysis}}`` (the chosen analyses) and ``${attn_study.options:train}`` (the
+    groups' options and the settings, for ``--help``)."""
     if not OmegaConf.has_resolver("attn_study.job_dir"):
         OmegaConf.register_new_resolver("attn_study.job_dir", lambda overrides: job_dir_name(list(overrides)))
     if not OmegaConf.has_resolver("attn_study.families"):
         OmegaConf.register_new_resolver("attn_study.families", family_names)
+    if not OmegaConf.has_resolver("attn_study.options"):  # --help's listing, generated from conf/
+        OmegaConf.register_new_resolver("attn_study.options", _options_help)
     names.register_resolvers()  # ${attn_study.run_name:}, ${attn_study.run_tags:}
 
 

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import pandas as pd
 import pytest
+from hydra import compose, initialize_config_dir
 
-from attn_study import assemble, saved
+from attn_study import assemble, options, saved
 from attn_study.config import config_differences
 from attn_study.data.processed import Preprocessing, build
 from attn_study.errors import UserError
 from attn_study.run import run, train_and_test
 from tests.data.test_recipes import ListSource
-from tests.helpers import TINY
+from tests.helpers import REPO, TINY, cli_env
 
 # a debug run's test (trainer=debug: 2 batches) sees 32 of these 80 test instances
 CUT_SHORT = [*TINY, "logger=none", "encoder.hidden_size=8", "dataset.source.n_test=80", "dataset.eval_batch_size=16"]
@@ -118,3 +124,90 @@ def test_the_data_filter_says_each_drop_with_its_reason_and_nothing_for_a_reason
     build(ListSource(texts), Preprocessing(drop_longest=True))
     assert "toy/test: 6 read, 5 kept; dropped: 1 of the split's longest length 7 (drop_longest)" in caplog.text
     assert "longer than" not in caplog.text and "shorter than" not in caplog.text
+
+
+# -- --help ---------------------------------------------------------------------------------------------
+
+CONF = REPO / "conf"
+NOT_CHOSEN = ("hydra", "local", "recipe_dataset")  # the overlay, the recipe's per-dataset files, Hydra's own
+
+
+def help_of(module: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", module, "--help"], cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def option_lines(text: str) -> dict[str, str]:
+    """``{option: description}`` from the help's indented ``  name  description`` lines, per group header."""
+    found, group = {}, None
+    for line in text.splitlines():
+        header = re.match(r"^([a-z_/]+)=", line)
+        if header:
+            group = header.group(1)
+        elif group and re.match(r"^  \S", line):
+            name, _, description = line.strip().partition(" ")
+            found[f"{group}={name}"] = description.strip()
+        elif not line.strip():
+            group = None
+    return found
+
+
+def conf_options(conf: Path = CONF) -> tuple[set[str], set[str]]:
+    """(selectable ``group=option``, not selectable) from the files of conf/ themselves."""
+    selectable, other = set(), set()
+    for folder in sorted(p for p in conf.iterdir() if p.is_dir()):
+        for path in folder.rglob("*.yaml"):
+            parts = path.relative_to(folder).with_suffix("").parts
+            name = f"{folder.name}={'/'.join(parts)}"
+            hidden = folder.name in NOT_CHOSEN or any(part.startswith("_") for part in parts)
+            (other if hidden else selectable).add(name)
+    return selectable, other
+
+
+def test_help_lists_every_selectable_option_with_a_description_and_nothing_else():
+    listed = option_lines(help_of("attn_study.cli"))
+    selectable, other = conf_options()
+    launchers = {k for k in listed if k.startswith("hydra/launcher=")}
+    assert set(listed) - launchers == selectable
+    assert not set(listed) & other and "trainer=_base" in other and "local=example" in other
+    for option, text in listed.items():
+        assert text and len(text) <= 110, option
+    for option in [*sorted(selectable), *sorted(launchers)]:  # each composes: the listing names real choices
+        group, _, value = option.partition("=")
+        overrides = [option] if group != "analysis" else [f"analysis=[{value}]"]
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            compose("config", overrides=overrides, return_hydra_config=group == "hydra/launcher")
+    assert {"hydra/launcher=basic", "hydra/launcher=joblib", "hydra/launcher=slurm"} <= launchers
+
+
+def test_each_option_files_first_comment_line_is_its_description(tmp_path):
+    option = tmp_path / "conf" / "encoder"
+    option.mkdir(parents=True)
+    (option / "x.yaml").write_text("# @package _global_\n#\n# One line.\n# More.\nname: x\n")
+    (option / "y.yaml").write_text("name: y  # not a header\n")
+    (option / "_base.yaml").write_text("# A base.\n")
+    assert options.options("encoder", tmp_path / "conf") == {"x": "One line.", "y": ""}
+
+
+def test_analyze_help_lists_only_what_applies_to_a_trained_model():
+    text = analyze_help()
+    listed = option_lines(text)
+    assert {k.partition("=")[0] for k in listed} == {"analysis"}
+    assert "ckpt_path=???" in text
+    assert not re.search(r"(?m)^(encoder|dataset|trainer|training|model)=", text)
+
+
+def analyze_help() -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", "from attn_study.cli import analyze_main; analyze_main()", "--help"],
+        cwd=REPO,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
