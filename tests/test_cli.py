@@ -211,3 +211,11 @@ def analyze_help() -> str:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
+
+
+def test_report_help_is_plain_text():
+    done = subprocess.run(
+        [sys.executable, "-m", "attn_study.report.cli", "--help"], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and "index.html" in done.stdout and "--out DIR" in done.stdout
+    assert "``" not in done.stdout and "`" not in done.stdout

@@ -133,9 +133,20 @@ def _run_links(runs, root: Path, out_dir: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="attn-study-report", description=__doc__)
-    parser.add_argument("directory", type=Path, help="a run, sweep (e.g. outputs/sweeps/jain_wallace) or outputs dir")
-    parser.add_argument("--out", type=Path, default=None, help="report folder (default: <directory>/report)")
+    parser = argparse.ArgumentParser(
+        prog="attn-study-report",
+        description=(
+            "The papers' tables and figures from every finished run below a directory: Markdown, CSV and LaTeX "
+            "tables, PNG figures and one self-contained index.html. Failed, unfinished and missing runs are "
+            "listed, never dropped."
+        ),
+    )
+    parser.add_argument(
+        "directory", type=Path, help="a run, a sweep (e.g. outputs/sweeps/jain_wallace), a multirun or all of outputs/"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, metavar="DIR", help="where the report goes (default: <directory>/report)"
+    )
     args = parser.parse_args(argv)
     try:
         out = build_report(args.directory, args.out)
