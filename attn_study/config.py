@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from attn_study import names
 from attn_study.errors import UserError
-from attn_study.sweep.naming import job_dir_name
+from attn_study.sweep.naming import job_dir_name, job_keys
 
 
 def family_names(analysis: DictConfig | dict | None) -> str:
@@ -38,7 +38,9 @@ def register_resolvers() -> None:
     ``${attn_study.families:${analysis}}`` (the chosen analyses) and ``${attn_study.options:train}`` (the
     groups' options and the settings, for ``--help``)."""
     if not OmegaConf.has_resolver("attn_study.job_dir"):
-        OmegaConf.register_new_resolver("attn_study.job_dir", lambda overrides: job_dir_name(list(overrides)))
+        OmegaConf.register_new_resolver(
+            "attn_study.job_dir", lambda overrides: job_dir_name(list(overrides), job_keys())
+        )
     if not OmegaConf.has_resolver("attn_study.families"):
         OmegaConf.register_new_resolver("attn_study.families", family_names)
     if not OmegaConf.has_resolver("attn_study.options"):  # --help's listing, generated from conf/

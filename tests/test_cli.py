@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
 import sys
@@ -10,14 +12,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from hydra import compose, initialize_config_dir
+from omegaconf import open_dict
 
 from attn_study import assemble, options, saved
 from attn_study.config import config_differences
 from attn_study.data.processed import Preprocessing, build
 from attn_study.errors import UserError
 from attn_study.run import run, train_and_test
+from attn_study.sweep.naming import JOB_KEYS_ENV, job_dir_name, swept_keys
+from attn_study.sweep.record import SweepRecorder
 from tests.data.test_recipes import ListSource
-from tests.helpers import REPO, TINY, cli_env
+from tests.helpers import REPO, TINY, TWO_JOBS, cli_env, job_dirs, launch
 
 # a debug run's test (trainer=debug: 2 batches) sees 32 of these 80 test instances
 CUT_SHORT = [*TINY, "logger=none", "encoder.hidden_size=8", "dataset.source.n_test=80", "dataset.eval_batch_size=16"]
@@ -219,3 +224,61 @@ def test_report_help_is_plain_text():
     )
     assert done.returncode == 0 and "index.html" in done.stdout and "--out DIR" in done.stdout
     assert "``" not in done.stdout and "`" not in done.stdout
+
+
+# -- how a multirun names its job folders -------------------------------------------------------------
+
+
+def test_swept_keys_are_those_given_several_values():
+    task = ["encoder=lstm,cnn", "++trainer.max_epochs=1", "seed=range(3)"]
+    keys = swept_keys({"dataset": "sst,imdb", "x": "1"}, task)
+    assert keys == {"dataset", "encoder", "seed"}
+    overrides = ["encoder=lstm", "++trainer.max_epochs=1", "trainer=debug", "logger=none", "seed=0"]
+    assert job_dir_name(overrides, keys) == "encoder=lstm,seed=0"
+    assert job_dir_name(overrides) == "encoder=lstm,seed=0,trainer=debug,++trainer.max_epochs=1"  # every override
+    assert job_dir_name(["trainer=debug"], keys) == "default"
+
+
+def launch_record(tmp_path, *overrides: str, task: list[str]) -> SweepRecorder:
+    """The sweep record's start of a launch of ``task`` (as Hydra gives it) into ``tmp_path``."""
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose("config", overrides=[*overrides, f"hydra.sweep.dir={tmp_path}"], return_hydra_config=True)
+    with open_dict(cfg):
+        cfg.hydra.overrides.task = task
+    recorder = SweepRecorder()
+    recorder.on_multirun_start(cfg)
+    return recorder
+
+
+def test_a_plain_multirun_names_its_jobs_by_what_varies_and_a_narrowed_relaunch_finds_them(tmp_path, monkeypatch):
+    monkeypatch.delenv(JOB_KEYS_ENV, raising=False)
+    fixed = ["trainer=debug", "++trainer.max_epochs=1", "logger=none"]
+    first = launch_record(tmp_path, *fixed, task=["encoder=lstm,cnn", "seed=1,2", *fixed])
+    assert sorted(first.jobs) == [f"encoder={e},seed={s}" for e in ("cnn", "lstm") for s in (1, 2)]
+    assert json.loads(os.environ[JOB_KEYS_ENV]) == ["encoder", "seed"]  # what the jobs' own resolver reads
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        job = compose("config", overrides=["encoder=cnn", "seed=2", *fixed], return_hydra_config=True)
+    assert job.hydra.sweep.subdir == "encoder=cnn,seed=2"
+    narrowed = launch_record(tmp_path, *fixed, task=["encoder=cnn", "seed=1,2", *fixed])
+    assert sorted(narrowed.jobs) == ["encoder=cnn,seed=1", "encoder=cnn,seed=2"]
+    assert json.loads((tmp_path / "sweep.json").read_text())["job_keys"] == ["encoder", "seed"]
+
+
+def test_a_sweep_files_jobs_keep_every_override_in_their_names(tmp_path, monkeypatch):
+    monkeypatch.setenv(JOB_KEYS_ENV, '["encoder"]')  # left by an earlier plain multirun in this process
+    recorder = launch_record(tmp_path, "sweep=smoke", task=["sweep=smoke", "attention=dot", "seed=5"])
+    assert sorted(recorder.jobs) == [
+        "attention=dot,encoder=average,seed=5",
+        "attention=dot,encoder=cnn,seed=5",
+        "attention=dot,encoder=lstm,seed=5",
+    ]
+    assert JOB_KEYS_ENV not in os.environ
+
+
+def test_a_plain_multirun_runs_into_folders_named_by_what_varies(tmp_path):
+    sweep = tmp_path / "sweep"
+    done = launch(sweep, *TWO_JOBS, "logger=none", "++trainer.max_epochs=1")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert sorted(d.name for d in job_dirs(sweep)) == ["encoder=average", "encoder=lstm"]
+    again = launch(sweep, "encoder=lstm", *TWO_JOBS[1:], "logger=none", "++trainer.max_epochs=1")
+    assert again.returncode == 0 and "1 skipped" in again.stdout

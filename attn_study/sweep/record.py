@@ -8,6 +8,7 @@ what happened to this launch's jobs and exits non-zero when any failed or never 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -20,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from attn_study.io import read_json, write_json_atomic
 from attn_study.sweep import state
-from attn_study.sweep.naming import job_dir_name
+from attn_study.sweep.naming import JOB_KEYS_ENV, job_dir_name, swept_keys
 
 RECORD = "sweep.json"
 log = logging.getLogger(__name__)
@@ -88,8 +89,9 @@ class SweepRecorder(Callback):
         params = config.hydra.sweeper.get("params")
         params = OmegaConf.to_container(params, resolve=False) if params is not None else {}
         task = list(config.hydra.overrides.task)
-        self.jobs = {job_dir_name(job): job for job in expand_grid(params, task)}
         record = read_record(sweep_dir)
+        keys = self._job_keys(config, record, params, task)
+        self.jobs = {job_dir_name(job, keys): job for job in expand_grid(params, task)}
         name = str(OmegaConf.select(config, "sweep.name", default=None) or "multirun")
         launched = time.strftime("%Y-%m-%d_%H-%M-%S", time.localtime(self.started))
         record.setdefault("name", name)
@@ -108,6 +110,19 @@ class SweepRecorder(Callback):
         )
         write_json_atomic(sweep_dir / RECORD, record)
         log.info("sweep %s: %d jobs in %s (W&B group %s)", name, len(self.jobs), sweep_dir, record["group"])
+
+    @staticmethod
+    def _job_keys(config: DictConfig, record: dict, params: dict, task: list[str]) -> list[str] | None:
+        """What names this launch's jobs (naming.py): a sweep file's, every override (None); a plain
+        multirun's, the keys it varies with those an earlier launch into the same folder varied (kept in the
+        record). Set for the jobs in ``naming.JOB_KEYS_ENV``, which they inherit (also under joblib and SLURM)."""
+        if OmegaConf.select(config, "hydra.runtime.choices.sweep", default=None) is not None:
+            os.environ.pop(JOB_KEYS_ENV, None)
+            return None
+        keys = sorted(set(record.get("job_keys") or []) | swept_keys(params, task))
+        record["job_keys"] = keys
+        os.environ[JOB_KEYS_ENV] = json.dumps(keys)
+        return keys
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         sweep_dir = Path(str(config.hydra.sweep.dir))

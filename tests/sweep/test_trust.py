@@ -80,7 +80,7 @@ def test_a_refused_relaunch_leaves_the_runs_record_of_itself_untouched(tmp_path)
     again = cli(*base, "encoder=gru", "seed=14", f"hydra.run.dir={run_dir}")
     assert again.returncode == 2
     assert again.stderr.strip().splitlines()[-1].startswith("attn-study: error: ")
-    assert "encoder.name: 'lstm' → 'gru'" in again.stderr and "hydra.run.dir" in again.stderr
+    assert "encoder: lstm → gru" in again.stderr and "hydra.run.dir" in again.stderr
     assert {p.name: p.read_bytes() for p in (run_dir / ".hydra").iterdir()} == record
     assert saved.run_config(run_dir).encoder.name == "lstm" and saved.run_config(run_dir).seed == 13
 
