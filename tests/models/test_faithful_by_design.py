@@ -181,3 +181,24 @@ def test_objectives_refuse_models_without_a_state_per_token():
         AttentionModule(han)
     with pytest.raises(UserError, match="training.word_tying.kind=mlm"):
         AttentionModule(_flat(partial(encoders.RNNEncoder, hidden_size=4)), word_tying=1.0, word_tying_kind="mlm")
+
+
+@pytest.mark.parametrize(
+    "options, logged",
+    [
+        (["encoder=orthogonal_lstm", "encoder.hidden_size=4"], None),
+        (["encoder=diversity_lstm", "encoder.hidden_size=4"], "train/conicity_penalty"),
+        (["encoder.hidden_size=4", "training.word_tying.weight=0.5"], "train/word_tying_loss"),
+    ],
+)
+def test_each_option_composes_trains_and_reports_conicity_with_its_interval(make_cfg, tmp_path, options, logged):
+    from attn_study.run import train_and_test
+    from tests.helpers import TINY
+
+    summary = train_and_test(make_cfg(*TINY, "logger=csv", *options), tmp_path / "run")
+    assert summary["test/conicity/n"] == 32
+    assert summary["test/conicity/ci_low"] <= summary["test/conicity/mean"] <= summary["test/conicity/ci_high"]
+    header = (tmp_path / "run" / "csv" / "metrics.csv").read_text().splitlines()[0]
+    assert "val/conicity/mean" in header  # tracked per epoch
+    if logged:
+        assert logged in header
