@@ -25,6 +25,11 @@ def _quiet_third_party() -> None:
     # Lightning hints at srun whenever SLURM's tools are installed; jobs of hydra/launcher=slurm
     # already run under srun, anywhere else the hint is noise
     warnings.filterwarnings("ignore", message=".*The `srun` command is available.*")
+    # Lightning's own pytree helper calls a torch API torch deprecated: nothing a user can change, shown per
+    # fit and per test
+    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
+    # the run manages <run dir>/checkpoints itself: emptied for a new attempt, kept to resume one
+    warnings.filterwarnings("ignore", message=r"Checkpoint directory .*checkpoints exists and is not empty")
     for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.seed"):
         logging.getLogger(name).setLevel(logging.WARNING)
 

@@ -83,6 +83,8 @@ class RunLogger(WandbLogger):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        if self._wandb_init.get("anonymous") is None:  # Lightning passes it always; wandb warns it does nothing
+            self._wandb_init.pop("anonymous", None)
         self._declared: set[str] = set()
 
     @rank_zero_only

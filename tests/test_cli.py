@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -15,6 +16,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
 from attn_study import assemble, options, saved
+from attn_study.cli import _quiet_third_party
 from attn_study.config import config_differences
 from attn_study.data.processed import Preprocessing, build
 from attn_study.errors import UserError
@@ -282,3 +284,49 @@ def test_a_plain_multirun_runs_into_folders_named_by_what_varies(tmp_path):
     assert sorted(d.name for d in job_dirs(sweep)) == ["encoder=average", "encoder=lstm"]
     again = launch(sweep, "encoder=lstm", *TWO_JOBS[1:], "logger=none", "++trainer.max_epochs=1")
     assert again.returncode == 0 and "1 skipped" in again.stdout
+
+
+# -- console noise ----------------------------------------------------------------------------------
+
+
+def test_the_noise_filters_are_for_those_exact_messages():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _quiet_third_party()
+        warnings.warn("Checkpoint directory /r/checkpoints exists and is not empty.", UserWarning, stacklevel=1)
+        warnings.warn("`isinstance(treespec, LeafSpec)` is deprecated, use ...", FutureWarning, stacklevel=1)
+        warnings.warn("Checkpoint directory /r/other exists and is not empty.", UserWarning, stacklevel=1)
+        warnings.warn("something else is deprecated", FutureWarning, stacklevel=1)
+    assert [str(w.message) for w in caught] == [
+        "Checkpoint directory /r/other exists and is not empty.",
+        "something else is deprecated",
+    ]
+
+
+def test_a_run_with_its_output_in_a_file_says_what_informs_and_no_noise(tmp_path):
+    env = {k: v for k, v in cli_env().items() if k != "WANDB_SILENT"}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attn_study.cli",
+            *TINY,
+            "logger=[wandb,csv]",
+            "analysis=[jain_wallace]",
+            "analysis.jain_wallace.max_instances=8",
+            "analysis.jain_wallace.tests=[correlation]",
+            f"hydra.run.dir={tmp_path}/run",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-3000:]
+    noises = ("anonymous setting", "LeafSpec", "exists and is not empty", "jain_wallace/correlation", "None tokens")
+    for noise in noises:
+        assert noise not in output, noise
+    for information in ("synthetic/test: 32 read, 32 kept", "analysis:  jain_wallace on test", "results:"):
+        assert information in output, information

@@ -246,7 +246,11 @@ class AnalysisCallback(Callback):
         size = self.batch_size_for(data, split, indices, device)
         desc = f"{self.name}/{label}" if label else self.name
         for batch in tqdm(
-            data.loader(split, batch_size=size, indices=indices), desc=desc, leave=False, dynamic_ncols=True
+            data.loader(split, batch_size=size, indices=indices),
+            desc=desc,
+            leave=False,
+            dynamic_ncols=True,
+            disable=None,  # on a terminal only: in a log file or a pipe its redrawn lines bury the rest
         ):
             yield {k: v.to(device) for k, v in batch.items()}
 
