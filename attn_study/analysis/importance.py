@@ -18,11 +18,14 @@ import contextlib
 from dataclasses import dataclass
 
 import torch
+from torch import nn
+from torch.func import functional_call
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attn_study.analysis.measures import probability_drop, tvd
 from attn_study.analysis.seeding import instance_draws
-from attn_study.models.classifier import attended
-from attn_study.models.encoders import CNNEncoder
+from attn_study.models.classifier import AttentionClassifier, PairAttentionClassifier, attended
+from attn_study.models.encoders import CNNEncoder, RNNEncoder
 from attn_study.models.outputs import log_odds
 
 _TINY = 1e-30
@@ -61,6 +64,52 @@ def _logits_from_leaf(model, batch: dict, detach_attention: bool):
 #: the text's own tokens (B, T): ``mask`` without the boundary tokens ``<sos>``/``<eos>`` when the data has them
 token_mask = attended
 
+#: batch fields aligned with the text's tokens (B, T): they move with the tokens when some are removed
+TEXT_FIELDS = ("ids", "mask", "token_mask", "rationale", "markers", "fixed_attention")
+
+
+def rows_of(batch: dict, rows: torch.Tensor, width: int | None = None) -> dict:
+    """The instances ``rows`` of ``batch`` as a batch of their own, its text fields cut to ``width`` columns."""
+    n_batch = batch["ids"].shape[0]
+    sub = {k: v[rows] for k, v in batch.items() if torch.is_tensor(v) and v.shape[:1] == (n_batch,)}
+    if width is not None:
+        sub.update({name: sub[name][:, :width] for name in TEXT_FIELDS if name in sub})
+    return sub
+
+
+def equal_length_chunks(lengths: torch.Tensor, chunk_size: int | None = None) -> list[torch.Tensor]:
+    """Indices of ``lengths`` in chunks of one length each (at most ``chunk_size``), shortest first.
+
+    A chunk of one length has no padding: the encoder does no work on it, and a recurrent encoder runs
+    torch's fused kernels (differentiating a packed batch of mixed lengths costs a full-size slice gradient
+    per time step, O(T²) of the time)."""
+    order = torch.argsort(lengths, stable=True)
+    values, counts = torch.unique_consecutive(lengths[order], return_counts=True)
+    chunks = []
+    for rows in torch.split(order, counts.tolist()):
+        step = len(rows) if chunk_size is None else max(int(chunk_size), 1)
+        chunks += list(torch.split(rows, step))
+    return chunks
+
+
+def by_length(batch: dict, compute) -> list[torch.Tensor]:
+    """``compute(rows, sub_batch)`` on the batch's instances grouped by length (``equal_length_chunks``: no
+    padding), its results put back in the batch's order: each (n, L) result as (B, T) with 0 beyond L, each (n,)
+    as (B,)."""
+    out: list[torch.Tensor] = []
+    t = batch["mask"].shape[1]
+    for rows in equal_length_chunks(batch["lengths"]):
+        width = int(batch["lengths"][rows[0]])
+        results = [r.detach() for r in compute(rows, rows_of(batch, rows, width))]
+        if not out:
+            out = [r.new_zeros((len(batch["lengths"]), t) if r.dim() == 2 else len(batch["lengths"])) for r in results]
+        for whole, part in zip(out, results):
+            if part.dim() == 2:
+                whole[rows, : part.shape[1]] = part
+            else:
+                whole[rows] = part
+    return out
+
 
 def gradient_importance(
     model, batch: dict, detach_attention: bool = True, normalise: bool = True, classes: str = "predicted"
@@ -76,22 +125,26 @@ def gradient_importance(
     docstring: ∇ŷ_c / (ŷ_c(1 − ŷ_c))). ``sum`` differentiates each ŷ_c itself (for two classes
     ∇ŷ_0 = −∇ŷ_1, so one backward pass serves both).
     """
-    mask = token_mask(batch)
-    with torch.enable_grad(), grad_context(mask.device):
-        emb, logits = _logits_from_leaf(model, batch, detach_attention)
-        if classes == "predicted":
-            (grad,) = torch.autograd.grad(log_odds(logits).sum(), emb)
-            scores = (grad * emb).sum(-1).abs()
-        elif classes == "sum":
+    if classes not in ("predicted", "sum"):
+        raise ValueError(f"gradient classes={classes!r}: choose 'predicted' or 'sum'")
+
+    def compute(rows, sub):
+        with torch.enable_grad(), grad_context(sub["mask"].device):
+            emb, logits = _logits_from_leaf(model, sub, detach_attention)
+            if classes == "predicted":
+                (grad,) = torch.autograd.grad(log_odds(logits).sum(), emb)
+                return ((grad * emb).sum(-1).abs(),)
             probs = model.probabilities(logits)
             outputs, factor = ([1], 2.0) if probs.shape[1] == 2 else (range(probs.shape[1]), 1.0)
-            scores = torch.zeros(mask.shape, device=mask.device, dtype=emb.dtype)
+            scores = torch.zeros(emb.shape[:2], device=emb.device, dtype=emb.dtype)
             for c in outputs:
                 (grad,) = torch.autograd.grad(probs[:, c].sum(), emb, retain_graph=True)
                 scores = scores + factor * (grad * emb).sum(-1).abs()
-        else:
-            raise ValueError(f"gradient classes={classes!r}: choose 'predicted' or 'sum'")
-    scores = scores.detach() * mask
+            return (scores,)
+
+    mask = token_mask(batch)
+    (scores,) = by_length(batch, compute)
+    scores = scores * mask
     return normalise_rows(scores, mask) if normalise else scores
 
 
@@ -101,11 +154,16 @@ def gradient_norm_importance(
     """Meister et al.'s g_ŷ(x_t) = ‖∂ŷ/∂e_t‖₂ / Σ_k ‖∂ŷ/∂e_k‖₂ (Eq. 4), ŷ the predicted class's
     probability (differentiated through its log-odds: the same once normalised); the gradient flows
     through the attention unless ``detach_attention``."""
+
+    def compute(rows, sub):
+        with torch.enable_grad(), grad_context(sub["mask"].device):
+            emb, logits = _logits_from_leaf(model, sub, detach_attention)
+            (grad,) = torch.autograd.grad(log_odds(logits).sum(), emb)
+        return (grad.norm(dim=-1),)
+
     mask = token_mask(batch)
-    with torch.enable_grad(), grad_context(mask.device):
-        emb, logits = _logits_from_leaf(model, batch, detach_attention)
-        (grad,) = torch.autograd.grad(log_odds(logits).sum(), emb)
-    scores = grad.norm(dim=-1) * mask
+    (scores,) = by_length(batch, compute)
+    scores = scores * mask
     return normalise_rows(scores, mask) if normalise else scores
 
 
@@ -123,7 +181,7 @@ def input_to_hidden_gradients(model, batch: dict, chunk_size: int = 256) -> torc
     columns).
 
     Reverse mode needs one backward pass per output p. They are vectorised by replicating: each
-    (instance, p) pair is one row of a batch of at most ``chunk_size`` sequences, encoded once, and
+    (instance, p) pair is one row of a batch of at most ``chunk_size`` sequences of one length, encoded once, and
     one backward pass of Σ_rows ‖h_{row, p(row)}‖ gives every row its gradient (instances never
     interact, so a row's gradient is exactly its own). This is the same as a per-p loop of backward
     passes (tested), with large matrix products in place of T small ones.
@@ -131,18 +189,18 @@ def input_to_hidden_gradients(model, batch: dict, chunk_size: int = 256) -> torc
     mask = token_mask(batch)
     b, t = mask.shape
     inst, pos = mask.nonzero(as_tuple=True)
-    fields = {k: v for k, v in batch.items() if torch.is_tensor(v) and v.shape[:1] == (b,)}
     with torch.no_grad():
         embedded = model.embed(batch)
     out = torch.zeros(b, t, t, device=mask.device, dtype=embedded.dtype)
     with torch.enable_grad(), grad_context(mask.device):
-        for s in range(0, len(inst), chunk_size):
-            i, p = inst[s : s + chunk_size], pos[s : s + chunk_size]
-            leaf = embedded[i].detach().requires_grad_(True)
-            hidden = model.encode({k: v[i] for k, v in fields.items()}, embedded=leaf).hidden
+        for rows in equal_length_chunks(batch["lengths"][inst], chunk_size):  # no padding (equal_length_chunks)
+            i, p = inst[rows], pos[rows]
+            width = int(batch["lengths"][i[0]])
+            leaf = embedded[i, :width].detach().requires_grad_(True)
+            hidden = model.encode(rows_of(batch, i, width), embedded=leaf).hidden
             norms = hidden[torch.arange(len(i), device=mask.device), p].norm(dim=-1)
             (grad,) = torch.autograd.grad(norms.sum(), leaf)
-            out[i, p] = grad.norm(dim=-1) * mask[i]
+            out[i, p, :width] = grad.norm(dim=-1) * mask[i, :width]
     return out
 
 
@@ -178,10 +236,6 @@ def _scores_states(model) -> bool:
     """Whether ``model`` is of attn_study's staged shape with α = projection(scorer(H, q)) — what the deletion
     shortcuts re-use; not a pre-loaded attention (another run's α, renormalised: the general path re-runs it)."""
     return hasattr(model, "scorer") and hasattr(model, "projection") and not getattr(model.scorer, "fixed", False)
-
-
-#: batch fields aligned with the text's tokens (B, T): they move with the tokens when some are removed
-TEXT_FIELDS = ("ids", "mask", "token_mask", "rationale", "markers", "fixed_attention")
 
 
 def kept_sub_batch(batch: dict, inst: torch.Tensor, keep: torch.Tensor) -> dict:
@@ -243,10 +297,11 @@ def deletion_probabilities(model, batch: dict, chunk_size: int = 512):
     model re-run): (inst, pos, ŷ(x₋ₜ)) for every deletion n of token ``pos[n]`` of instance
     ``inst[n]`` (instances of length ≥ 2).
 
-    All deletions of the batch run as batched model calls of at most ``chunk_size`` sequences.
+    All deletions of the batch run as batched model calls of at most ``chunk_size`` sequences of one length.
     Context-free encoders (``average``, ``noenc``) re-use the states: deleting t only removes its
     score from the attention. Convolutions recompute only the states within their receptive field of
-    the deletion.
+    the deletion. A one-layer LSTM or GRU (in eval mode) runs each direction only past the deletion: its
+    states before it are the original's (:func:`_loo_recurrent`) — half the work of a re-run.
     """
     inst, pos, src = _deletion_index(batch)
     if len(inst) == 0:
@@ -257,13 +312,15 @@ def deletion_probabilities(model, batch: dict, chunk_size: int = 512):
         deleted = _loo_context_free(model, batch, inst, pos, chunk_size)
     elif shortcuts and isinstance(encoder, CNNEncoder):
         deleted = _loo_convolution(model, batch, inst, pos, src, chunk_size)
-    else:
-        deleted = torch.cat(
-            [
-                model.probabilities(model(_sub_batch(batch, inst[s : s + chunk_size], pos[s : s + chunk_size]))[0])
-                for s in range(0, len(inst), chunk_size)
-            ]
-        )
+    elif shortcuts and _one_layer_rnn(encoder) and _encodes_embeddings(model) and not model.training:
+        deleted = _loo_recurrent(model, batch, inst, pos, src, chunk_size)
+    else:  # the deletions of one length together (no padding), as the model sees them: a sequence one shorter
+        deleted = None
+        for rows in equal_length_chunks(batch["lengths"][inst], chunk_size):
+            probs = model.probabilities(model(_sub_batch(batch, inst[rows], pos[rows]))[0])
+            if deleted is None:
+                deleted = probs.new_empty((len(inst), probs.shape[1]))
+            deleted[rows] = probs
     return inst, pos, deleted
 
 
@@ -345,6 +402,106 @@ def _loo_convolution(model, batch, inst, pos, src, chunk_size):
     return torch.cat(results)
 
 
+def _one_layer_rnn(encoder) -> bool:
+    """Whether ``encoder`` is a one-layer (bidirectional) LSTM or GRU over packed sequences (``RNNEncoder``)."""
+    rnn = getattr(encoder, "rnn", None)
+    return isinstance(encoder, RNNEncoder) and isinstance(rnn, (nn.LSTM, nn.GRU)) and rnn.num_layers == 1
+
+
+def _encodes_embeddings(model) -> bool:
+    """Whether ``model.encode`` feeds ``Encoded.embedded`` to its encoder (the flat and pair models' ``encode``)."""
+    return type(model).encode in (AttentionClassifier.encode, PairAttentionClassifier.encode)
+
+
+def _direction_weights(rnn, reverse: bool) -> dict:
+    """One direction of ``rnn`` as the parameters of a one-direction copy of it."""
+    suffix = "_reverse" if reverse else ""
+    names = ("weight_ih_l0", "weight_hh_l0") + (("bias_ih_l0", "bias_hh_l0") if rnn.bias else ())
+    return {name: getattr(rnn, name + suffix) for name in names}
+
+
+def _lstm_cells(rnn, embedded, hidden, mask, reverse: bool) -> torch.Tensor:
+    """The cell states c_t (B, T, H) of one direction of an LSTM from its inputs and outputs h_t: its gates at t
+    are a function of e_t and the previous h, and c_t = f_t c_{t−1} + i_t g_t (torch's gate order i, f, g, o);
+    0 on padding (``mask``: the sequences' positions)."""
+    w = _direction_weights(rnn, reverse)
+    gates = embedded @ w["weight_ih_l0"].T
+    if rnn.bias:
+        gates = gates + w["bias_ih_l0"] + w["bias_hh_l0"]
+    previous = torch.zeros_like(hidden)  # the state before each step, in reading order
+    if reverse:
+        previous[:, :-1] = hidden[:, 1:]
+    else:
+        previous[:, 1:] = hidden[:, :-1]
+    i, f, g, _ = (gates + previous @ w["weight_hh_l0"].T).chunk(4, dim=-1)
+    i, f, g = torch.sigmoid(i), torch.sigmoid(f), torch.tanh(g)
+    cells = torch.zeros_like(hidden)
+    c = hidden.new_zeros(hidden.shape[0], hidden.shape[2])
+    steps = range(hidden.shape[1] - 1, -1, -1) if reverse else range(hidden.shape[1])
+    for t in steps:
+        c = (f[:, t] * c + i[:, t] * g[:, t]) * mask[:, t, None]
+        cells[:, t] = c
+    return cells
+
+
+def _run_direction(rnn, reverse, inputs, lengths, state):
+    """One direction of ``rnn`` over ``inputs`` (N, S, d) of ``lengths`` (N,) ≥ 1 — each read from its first
+    item, whichever direction — from ``state`` (h (N, H), and c for an LSTM): its states (N, S, H)."""
+    one = type(rnn)(rnn.input_size, rnn.hidden_size, bias=rnn.bias, batch_first=True, device="meta")
+    hx = tuple(x.unsqueeze(0).contiguous() for x in state) if isinstance(rnn, nn.LSTM) else state[0].unsqueeze(0)
+    packed = pack_padded_sequence(inputs, lengths.cpu(), batch_first=True, enforce_sorted=False)
+    out, _ = functional_call(one, _direction_weights(rnn, reverse), (packed, hx))
+    return pad_packed_sequence(out, batch_first=True, total_length=inputs.shape[1])[0]
+
+
+def _loo_recurrent(model, batch, inst, pos, src, chunk_size):
+    """As a full re-run, for a one-layer (bidirectional) LSTM or GRU: deleting token p leaves the forward
+    direction's states before p, and the backward direction's after it, as they were; the forward direction
+    is run over the tokens after p from its state at p − 1 (c recovered by :func:`_lstm_cells`), the backward
+    one over the tokens before p, in reverse, from its state at p + 1."""
+    enc = model.encode(batch)
+    rnn = model.encoder.rnn
+    size, directions = rnn.hidden_size, 2 if rnn.bidirectional else 1
+    t_max = enc.mask.shape[1]
+    positions = torch.arange(t_max, device=enc.mask.device)
+    real = positions[None, :] < enc.lengths[:, None]
+    states = []  # per direction: (h, c) of every position, c only for an LSTM
+    for d in range(directions):
+        h = enc.hidden[..., d * size : (d + 1) * size]
+        c = _lstm_cells(rnn, enc.embedded, h, real, reverse=d == 1) if isinstance(rnn, nn.LSTM) else None
+        states.append((h, c))
+    results = []
+    for s in range(0, len(inst), chunk_size):
+        i, p = inst[s : s + chunk_size], pos[s : s + chunk_size]
+        new_len = enc.lengths[i] - 1
+        width = int(new_len.max())
+        new_mask = positions[None, :width] < new_len[:, None]
+        hidden = enc.hidden[i[:, None], src[p, :width]] * new_mask.unsqueeze(-1)  # every state where it was
+        for d in range(directions):
+            # forward: the tokens after p, from the state at p − 1; backward: those before p, from the state at p + 1
+            count = new_len - p if d == 0 else p
+            start = p - 1 if d == 0 else p + 1
+            rows = (count > 0).nonzero(as_tuple=True)[0]
+            if len(rows) == 0:
+                continue
+            k = torch.arange(int(count[rows].max()), device=i.device)
+            read = p[rows, None] + 1 + k[None, :] if d == 0 else p[rows, None] - 1 - k[None, :]  # original positions
+            valid = k[None, :] < count[rows, None]
+            inputs = enc.embedded[i[rows, None], read.clamp(0, t_max - 1)] * valid.unsqueeze(-1)
+            inside = (start[rows] >= 0) & (start[rows] < enc.lengths[i[rows]])
+            first = [
+                x[i[rows], start[rows].clamp(0, t_max - 1)] * inside.unsqueeze(-1) for x in states[d] if x is not None
+            ]
+            out = _run_direction(rnn, d == 1, inputs, count[rows], first)
+            target = read - (1 if d == 0 else 0)  # the new positions: one less after the deletion
+            r, j = valid.nonzero(as_tuple=True)
+            hidden[rows[r], target[r, j], d * size : (d + 1) * size] = out[r, j]
+        scores = model.scorer(hidden, None if enc.query is None else enc.query[i])
+        attended_after = enc.mask[i[:, None], src[p, :width]] & new_mask  # boundary tokens stay unattended
+        results.append(_output_from_states(model, enc, i, hidden, scores, attended_after))
+    return torch.cat(results)
+
+
 def _embedding_forward(model, batch: dict, target: torch.Tensor | None = None):
     """(forward, embedded, fields) for Captum: forward(E, *fields) = ŷ (N, C) of the full model (the
     attention recomputed from E) — with ``target`` (B,), that class's log-odds (N,) instead —, ``fields``
@@ -369,10 +526,14 @@ def input_x_gradient(model, batch: dict, target: torch.Tensor) -> torch.Tensor:
     module ``attn_study.models.outputs``)."""
     from captum.attr import InputXGradient
 
-    forward, embedded, fields = _embedding_forward(model, batch, target)
-    with torch.enable_grad(), grad_context(embedded.device):
-        attributions = InputXGradient(forward).attribute(embedded, additional_forward_args=fields)
-    return attributions.sum(-1).detach() * batch["mask"]
+    def compute(rows, sub):
+        forward, embedded, fields = _embedding_forward(model, sub, target[rows])
+        with torch.enable_grad(), grad_context(embedded.device):
+            attributions = InputXGradient(forward).attribute(embedded, additional_forward_args=fields)
+        return (attributions.sum(-1),)
+
+    (scores,) = by_length(batch, compute)
+    return scores * batch["mask"]
 
 
 def integrated_gradients(
@@ -384,20 +545,24 @@ def integrated_gradients(
     instance: completeness says it is 0 up to the quadrature error."""
     from captum.attr import IntegratedGradients
 
-    forward, embedded, fields = _embedding_forward(model, batch)
-    baseline = embedded * (~token_mask(batch)).unsqueeze(-1)
-    chunk = None if internal_batch_size is None else max(int(internal_batch_size), len(embedded))
-    with torch.enable_grad(), grad_context(embedded.device):
-        attributions, gap = IntegratedGradients(forward).attribute(
-            embedded,
-            baselines=baseline,
-            target=target,
-            additional_forward_args=fields,
-            n_steps=steps,
-            internal_batch_size=chunk,
-            return_convergence_delta=True,
-        )
-    return attributions.sum(-1).detach() * batch["mask"], gap.detach()
+    def compute(rows, sub):
+        forward, embedded, fields = _embedding_forward(model, sub)
+        baseline = embedded * (~token_mask(sub)).unsqueeze(-1)
+        chunk = None if internal_batch_size is None else max(int(internal_batch_size), len(rows))
+        with torch.enable_grad(), grad_context(embedded.device):
+            attributions, gap = IntegratedGradients(forward).attribute(
+                embedded,
+                baselines=baseline,
+                target=target[rows],
+                additional_forward_args=fields,
+                n_steps=steps,
+                internal_batch_size=chunk,
+                return_convergence_delta=True,
+            )
+        return attributions.sum(-1), gap
+
+    scores, gap = by_length(batch, compute)
+    return scores * batch["mask"], gap
 
 
 def signed_leave_one_out(model, batch: dict, probs: torch.Tensor, chunk_size: int) -> torch.Tensor:

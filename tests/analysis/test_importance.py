@@ -91,6 +91,9 @@ ENCODERS = {
     "cnn": partial(encoders.CNNEncoder, kernel_sizes=(1, 3, 5, 7), filters=3),
     "conv": partial(encoders.CNNEncoder, kernel_sizes=(3, 5), filters=3),
     "lstm": partial(encoders.RNNEncoder, hidden_size=4),
+    "gru": partial(encoders.RNNEncoder, hidden_size=4, cell="gru"),
+    "lstm_one_direction": partial(encoders.RNNEncoder, hidden_size=4, bidirectional=False),
+    "lstm_two_layers": partial(encoders.RNNEncoder, hidden_size=4, num_layers=2),
     "transformer": partial(encoders.TransformerEncoder, model_dim=4, num_heads=2, num_layers=1, ff_dim=8),
 }
 
@@ -104,3 +107,76 @@ def test_leave_one_out_equals_brute_force_deletion(name, proj):
         got = leave_one_out(model, token_batch(SEQS), chunk_size=4)  # chunks cut across instances
     torch.testing.assert_close(got, expected, equal_nan=True)
     assert torch.isnan(got[2, 0]) and got[2, 1:].eq(0).all()  # length 1: NaN; padding: 0
+
+
+@pytest.mark.parametrize("name", ["lstm", "gru", "lstm_one_direction"])
+@pytest.mark.parametrize("boundary", [False, True])
+def test_recurrent_leave_one_out_runs_only_past_the_deletion_and_equals_re_running(name, boundary):
+    """One-layer LSTMs and GRUs take the shortcut (each direction re-run from the state beside the deletion, an
+    LSTM's cells recovered from its outputs); their deletions equal running the model on the shorter text, with
+    and without <sos>/<eos>, for the probabilities of every deletion."""
+    from attn_study.analysis.importance import _one_layer_rnn, deletion_probabilities
+
+    model = tiny_model(ENCODERS[name], num_classes=3, double=True)
+    assert _one_layer_rnn(model.encoder) and not _one_layer_rnn(tiny_model(ENCODERS["lstm_two_layers"]).encoder)
+    batch = token_batch(SEQS, boundary=boundary)
+    with torch.no_grad():
+        inst, pos, got = deletion_probabilities(model, batch, chunk_size=5)
+        for n in range(len(inst)):
+            seq = batch["ids"][inst[n], : batch["lengths"][inst[n]]].tolist()
+            shorter = token_batch([seq[: pos[n]] + seq[pos[n] + 1 :]])
+            if boundary:
+                shorter["token_mask"] = shorter["mask"].clone()
+                shorter["token_mask"][:, [0, -1]] = False
+            expected = model.probabilities(model(shorter)[0])[0]
+            torch.testing.assert_close(got[n], expected, rtol=0, atol=1e-12)
+    assert len(inst) == sum(len(s) for s in SEQS if len(s) > 1 or boundary)
+
+
+def test_equal_length_chunks_cover_every_index_once_one_length_each():
+    from attn_study.analysis.importance import equal_length_chunks
+
+    lengths = torch.tensor([5, 3, 5, 9, 3, 3, 5, 1])
+    chunks = equal_length_chunks(lengths, chunk_size=2)
+    assert sorted(torch.cat(chunks).tolist()) == list(range(len(lengths)))
+    assert all(len(c) <= 2 and lengths[c].unique().numel() == 1 for c in chunks)
+    assert [int(lengths[c[0]]) for c in chunks] == [1, 3, 3, 5, 5, 9]  # shortest first
+
+
+@pytest.mark.parametrize("boundary", [False, True])
+def test_gradient_methods_of_a_mixed_length_batch_are_each_instances_own(boundary):
+    """Every gradient method runs a batch's instances by length (no padding): on a batch of mixed lengths each
+    row equals the method on that instance alone, in its own rows and nowhere else."""
+    from attn_study.analysis.importance import input_to_hidden_gradients, input_x_gradient, integrated_gradients
+
+    seqs = SEQS + [[7, 8, 9], [21, 22, 23, 24, 5, 6, 8]]  # two lengths twice
+    model = tiny_model(num_classes=3, double=True)
+    batch = token_batch(seqs, boundary=boundary)
+    target = predict(model, batch)[2].argmax(-1)
+    methods = {
+        "gradient": lambda b, t: gradient_importance(model, b, normalise=False),
+        "grad_norm": lambda b, t: gradient_norm_importance(model, b, normalise=False),
+        "input_x_gradient": lambda b, t: input_x_gradient(model, b, t),
+        "integrated_gradients": lambda b, t: torch.cat(
+            [x.reshape(len(t), -1) for x in integrated_gradients(model, b, t, steps=7, internal_batch_size=5)], 1
+        ),
+        "input_hidden": lambda b, t: input_to_hidden_gradients(model, b, chunk_size=3).flatten(1),
+    }
+    for name, method in methods.items():
+        together = method(batch, target)
+        for row, seq in enumerate(seqs):
+            alone = method(token_batch([seq], boundary=boundary), target[row : row + 1])[0]
+            width = batch["lengths"][row]
+            if name == "input_hidden":  # (T, T) flattened: the instance's own T' × T' block, 0 elsewhere
+                t = batch["mask"].shape[1]
+                block = together[row].view(t, t)
+                torch.testing.assert_close(block[:width, :width].flatten(), alone, rtol=0, atol=1e-12)
+                assert block[width:].eq(0).all() and block[:, width:].eq(0).all()
+            elif name == "integrated_gradients":  # scores, then the completeness gap
+                t = batch["mask"].shape[1]
+                torch.testing.assert_close(together[row, :width], alone[:width], rtol=0, atol=1e-12)
+                torch.testing.assert_close(together[row, t], alone[width], rtol=0, atol=1e-12)
+                assert together[row, width:t].eq(0).all()
+            else:
+                torch.testing.assert_close(together[row, :width], alone, rtol=0, atol=1e-12)
+                assert together[row, width:].eq(0).all(), name
