@@ -161,11 +161,11 @@ SCHEMA: dict[str, dict[str, Callable]] = {
         "select_from_epoch": integer(0),
         "base": anything,
         "lam": number(0),
-    },
-    "dataset": {
         "word_tying": anything,
-        "name": anything,
+    },
     "training.word_tying": {"weight": number(0), "kind": anything},
+    "dataset": {
+        "name": anything,
         "path": anything,
         "source": anything,
         "preprocessing": anything,
