@@ -321,7 +321,20 @@ def deletion_probabilities(model, batch: dict, chunk_size: int = 512):
             if deleted is None:
                 deleted = probs.new_empty((len(inst), probs.shape[1]))
             deleted[rows] = probs
-    return inst, pos, deleted
+    return inst, pos, deleted[_same_sequence(batch, inst, pos)]
+
+
+def _same_sequence(batch: dict, inst: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+    """For each deletion n, the first deletion of its run of equal adjacent tokens: deleting any token of a run
+    ("the the") leaves the same sequence, so the run shares one output — exactly tied, never told apart by
+    rounding (a rank statistic such as Kendall's τ-b counts them as ties)."""
+    n = torch.arange(len(inst), device=inst.device)
+    ids = batch["ids"]
+    follows = torch.zeros_like(n, dtype=torch.bool)
+    follows[1:] = (
+        (inst[1:] == inst[:-1]) & (pos[1:] == pos[:-1] + 1) & (ids[inst[1:], pos[1:]] == ids[inst[:-1], pos[:-1]])
+    )
+    return torch.where(follows, torch.zeros_like(n), n).cummax(0).values
 
 
 @torch.no_grad()

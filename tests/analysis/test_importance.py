@@ -180,3 +180,21 @@ def test_gradient_methods_of_a_mixed_length_batch_are_each_instances_own(boundar
             else:
                 torch.testing.assert_close(together[row, :width], alone, rtol=0, atol=1e-12)
                 assert together[row, width:].eq(0).all(), name
+
+
+@pytest.mark.parametrize("name", list(ENCODERS))
+def test_deleting_any_token_of_a_run_of_equal_tokens_gives_exactly_one_value(name):
+    """Deleting either "the" of "the the" leaves the same text: the two importances are exactly equal (a tie for
+    Kendall's τ-b), whichever shortcut computed them."""
+    model = tiny_model(ENCODERS[name], num_classes=3, double=True)
+    got = leave_one_out(model, token_batch([[5, 6, 6, 6, 7], [4, 4], [8, 9, 9]]), chunk_size=4)
+    assert got[0, 1] == got[0, 2] == got[0, 3] and got[1, 0] == got[1, 1] and got[2, 1] == got[2, 2]
+    assert got[0, 0] != got[0, 1] and got[2, 0] != got[2, 1]
+
+
+def test_each_deletion_points_to_the_first_of_its_run_of_equal_tokens():
+    from attn_study.analysis.importance import _deletion_index, _same_sequence
+
+    batch = token_batch([[5, 6, 6, 6, 7], [4, 4], [8, 9, 9, 8]])
+    inst, pos, _ = _deletion_index(batch)
+    assert _same_sequence(batch, inst, pos).tolist() == [0, 1, 1, 1, 4, 5, 5, 7, 8, 8, 10]
