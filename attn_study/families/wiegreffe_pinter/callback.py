@@ -101,9 +101,9 @@ class WiegreffePinter(AnalysisCallback):
             raise UserError(f"{self._option('base')} is not set: give the base run's directory")
         return saved.resolve_run(self.base, self._option("base"), run_dir)
 
-    def analyse(self, model, data, out_dir: Path, loggers=()) -> dict:
+    def analyse(self, model, data, out_dir: Path, loggers=(), step: int = 0) -> dict:
         self.base_dir = self._base(out_dir)
-        return super().analyse(model, data, out_dir, loggers)
+        return super().analyse(model, data, out_dir, loggers, step)
 
     def measure(self, model, data, split, indices, tests) -> Measured:
         device = next(model.parameters()).device
