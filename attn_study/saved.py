@@ -138,7 +138,7 @@ def resolve_run(value: str, option: str, run_dir: str | Path) -> Path:
         return Path(value).expanduser()
     import yaml
 
-    from attn_study.sweep.naming import job_dir_name, job_keys
+    from attn_study.sweep.naming import job_dir_name, sweep_job_keys
 
     overrides_file = layout.overrides_file(run_dir)
     if not overrides_file.is_file():
@@ -147,7 +147,8 @@ def resolve_run(value: str, option: str, run_dir: str | Path) -> Path:
             " give the run directory instead"
         )
     overrides = [o for o in yaml.safe_load(overrides_file.read_text()) or [] if not o.startswith("experiment=")]
-    return Path(run_dir).parent / job_dir_name([*overrides, f"experiment={value[len(SIBLING) :]}"], job_keys())
+    keys = sweep_job_keys(Path(run_dir).parent)  # the sweep's own naming, not this process's environment
+    return Path(run_dir).parent / job_dir_name([*overrides, f"experiment={value[len(SIBLING) :]}"], keys)
 
 
 @torch.no_grad()

@@ -26,6 +26,7 @@ MAX_NAME = 120
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=,+\-]")
 #: the keys that name the jobs of the running plain multirun (a JSON list; unset: every override names them)
 JOB_KEYS_ENV = "ATTN_STUDY_JOB_KEYS"
+SWEEP_RECORD = "sweep.json"  # the sweep's record (sweep/record.py)
 
 
 def override_key(override: str) -> str:
@@ -70,3 +71,15 @@ def job_keys() -> list[str] | None:
     """The keys naming the running plain multirun's jobs (set by the sweep record); None: all overrides."""
     value = os.environ.get(JOB_KEYS_ENV)
     return None if value is None else list(json.loads(value))
+
+
+def sweep_job_keys(sweep_dir) -> list[str] | None:
+    """The keys naming the jobs of the sweep in ``sweep_dir``, as its record (``sweep.json``) keeps them — what any
+    later process (a report, an analysis) must use, whatever its own environment holds; None: all overrides."""
+    from pathlib import Path
+
+    record = Path(sweep_dir) / SWEEP_RECORD
+    if not record.is_file():
+        return job_keys()
+    keys = json.loads(record.read_text()).get("job_keys")
+    return None if keys is None else list(keys)

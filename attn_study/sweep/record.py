@@ -21,9 +21,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from attn_study.io import read_json, write_json_atomic
 from attn_study.sweep import state
-from attn_study.sweep.naming import JOB_KEYS_ENV, job_dir_name, swept_keys
+from attn_study.sweep.naming import JOB_KEYS_ENV, SWEEP_RECORD, job_dir_name, swept_keys
 
-RECORD = "sweep.json"
+RECORD = SWEEP_RECORD  # sweep.json
 log = logging.getLogger(__name__)
 
 

@@ -174,3 +174,23 @@ def test_slurm_launcher_config_takes_the_cluster_settings():
         launcher.max_num_timeout,
         launcher.name,
     ) == ("p", "a", "q", 2, 60, 5, "smoke")
+
+
+@pytest.mark.parametrize("recorded", [None, ["experiment", "seed"]])
+def test_a_sibling_is_named_by_its_sweeps_record_not_by_this_processs_environment(tmp_path, monkeypatch, recorded):
+    """A report or an analysis resolves ``sibling:`` in a process that may have launched another multirun (its
+    job keys left in the environment): the sweep's own record decides how its jobs are named."""
+    import json
+
+    from attn_study.saved import resolve_run
+    from attn_study.sweep.naming import JOB_KEYS_ENV, job_dir_name
+
+    sweep = tmp_path / "sweep"
+    overrides = ["experiment=adversary", "seed=1", "dataset.path=/data/sst"]
+    job = sweep / job_dir_name(overrides, recorded)
+    (job / ".hydra").mkdir(parents=True)
+    (job / ".hydra" / "overrides.yaml").write_text("\n".join(f"- {o}" for o in overrides) + "\n")
+    (sweep / "sweep.json").write_text(json.dumps({} if recorded is None else {"job_keys": recorded}))
+    monkeypatch.setenv(JOB_KEYS_ENV, '["encoder"]')  # left by an earlier plain multirun of this process
+    expected = sweep / job_dir_name(["seed=1", "dataset.path=/data/sst", "experiment=base"], recorded)
+    assert resolve_run("sibling:base", "attention.source", job) == expected
