@@ -22,10 +22,10 @@ from attn_study.run import run
 from tests.helpers import REPO, TINY, cli_env, tiny_model, token_batch
 
 
-def test_the_gpu_grid_benchmark_runs_the_real_cli_and_writes_its_csv(tmp_path):
-    out = tmp_path / "grid.csv"
+def run_benchmark(script: str, *args: str) -> subprocess.CompletedProcess:
+    """``python benchmarks/<script> <args>`` from the repository, asserted to succeed (its output tails if not)."""
     done = subprocess.run(
-        [sys.executable, "benchmarks/gpu_grid.py", "--tiny", "--jobs", "2", "--out", str(out)],
+        [sys.executable, f"benchmarks/{script}", *args],
         cwd=REPO,
         env=cli_env(),
         capture_output=True,
@@ -33,6 +33,12 @@ def test_the_gpu_grid_benchmark_runs_the_real_cli_and_writes_its_csv(tmp_path):
         timeout=300,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return done
+
+
+def test_the_gpu_grid_benchmark_runs_the_real_cli_and_writes_its_csv(tmp_path):
+    out = tmp_path / "grid.csv"
+    done = run_benchmark("gpu_grid.py", "--tiny", "--jobs", "2", "--out", str(out))
     rows = list(csv.DictReader(out.open()))
     assert len(rows) == 2 and {r["state"] for r in rows} == {"complete"}
     assert {"encoder=lstm", "encoder=average"} <= {part for r in rows for part in r["job"].split(",")}
@@ -88,27 +94,18 @@ def test_the_importance_benchmark_runs_on_a_trained_run_and_agrees_with_captum(m
     """The README's ``benchmarks/importance.py --run <dir>`` on a tiny complete run: exit 0, every mode agreeing."""
     run_dir = tmp_path / "run"
     run(make_cfg(*TINY, "logger=none", "encoder.hidden_size=8"), run_dir)
-    done = subprocess.run(
-        [
-            sys.executable,
-            "benchmarks/importance.py",
-            "--run",
-            str(run_dir),
-            "--max-instances",
-            "24",
-            "--batch-size",
-            "8",
-            "--perturbations-per-eval",
-            "1",
-            "4",
-        ],
-        cwd=REPO,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
+    done = run_benchmark(
+        "importance.py",
+        "--run",
+        str(run_dir),
+        "--max-instances",
+        "24",
+        "--batch-size",
+        "8",
+        "--perturbations-per-eval",
+        "1",
+        "4",
     )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     result = json.loads(done.stdout[done.stdout.index("{") :])
     assert result["agree"] is True and result["instances"] == 24
     for classes in ("predicted", "sum"):
