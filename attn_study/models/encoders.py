@@ -30,13 +30,15 @@ def masked_mean(h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def conicity(h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Conicity of each instance's states (Mohankumar et al. 2020): the mean over its real tokens
-    (``mask``) of cos(h_t, h̄), h̄ = the mean of those states. (B,); NaN for an instance without tokens.
-    Near 1: the states crowd in a narrow cone, so any attention over them pools nearly the same vector."""
+    """Conicity of each instance's states (Mohankumar et al. 2020): the mean over its real tokens (``mask``) of
+    |cos(h_t, h̄)|, h̄ = the mean of those states. (B,); NaN for an instance without tokens. Near 1: the states
+    crowd in a narrow cone, so any attention over them pools nearly the same vector. The absolute value is the
+    authors' released code's (their paper writes the cosine): without it a few long states along h̄ let the others
+    point away, and a penalty on it goes below 0."""
     m = mask.to(h.dtype)
     count = m.sum(1)
     mean = (h * m.unsqueeze(-1)).sum(1) / count.clamp_min(1.0).unsqueeze(-1)
-    cosine = F.cosine_similarity(h, mean.unsqueeze(1).expand_as(h), dim=-1, eps=1e-12)
+    cosine = F.cosine_similarity(h, mean.unsqueeze(1).expand_as(h), dim=-1, eps=1e-12).abs()
     value = (cosine * m).sum(1) / count.clamp_min(1.0)
     return value.masked_fill(count == 0, float("nan"))
 

@@ -23,21 +23,23 @@ SEQS = [[5, 6, 7, 8, 9, 10, 11], [12, 13, 14], [15], [16, 17, 18, 19, 20]]
 
 def brute_conicity(states: np.ndarray) -> float:
     mean = states.mean(0)
-    return float(np.mean([s @ mean / (np.linalg.norm(s) * np.linalg.norm(mean)) for s in states]))
+    return float(np.mean([abs(s @ mean) / (np.linalg.norm(s) * np.linalg.norm(mean)) for s in states]))
 
 
 def test_conicity_against_closed_forms_and_brute_force():
-    h = torch.zeros(4, 3, 2, dtype=torch.float64)
+    h = torch.zeros(5, 3, 2, dtype=torch.float64)
     h[0, :2] = torch.tensor([[1.0, 0.0], [0.0, 1.0]])  # two orthogonal unit states: cos 1/√2 with their mean
     h[0, 2] = torch.tensor([7.0, 1.0])  # padding: must not count
     h[1] = torch.tensor([[2.0, 1.0], [4.0, 2.0], [1.0, 0.5]])  # one direction: conicity 1
     h[2] = torch.randn(3, 2, dtype=torch.float64)
-    mask = torch.tensor([[1, 1, 0], [1, 1, 1], [1, 1, 1], [0, 0, 0]], dtype=torch.bool)
+    h[4, :2] = torch.tensor([[10.0, 0.0], [-1.0, 0.0]])  # the second points away from the mean (9/2, 0): |cos| = 1
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1], [1, 1, 1], [0, 0, 0], [1, 1, 0]], dtype=torch.bool)
     value = encoders.conicity(h, mask)
     assert value[0].item() == pytest.approx(1 / math.sqrt(2), abs=1e-12)
     assert value[1].item() == pytest.approx(1.0, abs=1e-12)
     assert value[2].item() == pytest.approx(brute_conicity(h[2].numpy()), abs=1e-12)
     assert math.isnan(value[3].item())  # no tokens: undefined
+    assert value[4].item() == pytest.approx(1.0, abs=1e-12)  # the authors' |cos|, not (1 − 1)/2 = 0
 
 
 def _states_by_direction(h: torch.Tensor, length: int, size: int):
