@@ -76,6 +76,13 @@ def analysis_mode(model):
             model.train(was_training)
 
 
+def instance_row(split_data, i: int) -> dict:
+    """The columns that name instance ``i`` of a split in every family's per-instance frame: its position
+    (``index``), ``uid`` and gold ``label``."""
+    i = int(i)
+    return {"index": i, "uid": split_data.uids[i], "label": int(split_data.labels[i])}
+
+
 def whole(option: str, value, low: int = 1, optional: bool = False) -> int | None:
     """``value`` as a whole number ≥ ``low`` (null allowed when ``optional``), or a one-line ``UserError``
     naming ``option``: ``abc`` and ``1.5`` are refused, never read as something else."""

@@ -40,7 +40,7 @@ import torch
 from scipy import stats
 
 from attn_study import families
-from attn_study.analysis.callback import AnalysisCallback, Measured, whole
+from attn_study.analysis.callback import AnalysisCallback, Measured, instance_row, whole
 from attn_study.analysis.importance import (
     ImportanceOptions,
     importance,
@@ -341,9 +341,7 @@ class Faithfulness(AnalysisCallback):
         pred, conf = probs.argmax(-1).tolist(), probs.max(-1).values.tolist()
         for r, i in enumerate(batch["index"].tolist()):
             rows[i] = {
-                "index": i,
-                "uid": split_data.uids[i],
-                "label": int(split_data.labels[i]),
+                **instance_row(split_data, i),
                 "prediction": pred[r],
                 "probability": conf[r],
                 **{k: v[r] for k, v in values.items()},

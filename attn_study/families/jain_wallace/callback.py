@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from attn_study import families
-from attn_study.analysis.callback import AnalysisCallback, Measured, probability, whole
+from attn_study.analysis.callback import AnalysisCallback, Measured, instance_row, probability, whole
 from attn_study.analysis.importance import gradient_importance, leave_one_out, predict, token_mask
 from attn_study.analysis.measures import (
     MEAN_STATS,
@@ -129,9 +129,7 @@ class JainWallace(AnalysisCallback):
         rows_of = data.split(split)
         epsilon = self.epsilon if self.epsilon is not None else (0.01 if data.num_classes == 2 else 0.05)
         select = self.select_epsilon if self.select_epsilon is not None else epsilon
-        rows: dict[int, dict] = {
-            int(i): {"index": int(i), "uid": rows_of.uids[i], "label": int(rows_of.labels[i])} for i in indices
-        }
+        rows: dict[int, dict] = {int(i): instance_row(rows_of, i) for i in indices}
         keep_adv: dict[int, dict] = {}
         seconds = {}
         for test in ["predict", *tests]:

@@ -25,7 +25,7 @@ import torch
 from scipy import stats
 
 from attn_study import families
-from attn_study.analysis.callback import AnalysisCallback, Measured, whole
+from attn_study.analysis.callback import AnalysisCallback, Measured, instance_row, whole
 from attn_study.analysis.erasure import (
     decision_gradient,
     first_flips,
@@ -73,10 +73,8 @@ class SerranoSmith(AnalysisCallback):
     # -- measuring -------------------------------------------------------------------------------
 
     def measure(self, model, data, split, indices, tests) -> Measured:
-        rows: dict[int, dict] = {
-            int(i): {"index": int(i), "uid": data.split(split).uids[i], "label": int(data.split(split).labels[i])}
-            for i in indices
-        }
+        split_data = data.split(split)
+        rows: dict[int, dict] = {int(i): instance_row(split_data, i) for i in indices}
         # the random item of the single test and the random ranking: each instance's own draws (seeding.py),
         # whatever the batch size and the tests that run
         # one pass: each batch is encoded once and every test runs on it (the encoder pass dominates

@@ -36,7 +36,7 @@ import torch
 from scipy import stats
 
 from attn_study import assemble, families, saved
-from attn_study.analysis.callback import AnalysisCallback, Measured, whole
+from attn_study.analysis.callback import AnalysisCallback, Measured, instance_row, whole
 from attn_study.analysis.importance import kept_sub_batch, predict, token_mask
 from attn_study.analysis.measures import summarise
 from attn_study.data.text import UNK_ID
@@ -158,9 +158,7 @@ class Shortcuts(AnalysisCallback):
             values = {k: v.tolist() for k, v in cols.items()}
             for r, i in enumerate(batch["index"].tolist()):
                 rows[i] = {
-                    "index": i,
-                    "uid": split_data.uids[i],
-                    "label": int(split_data.labels[i]),
+                    **instance_row(split_data, i),
                     "length": int(len(split_data.ids[i])),
                     **{k: v[r] for k, v in values.items()},
                 }

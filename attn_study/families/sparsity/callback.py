@@ -27,7 +27,7 @@ import pandas as pd
 import torch
 
 from attn_study import families
-from attn_study.analysis.callback import AnalysisCallback, Measured, probability, whole
+from attn_study.analysis.callback import AnalysisCallback, Measured, instance_row, probability, whole
 from attn_study.analysis.erasure import erase_each
 from attn_study.analysis.importance import (
     distribution,
@@ -173,9 +173,7 @@ class Sparsity(AnalysisCallback):
         pred, conf = probs.argmax(-1).tolist(), probs.max(-1).values.tolist()
         for r, i in enumerate(batch["index"].tolist()):
             rows[i] = {
-                "index": i,
-                "uid": split_data.uids[i],
-                "label": int(split_data.labels[i]),
+                **instance_row(split_data, i),
                 "prediction": pred[r],
                 "probability": conf[r],
                 **{name: v[r] for name, v in values.items()},
