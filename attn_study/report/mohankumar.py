@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from attn_study.report.render import captioned_table, format_number
-from attn_study.report.runs import Run
+from attn_study.report.runs import Run, without_empty_variant
 
 #: the encoders built to make attention faithful (conf/encoder/)
 FAITHFUL_ENCODERS = ("orthogonal_lstm", "diversity_lstm")
@@ -52,10 +52,7 @@ def comparison_table(runs: list[Run]) -> pd.DataFrame:
             row[header] = float(values.mean()) if len(values) else np.nan
             row[f"{header} std"] = float(values.std(ddof=1)) if len(values) > 1 else np.nan
         rows.append(row)
-    frame = pd.DataFrame(rows)
-    if not frame.empty and not frame["variant"].astype(str).str.len().any():
-        frame = frame.drop(columns="variant")
-    return frame
+    return without_empty_variant(pd.DataFrame(rows))
 
 
 def comparison_display(frame: pd.DataFrame) -> pd.DataFrame:
