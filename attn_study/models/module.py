@@ -329,6 +329,12 @@ class AttentionModule(L.LightningModule):
 
     def on_fit_start(self) -> None:
         self._fit_started = time.time()
+        self._fit_seconds = None
+
+    def on_fit_end(self) -> None:
+        # frozen here: testing reloads the best checkpoint, whose train_seconds (as of that epoch) must not be
+        # added to the time since fit started, nor the testing and analyses counted as training
+        self._fit_seconds = self.train_seconds
 
     @property
     def seconds_before(self) -> float:
@@ -338,7 +344,9 @@ class AttentionModule(L.LightningModule):
     @property
     def train_seconds(self) -> float:
         """Seconds of training over every attempt: the earlier attempts' (as of their last checkpoint)
-        and this one's so far."""
+        and this one's so far (up to the end of fit, once it has ended)."""
+        if getattr(self, "_fit_seconds", None) is not None:
+            return self._fit_seconds
         return self._seconds_before + (time.time() - self._fit_started if hasattr(self, "_fit_started") else 0.0)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:

@@ -168,3 +168,23 @@ def test_rnn_summary_is_last_forward_and_first_backward_state():
     h = enc(x, mask, lengths)
     _, (h_n, _) = enc.rnn(torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False))
     torch.testing.assert_close(enc.summarize(h, mask, lengths), torch.cat([h_n[0], h_n[1]], -1))
+
+
+def test_training_seconds_stop_at_the_end_of_fit(monkeypatch):
+    """``train/seconds`` is the fit's own time: testing reloads the best checkpoint (its ``train_seconds`` as
+    of its epoch), and neither that value nor the testing and analyses after fit are added to it."""
+    from types import SimpleNamespace
+
+    from attn_study.models import module as module_code
+
+    now = [100.0]
+    monkeypatch.setattr(module_code, "time", SimpleNamespace(time=lambda: now[0]))
+    module = AttentionModule(make_model("average", "additive", "softmax"), lr=0.01)
+    module.on_fit_start()
+    now[0] = 130.0
+    assert module.train_seconds == 30.0  # while fitting: the time so far
+    module.on_fit_end()
+    module._trainer = SimpleNamespace(state=SimpleNamespace(fn="test"))
+    module.on_load_checkpoint({"train_seconds": 20.0, "state_dict": {}})  # the best epoch's checkpoint
+    now[0] = 500.0  # testing and analyses
+    assert module.train_seconds == 30.0
