@@ -8,10 +8,11 @@ the wall time of every job and of its stages and, on a GPU, its utilisation, in 
     python benchmarks/gpu_grid.py --tiny --out /tmp/grid.csv
 
 The grid is ``dataset`` × ``encoder`` × ``attention`` (default sst,imdb × lstm,cnn,average ×
-additive,dot: 12 jobs), trained and analysed with ``analysis=[jain_wallace]``, launched as one
-``attn-study -m`` into ``--sweep-dir`` (a relaunch skips the complete jobs: delete the folder to time
-again). ``--jobs N`` > 1 runs N jobs at once through ``hydra/launcher=joblib``, each with cores / N
-torch threads. Extra arguments are Hydra overrides passed on. Columns: job, state, wall_s (the job's
+additive,dot: 12 jobs; ``--datasets sst`` for one dataset's 6), trained and analysed with
+``analysis=[jain_wallace]``, launched as one ``attn-study -m`` into ``--sweep-dir`` (a relaunch skips
+the complete jobs: delete the folder to time again). ``--jobs N`` > 1 runs N jobs at once through
+``hydra/launcher=joblib``, each with cores / N torch threads.
+Extra arguments are Hydra overrides passed on. Columns: job, state, wall_s (the job's
 run, from its status.json), train_s, outside_training_s (data loading, testing, the analyses), one column per J&W
 sub-test (jw_<test>_s), test_acc, torch_threads and, where ``nvidia-smi`` exists, gpu_util_mean
 (%), gpu_util_max and gpu_mem_max_mib over the job's time span (shared by the jobs that ran together).
@@ -107,6 +108,7 @@ def main(argv=None) -> int:
     parser.add_argument("--sweep-dir", default=None, help="where the jobs go (default: beside --out)")
     parser.add_argument("--jobs", type=int, default=1, help="jobs at once (joblib launcher when > 1)")
     parser.add_argument("--tiny", action="store_true", help="a tiny synthetic grid, seconds on a CPU")
+    parser.add_argument("--datasets", default="sst,imdb", help="the grid's datasets, comma-separated")
     args, overrides = parser.parse_known_args(argv)
     out = Path(args.out)
     sweep_dir = Path(args.sweep_dir) if args.sweep_dir else out.with_suffix("").with_name(out.stem + "_sweep")
@@ -116,7 +118,7 @@ def main(argv=None) -> int:
         "attn_study.cli",
         "-m",
         f"hydra.sweep.dir={sweep_dir}",
-        *(TINY if args.tiny else GRID),
+        *(TINY if args.tiny else [f"dataset={args.datasets}", *GRID[1:]]),
     ]
     if args.jobs > 1:
         command += ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={args.jobs}"]
