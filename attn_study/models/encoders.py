@@ -9,6 +9,7 @@ follows.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -211,9 +212,26 @@ class NoEncoder(nn.Module):
         return masked_mean(h, mask)
 
 
+@dataclass
+class LayerTrace:
+    """What a Transformer's layers did to one batch, for the aggregation methods (``analysis/aggregation.py``).
+
+    ``attention`` (B, L, H, T, T): A[b, l, h, i, j], the weight of position j in the output of head h at
+    position i in layer l (rows sum to 1 over the positions the encoder read, 0 elsewhere); ``transformed``
+    (B, L, H, T, m) or None: f^h(x_j), position j's vector as head h adds it to the layer's output, the value
+    transformation followed by the head's slice of the output projection (Kobayashi et al. 2020:
+    Σ_j α^h_ij f^h(x_j) summed over h, plus the output bias, is the attention's output at i); ``hidden``:
+    the encoder's output (B, T, m)."""
+
+    attention: torch.Tensor
+    transformed: torch.Tensor | None
+    hidden: torch.Tensor
+
+
 class TransformerEncoder(nn.Module):
     """Small Transformer encoder: Linear(d → model_dim) + sinusoidal positions, ``num_layers``
-    pre-norm layers with a key padding mask. m = model_dim."""
+    pre-norm layers with a key padding mask. m = model_dim. ``trace`` runs the same layers step by step and
+    keeps each head's attention and transformed vectors (the same H, tested)."""
 
     def __init__(
         self,
@@ -237,6 +255,7 @@ class TransformerEncoder(nn.Module):
         table[:, 1::2] = torch.cos(position * freq[: model_dim // 2])
         self.register_buffer("positions", table, persistent=False)
         self.output_dim = model_dim
+        self.attention_shape = (num_layers, num_heads, True)  # layers, heads, f^h known (aggregation methods)
 
     def forward(self, embedded: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         if embedded.shape[1] > self.positions.shape[0]:
@@ -247,3 +266,29 @@ class TransformerEncoder(nn.Module):
 
     def summarize(self, h: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         return masked_mean(h, mask)
+
+    def trace(self, embedded: torch.Tensor, mask: torch.Tensor) -> LayerTrace:
+        """The forward pass written out per head (the math of ``nn.TransformerEncoderLayer`` with
+        ``norm_first``: x ← x + MHA(LN₁(x)), x ← x + FF(LN₂(x))), keeping A^h = softmax(q_i·k_j/√d) over
+        the real keys and f^h(y_j) = (W_V^h y_j + b_V^h) W_O^h (y = LN₁(x)); dropout as the module's mode."""
+        b, t, _ = embedded.shape
+        x = self.proj(embedded) + self.positions[:t]
+        attentions, transformed = [], []
+        for layer in self.layers.layers:
+            attn = layer.self_attn
+            heads, size = attn.num_heads, attn.head_dim
+            q, k, v = F.linear(layer.norm1(x), attn.in_proj_weight, attn.in_proj_bias).chunk(3, dim=-1)
+            q, k, v = (z.view(b, t, heads, size).transpose(1, 2) for z in (q, k, v))  # (B, H, T, d)
+            scores = (q @ k.transpose(-1, -2)) / math.sqrt(size)
+            weights = torch.softmax(scores.masked_fill(~mask[:, None, None, :], float("-inf")), dim=-1)
+            weights = weights * mask[:, None, :, None]  # padding rows: no output of interest
+            # W_O's columns h·d … (h+1)·d act on head h: f^h(y_j) = W_O^h v^h_j (B, H, T, m)
+            f = torch.einsum("bhjd,ohd->bhjo", v, attn.out_proj.weight.view(-1, heads, size))
+            dropped = F.dropout(weights, attn.dropout, attn.training)  # as MHA applies it (eval: none)
+            out = torch.einsum("bhij,bhjo->bio", dropped, f) + attn.out_proj.bias
+            x = x + layer.dropout1(out)
+            x = x + layer._ff_block(layer.norm2(x))
+            attentions.append(weights)
+            transformed.append(f)
+        hidden = self.norm(x) * mask.unsqueeze(-1)
+        return LayerTrace(torch.stack(attentions, 1), torch.stack(transformed, 1), hidden)
