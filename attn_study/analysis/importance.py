@@ -22,6 +22,7 @@ from torch import nn
 from torch.func import functional_call
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from attn_study.analysis.aggregation import AGGREGATIONS, AggregationOptions, aggregated_importance
 from attn_study.analysis.measures import probability_drop, tvd
 from attn_study.analysis.seeding import instance_draws
 from attn_study.models.classifier import AttentionClassifier, PairAttentionClassifier, attended
@@ -597,6 +598,7 @@ class ImportanceOptions:
     chunk_size: int = 512  # deletion sequences / IG steps per model call
     ig_steps: int = 50  # integrated gradients' quadrature points
     seed: int = 0  # the random ranking's draws (each instance's own: analysis.seeding)
+    aggregation: AggregationOptions = AggregationOptions()  # raw, rollout, flow, norms: layer, head, flow's bound
 
 
 def _attention(model, batch, alpha, probs, options):
@@ -640,6 +642,17 @@ METHODS = {
     "loo": _loo,
     "random": _random,
 }
+
+
+def _aggregated(method: str):
+    def compute(model, batch, alpha, probs, options):
+        return aggregated_importance(method, model, batch, alpha, options.aggregation)
+
+    return compute
+
+
+# a Transformer's layer attention through the pooling α (analysis.aggregation): raw, rollout, flow, norms
+METHODS.update({method: _aggregated(method) for method in AGGREGATIONS})
 
 
 def importance(method: str, model, batch: dict, alpha, probs, options: ImportanceOptions = ImportanceOptions()):

@@ -235,3 +235,29 @@ def test_raw_attention_of_a_chosen_layer_and_head_through_the_pooling_attention(
         np.testing.assert_allclose(scores[0, :3].numpy(), row, atol=1e-12, err_msg=f"{layer}, {head}")
     with pytest.raises(UserError, match="value vectors"):
         aggregation.check_aggregations(model, ["norms"], AggregationOptions(), "analysis.x.methods")
+
+
+def test_jain_wallace_correlates_the_chosen_layer_attention_and_refuses_it_without_a_transformer():
+    from attn_study.analysis.callback import analysis_mode
+    from attn_study.analysis.importance import gradient_importance
+    from attn_study.analysis.measures import kendall_tau_b
+    from attn_study.families.jain_wallace.callback import JainWallace
+    from tests.helpers import StubData, token_batch
+
+    model = transformer_model(2)
+    batch = token_batch([[4, 5, 6, 7, 8], [9, 10, 11], [12, 4, 13, 14]], boundary=True)
+    analysis = JainWallace(tests=["correlation"], attention_scores="rollout")
+    analysis.check_model(model)
+    with analysis_mode(model):
+        frame = analysis.measure(model, StubData(batch), "test", np.arange(3), ["correlation"]).frame
+    alpha = model.attend(model.encode(batch))
+    rollout, _ = aggregated_importance("rollout", model, batch, alpha, AggregationOptions())
+    expected, _ = kendall_tau_b(rollout.double(), gradient_importance(model, batch).double(), batch["token_mask"])
+    np.testing.assert_allclose(frame["tau_grad"], expected.numpy(), atol=1e-9)
+    pooling, _ = kendall_tau_b(alpha.double(), gradient_importance(model, batch).double(), batch["token_mask"])
+    assert not np.allclose(frame["tau_grad"], pooling.numpy())  # not the pooling attention's τ
+    with pytest.raises(UserError, match="analysis.jain_wallace.attention_scores"):
+        JainWallace(attention_scores="flow").check_model(average_model())
+    with pytest.raises(UserError, match="choose from"):
+        JainWallace(attention_scores="rolout")
+

@@ -19,6 +19,11 @@ FF_METHODS = {
     "attention (Captum IntegratedGradients)",
     "loo": "p(ŷ|x) − p(ŷ|x₋ₜ), token deleted, signed",
     "random": "a uniformly random ranking (the floor)",
+    # a Transformer's layer attention through α (encoder=transformer; analysis.aggregation, last layer, all heads)
+    "raw": "Σ_i α_i A_L[i, t]: the last layer's attention, mean over heads",
+    "rollout": "attention rollout through α (Abnar & Zuidema 2020)",
+    "flow": "attention flow into the pooled vector (Abnar & Zuidema 2020)",
+    "norms": "Σ_i α_i ‖Σ_h A^h[i, t] f^h(x_t)‖, the last layer (Kobayashi et al. 2020)",
 }
 #: the per-method measures of the report: key path → header
 FF_MEASURES = {

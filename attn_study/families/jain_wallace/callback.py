@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from attn_study import families
+from attn_study.analysis.aggregation import AggregationOptions, aggregated_importance, check_aggregations
 from attn_study.analysis.callback import AnalysisCallback, Measured, instance_row, probability, whole
 from attn_study.analysis.importance import gradient_importance, leave_one_out, predict, token_mask
 from attn_study.analysis.measures import (
@@ -38,6 +39,9 @@ from .adversarial import (
 from .figures import jain_wallace_figures
 from .keys import CORRELATIONS
 from .permutation import permutation_tvd
+
+#: what the correlation test calls attention: the pooling α, or a Transformer's layer attention through it
+ATTENTION_SCORES = ("pooling", "raw", "rollout", "flow", "norms")
 
 
 class JainWallace(AnalysisCallback):
@@ -73,9 +77,21 @@ class JainWallace(AnalysisCallback):
         multiclass_output_distance: str = "tvd",
         selection: str = "paper",
         heatmaps: int = 8,
+        attention_scores: str = "pooling",
+        attention_layer: int = -1,
+        attention_head: int | None = None,
+        flow_max_length: int = 64,
         **common,
     ):
         super().__init__(**common)
+        if attention_scores not in ATTENTION_SCORES:
+            raise UserError(f"{self._option('attention_scores')}={attention_scores}: choose from {ATTENTION_SCORES}")
+        self.attention_scores = attention_scores
+        self.aggregation = AggregationOptions(
+            layer=whole(self._option("attention_layer"), attention_layer, low=-(10**6)),
+            head=whole(self._option("attention_head"), attention_head, low=0, optional=True),
+            flow_max_length=whole(self._option("flow_max_length"), flow_max_length),
+        )
         for option, value, allowed in (
             ("gradient_classes", gradient_classes, ("predicted", "sum")),
             ("diversity", diversity, DIVERSITY),
@@ -122,6 +138,20 @@ class JainWallace(AnalysisCallback):
                 "attention is its k selected tokens (all tied, the rest 0): use analysis=[shortcuts] "
                 "or [faithfulness]"
             )
+        if not getattr(model, "pooling_attention", True):  # a pretrained checkpoint: no α to compare or perturb
+            if self.attention_scores == "pooling":
+                raise UserError(
+                    f"{self._option('attention_scores')}=pooling: {type(model).__name__} has no pooling attention; "
+                    "choose raw, rollout, flow or norms"
+                )
+            perturbing = [t for t in self.tests + (self.val_tests if self.every_n_epochs else []) if t != "correlation"]
+            if perturbing:
+                raise UserError(
+                    f"{self._option('tests')}: {', '.join(sorted(set(perturbing)))} perturb a pooling attention, "
+                    f"which {type(model).__name__} does not have; use tests=[correlation]"
+                )
+        if self.attention_scores != "pooling":
+            check_aggregations(model, [self.attention_scores], self.aggregation, self._option("attention_scores"))
 
     # -- measuring -------------------------------------------------------------------------------
 
@@ -173,8 +203,14 @@ class JainWallace(AnalysisCallback):
             )
 
     def _record_correlations(self, rows, ids, model, batch, alpha, probs):
+        """τ of the attention — the pooling α, or with ``attention_scores`` a Transformer's layer attention
+        through α (``analysis.aggregation``; NaN for a text past ``flow_max_length``, counted as nan_attention)
+        — with gradient and leave-one-out importance, and of those two with each other."""
+        attention = alpha
+        if self.attention_scores != "pooling":
+            attention, _ = aggregated_importance(self.attention_scores, model, batch, alpha, self.aggregation)
         scores = {
-            "attention": alpha,
+            "attention": attention,
             "grad": gradient_importance(
                 model, batch, detach_attention=self.detach_attention, classes=self.gradient_classes
             ),
