@@ -19,6 +19,7 @@ STREAMS = {
     "adversary_init": 3,
     "erasure_random_item": 4,
     "erasure_random_ranking": 5,
+    "faithfulness_soft": 6,
 }
 
 

@@ -252,6 +252,7 @@ def trained(tmp_path_factory):
         "model.optimizer.lr=0.01",
         "analysis=[faithfulness]",
         "analysis.faithfulness.ig_steps=8",
+        "analysis.faithfulness.tests=[removal,rationale,soft,auc_tp]",
         "logger=csv",
     )
     return run, run_job(cfg, run)
@@ -414,3 +415,206 @@ def test_rankings_left_to_the_tie_break_are_counted_and_iou_f1_has_its_interval(
     value = summary["ff/attention/iou_f1/value"]
     assert value == pytest.approx(2 * p * r / (p + r) if p + r else 0.0)
     assert summary["ff/attention/iou_f1/ci_low"] <= value <= summary["ff/attention/iou_f1/ci_high"]
+
+
+# -- soft comprehensiveness / sufficiency (Zhao & Aletras 2023) and AUC-TP (Atanasova et al. 2020) ----------------
+
+
+def test_soft_metrics_worked_by_hand_from_the_drawn_masks():
+    """The closed-form model's output moves only with dimension 0 of token 7: x' predicts p(ŷ|x) when the mask
+    keeps it and p(ŷ|∅) when it drops it, so per sample Soft-NC = [dropped] and Soft-NS = 1 − [dropped], with the
+    dimension kept where the instance's draw u < 1 − a (comprehensiveness) or u < a (sufficiency), a the signal's
+    min-max scaled importance. The mean over many masks is a for both."""
+    from attn_study.analysis.seeding import instance_draws
+    from attn_study.families.faithfulness.callback import soft_scores, unit_importance
+
+    s, b = 4.0, -0.2
+    model = one_token_model(s, b)
+    seqs = [[3, 4, SIGNAL, 5, 6], [SIGNAL, 3, 4, 5]]
+    batch = token_batch(seqs)
+    _, _, probs = predict(model, batch)
+    # raw scores: min 0 and max 1 among the other tokens, the signal at 0.2 / 0.7 (a = 0.2, 0.7 after scaling)
+    raw = torch.tensor([[1.0, 0.0, 0.2, 0.5, 0.5], [0.7, 0.0, 1.0, 0.3, 0.0]], dtype=torch.float64)
+    a = torch.tensor([0.2, 0.7], dtype=torch.float64)
+    text = batch["mask"]
+    assert unit_importance(raw, text)[[0, 1], [2, 0]].tolist() == pytest.approx(a.tolist())
+    samples, seed = 6, 3
+    soft, empty = soft_scores(model, batch, probs, {"m": raw}, seed, samples, chunk_size=5)
+    u = instance_draws(batch["index"], batch["mask"], seed, "faithfulness_soft", leading=(samples, 6))
+    signal_u = u[[0, 1], :, 0, [2, 0]]  # (B, S): the draw of dimension 0 of the signal token
+    for r, n in enumerate(len(q) for q in seqs):
+        assert empty[r].item() == pytest.approx(sigmoid(b + s / n) - sigmoid(b))
+        dropped_comp = (signal_u[r] >= 1 - a[r]).double().mean().item()
+        dropped_suff = (signal_u[r] >= a[r]).double().mean().item()
+        assert soft["m"][0][r].item() == pytest.approx(dropped_comp, abs=1e-12)
+        assert soft["m"][1][r].item() == pytest.approx(1 - dropped_suff, abs=1e-12)
+    many, _ = soft_scores(model, batch, probs, {"m": raw}, seed, 4000, chunk_size=4000)
+    np.testing.assert_allclose(many["m"][0].numpy(), a.numpy(), atol=0.03)
+    np.testing.assert_allclose(many["m"][1].numpy(), a.numpy(), atol=0.03)
+
+
+def test_soft_metrics_are_undefined_where_the_empty_text_is_as_confident_and_clipped_otherwise():
+    """z = b + s·[signal kept]/n with s < 0 < b: the prediction is class 1 and the empty text predicts it more
+    confidently (d < 0): NaN, counted in the summary. A perturbation that lowers p(ŷ) below p(ŷ|∅) gives
+    Soft-NC > 1 unclipped, 1 clipped."""
+    from attn_study.analysis.callback import analysis_mode
+    from attn_study.families.faithfulness.callback import Faithfulness, soft_scores
+    from tests.helpers import StubData
+
+    model = one_token_model(-2.0, 3.0)
+    batch = token_batch([[3, SIGNAL, 4], [SIGNAL, 5]])
+    _, _, probs = predict(model, batch)
+    assert probs.argmax(-1).tolist() == [1, 1]
+    soft, empty = soft_scores(model, batch, probs, {"m": torch.rand(2, 3, dtype=torch.float64)}, 0, 2)
+    assert (empty < 0).all() and torch.isnan(soft["m"][0]).all() and torch.isnan(soft["m"][1]).all()
+    analysis = Faithfulness(methods=["attention", "random"])
+    with analysis_mode(model):
+        measured = analysis.measure(model, StubData(batch), "test", np.arange(2), ["soft"])
+    summary = analysis.summarise(measured, ["soft"])
+    assert summary["ff/dropped/empty_as_confident"] == 2 and summary["ff/random/soft_comprehensiveness/n"] == 0
+    # x' further from ŷ than the empty text: the two signal tokens erased for sure (a = 1), token 8 (e_8 = −e_7)
+    # kept for sure (a = 0): z = b − s/3 < b, so the drop exceeds d = p(ŷ|x) − p(ŷ|∅)
+    s, b = 4.0, -1.0
+    model = one_token_model(s, b)
+    model.embedding.weight[8, 0] = -1.0
+    batch = token_batch([[SIGNAL, SIGNAL, 8]])
+    _, _, probs = predict(model, batch)
+    scores = {"m": torch.tensor([[1.0, 1.0, 0.0]], dtype=torch.float64)}
+    clipped, _ = soft_scores(model, batch, probs, scores, 0, 3, clip=True)
+    free, _ = soft_scores(model, batch, probs, scores, 0, 3, clip=False)
+    full = sigmoid(b + s / 3)
+    assert free["m"][0].item() == pytest.approx((full - sigmoid(b - s / 3)) / (full - sigmoid(b)))
+    assert free["m"][0].item() > 1 and clipped["m"][0].item() == 1.0
+
+
+def test_auc_tp_worked_by_hand():
+    """Four texts of ten tokens predicted 1 only through the signal token (gold 1) and one without it (predicted
+    and gold 0). Masking the signal first: macro F1 1 at k = 0, then 1/6 (class 0: 2/(2+4); class 1: 0) — area
+    0.1·(1 + 1/6)/2 + 0.9/6; ranking it last masks it only at k = 1: 0.9 + 0.1·(1 + 1/6)/2. Accuracy: 1 then 0.2."""
+    from attn_study.families.faithfulness.callback import area_under_threshold_performance, threshold_predictions
+
+    model = one_token_model(20.0, -1.0)
+    seqs = [[SIGNAL, 3, 4, 5, 6, 8, 9, 10, 11, 12]] * 4 + [[3, 4, 5, 6, 8, 9, 10, 11, 12, 13]]
+    batch = token_batch(seqs, labels=[1, 1, 1, 1, 0])
+    first = torch.arange(10).repeat(5, 1)
+    last = torch.cat([torch.arange(1, 10), torch.tensor([0])]).repeat(5, 1)
+    fractions = [round(0.1 * k, 1) for k in range(11)]
+    predicted = threshold_predictions(model, batch, {"first": first, "last": last}, fractions, chunk_size=7)
+    assert (
+        predicted["first"][:4].tolist() == [[1] + [0] * 10] * 4
+        and predicted["last"][:4].tolist() == [[1] * 10 + [0]] * 4
+    )
+    assert predicted["first"][4].tolist() == [0] * 11
+    labels = np.array([1, 1, 1, 1, 0])
+    expected = {
+        ("first", "macro_f1"): 0.1 * (1 + 1 / 6) / 2 + 0.9 / 6,
+        ("last", "macro_f1"): 0.9 + 0.1 * (1 + 1 / 6) / 2,
+        ("first", "accuracy"): 0.1 * 1.2 / 2 + 0.9 * 0.2,
+        ("last", "accuracy"): 0.9 + 0.1 * 1.2 / 2,
+    }
+    for (name, measure), area in expected.items():
+        (value, low, high), curve = area_under_threshold_performance(
+            predicted[name].numpy(), labels, fractions, measure, 2
+        )
+        assert value == pytest.approx(area) and low <= value <= high, (name, measure)
+        assert curve[0] == 1.0
+
+
+def test_threshold_performance_is_scikit_learns_macro_f1_and_accuracy():
+    """At every threshold, from the means of the per-instance indicators: macro F1 as scikit-learn's
+    ``f1_score(average='macro')`` defines it (per class present in the gold labels or the predictions, F1 = 2PR /
+    (P + R), 0 where P + R = 0; worked out class by class here) and accuracy, with a class absent from both."""
+    from attn_study.families.faithfulness.callback import performance, performance_columns
+
+    def f1_score(gold, pred, average):
+        scores = []
+        for c in sorted(set(gold) | set(pred)):
+            tp = sum(g == c and p == c for g, p in zip(gold, pred))
+            precision = tp / max(sum(p == c for p in pred), 1)
+            recall = tp / max(sum(g == c for g in gold), 1)
+            scores.append(2 * precision * recall / (precision + recall) if precision + recall else 0.0)
+        return sum(scores) / len(scores)
+
+    def accuracy_score(gold, pred):
+        return float(np.mean(np.asarray(gold) == np.asarray(pred)))
+
+    rng = np.random.default_rng(0)
+    labels = rng.choice([0, 1, 3], size=40)
+    predictions = rng.choice([0, 1, 2, 3], size=(40, 4), p=[0.3, 0.3, 0.1, 0.3])
+    predictions[:, 0] = labels  # k = 0: perfect
+    for measure, reference in (
+        ("macro_f1", lambda y, p: f1_score(y, p, average="macro")),
+        ("accuracy", accuracy_score),
+    ):
+        columns = performance_columns(predictions, labels, measure, 5)
+        values = performance(columns.mean(0), measure, 5, 4)
+        expected = [reference(labels, predictions[:, k]) for k in range(4)]
+        np.testing.assert_allclose(values, expected, atol=1e-12, err_msg=measure)
+
+
+def test_soft_and_auc_tp_columns_do_not_depend_on_the_batch():
+    """Batches of 5, 2 and 1 rows (served out of order): the same per-instance soft metrics and predictions."""
+    from attn_study.analysis.callback import analysis_mode
+    from attn_study.data.datamodule import collate
+    from attn_study.families.faithfulness.callback import Faithfulness
+    from tests.helpers import StubData
+
+    model = tiny_model(partial(encoders.RNNEncoder, hidden_size=4), num_classes=3, double=True, seed=5)
+    texts = [[5, 6, 7, 8, 9, 10, 11, 12, 13, 14], [12, 13, 14, 15], [16, 17, 18, 19, 20, 21, 2], [4, 9], [7]]
+    batch = collate([{"index": i, "ids": t, "label": i % 3} for i, t in enumerate(texts)], num_classes=3)
+    frames = []
+    for size in (5, 2, 1):
+        analysis = Faithfulness(batch_size=size, soft_samples=3, methods=["attention", "loo", "random"])
+        with analysis_mode(model):
+            data = StubData(batch, 3, serve_order=[3, 0, 4, 2, 1])
+            frames.append(
+                analysis.measure(model, data, "test", np.arange(5), ["soft", "auc_tp"]).frame.set_index("index")
+            )
+    columns = [c for c in frames[0] if "soft" in c or "_tp_" in c or c == "empty_drop"]
+    assert len(columns) == 3 * 2 + 3 * 11 + 1
+    for other in frames[1:]:
+        np.testing.assert_allclose(other.loc[range(5), columns], frames[0].loc[range(5), columns], atol=1e-12)
+
+
+def test_soft_metrics_and_auc_tp_end_to_end(trained):
+    """On the synthetic task, leave-one-out finds the signal words: masking its top tokens costs more performance
+    than masking random ones (a smaller AUC-TP), and its soft comprehensiveness is higher; every key has its
+    interval."""
+    run, summary = trained
+    for method in ("attention", "gradient", "loo", "random"):
+        for name in ("soft_comprehensiveness", "soft_sufficiency"):
+            low, mean, high = (summary[f"ff/{method}/{name}/{s}"] for s in ("ci_low", "mean", "ci_high"))
+            assert 0 <= low <= mean <= high <= 1, (method, name)
+        low, value, high = (summary[f"ff/{method}/auc_tp/{s}"] for s in ("ci_low", "value", "ci_high"))
+        assert 0 <= low <= value <= high <= 1, method
+        assert summary[f"ff/{method}/auc_tp/k0"] == summary["ff/random/auc_tp/k0"]  # nothing masked: the model
+        assert summary[f"ff/{method}/auc_tp/k100"] == summary["ff/random/auc_tp/k100"]  # everything masked
+    assert summary["ff/loo/auc_tp/ci_high"] < summary["ff/random/auc_tp/ci_low"]
+    assert summary["ff/loo/soft_comprehensiveness/mean"] > summary["ff/random/soft_comprehensiveness/mean"]
+    assert summary["ff/seconds/soft"] > 0 and summary["ff/seconds/auc_tp"] > 0
+    frame = pd.read_parquet(run / "analysis" / "faithfulness" / "instances.parquet")
+    assert frame["loo_soft_comp"].mean() == pytest.approx(summary["ff/loo/soft_comprehensiveness/mean"])
+
+
+def test_the_report_ranks_soft_metrics_up_and_auc_tp_down(tmp_path):
+    """A run with only the soft and AUC-TP keys is in the methods table: Soft-NC ranks the highest first, AUC-TP
+    the lowest first."""
+    from attn_study.report.cli import build_report
+    from tests.report.test_report import make_run
+
+    summary = {"ff/n_instances": 50, "test/acc": 0.9}
+    for i, method in enumerate(("attention", "loo", "random")):
+        for path, value in (("soft_comprehensiveness", 0.2 + 0.1 * i), ("soft_sufficiency", 0.5)):
+            summary.update({f"ff/{method}/{path}/{s}": value for s in ("mean", "ci_low", "ci_high")})
+        summary.update({f"ff/{method}/auc_tp/{s}": 0.3 + 0.1 * i for s in ("value", "ci_low", "ci_high")})
+    make_run(tmp_path, "one", dataset="synthetic", encoder="lstm", summary=summary, family="faithfulness")
+    out = build_report(tmp_path)
+    numbers = pd.read_csv(out / "ff_methods.csv").set_index("method")
+    assert numbers.loc["loo", "auc_tp/mean"] == pytest.approx(0.4)
+    shown = [r for r in (out / "ff_methods.md").read_text().splitlines() if "| random |" in r or "| attention |" in r]
+    header = next(r for r in (out / "ff_methods.md").read_text().splitlines() if "rank (AUC-TP)" in r)
+    columns = [c.strip() for c in header.split("|")]
+    for row in shown:
+        cells = dict(zip(columns, (c.strip() for c in row.split("|"))))
+        best = cells["method"] == "attention"  # the lowest AUC-TP and the lowest Soft-NC
+        assert cells["rank (AUC-TP)"] == ("1" if best else "3") and cells["rank (Soft-NC)"] == ("3" if best else "1")

@@ -40,13 +40,13 @@ import torch
 from scipy import stats
 
 from attn_study import families
-from attn_study.analysis.aggregation import AGGREGATIONS, AggregationOptions, check_aggregations
 from attn_study.analysis.callback import AnalysisCallback, Measured, instance_row, whole
 from attn_study.analysis.importance import (
     ImportanceOptions,
     importance,
     kept_probabilities,
     predict,
+    rows_of,
     token_mask,
 )
 from attn_study.analysis.measures import (
@@ -229,6 +229,168 @@ def removal_curves(
     return {name: (change[m, :, 0].T, change[m, :, 1].T) for m, name in enumerate(orders)}
 
 
+@torch.no_grad()
+def perturbed_probabilities(model, batch: dict, inst: torch.Tensor, perturb, chunk_size: int = 512) -> torch.Tensor:
+    """ŷ (N, C) of instance ``inst[n]`` re-run from perturbed embeddings: ``perturb(rows, E)`` gets the positions
+    ``rows`` in ``inst`` of one chunk and their embeddings E (n, T, d) and returns what the encoder reads instead
+    (the tokens stay where they are; attention and decoder recomputed); chunks of ``chunk_size`` rows."""
+    embedded = model.embed(batch)
+    out = []
+    for start in range(0, len(inst), max(int(chunk_size), 1)):
+        rows = torch.arange(start, min(start + int(chunk_size), len(inst)), device=inst.device)
+        i = inst[rows]
+        enc = model.encode(rows_of(batch, i), embedded=perturb(rows, embedded[i]))
+        out.append(model.probabilities(model.decode(enc, model.attend(enc))))
+    return torch.cat(out)
+
+
+def empty_probabilities(model, batch: dict, chunk_size: int = 512) -> torch.Tensor:
+    """ŷ (B, C) of the empty text: every text token's embedding set to 0, boundary tokens kept (the baseline of
+    integrated gradients, and every token of :func:`soft_scores` with all its dimensions dropped)."""
+    text = token_mask(batch)
+    inst = torch.arange(text.shape[0], device=text.device)
+    return perturbed_probabilities(model, batch, inst, lambda rows, e: e * ~text[inst[rows], :, None], chunk_size)
+
+
+def unit_importance(scores: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
+    """Importance mapped to [0, 1] over the text's tokens: (s − min) / (max − min); ½ for every token where all
+    are equal (or NaN); 0 off the text. NaN scores count as 0."""
+    s = torch.nan_to_num(scores.double(), nan=0.0)
+    low = torch.where(text, s, torch.full_like(s, math.inf)).amin(1, keepdim=True)
+    high = torch.where(text, s, torch.full_like(s, -math.inf)).amax(1, keepdim=True)
+    span = high - low
+    unit = torch.where(
+        span > 0, (s - low) / torch.where(span > 0, span, torch.ones_like(span)), torch.full_like(s, 0.5)
+    )
+    return unit * text
+
+
+@torch.no_grad()
+def soft_scores(
+    model,
+    batch: dict,
+    probs: torch.Tensor,
+    scores: dict,
+    seed: int,
+    samples: int = 1,
+    chunk_size: int = 512,
+    clip: bool = True,
+) -> tuple[dict, torch.Tensor]:
+    """({method: (Soft-NC (B,), Soft-NS (B,))}, p(ŷ|x) − p(ŷ|∅) (B,)): Zhao & Aletras's (2023) soft normalised
+    comprehensiveness and sufficiency of each method's ``scores``.
+
+    a_t ∈ [0, 1] is the importance over the text (:func:`unit_importance`); x' keeps each embedding dimension of
+    token t with probability q_t (a Bernoulli mask on the dimensions, the rest set to 0), q_t = 1 − a_t for
+    comprehensiveness (the important tokens erased most), q_t = a_t for sufficiency; boundary tokens are kept.
+    With d = max(0, p(ŷ|x) − p(ŷ|∅)) (∅: every text embedding 0, :func:`empty_probabilities`):
+
+        Soft-NC = max(0, p(ŷ|x) − p(ŷ|x'_comp)) / d
+        Soft-NS = (Soft-S(x') − S(∅)) / (1 − S(∅)) = 1 − max(0, p(ŷ|x) − p(ŷ|x'_suff)) / d
+
+    (S(·) = 1 − max(0, p(ŷ|x) − p(ŷ|·))), each drop averaged over ``samples`` masks, clipped to [0, 1] with
+    ``clip`` (x' may lower p(ŷ) below p(ŷ|∅), and a small d makes the ratio unbounded); NaN where d = 0 (the
+    empty text predicts ŷ as confidently: nothing to normalise by). The masks are uniform draws u (stream
+    ``faithfulness_soft`` of the instance) compared with q, the same draws for every method and both metrics."""
+    text, mask = token_mask(batch), batch["mask"]
+    b, t = mask.shape
+    top = probs.argmax(-1)
+    empty = probability_drop(probs, empty_probabilities(model, batch, chunk_size), top)  # p(ŷ|x) − p(ŷ|∅)
+    dim = model.embed(batch).shape[-1]
+    draws = instance_draws(batch["index"], mask, seed, "faithfulness_soft", leading=(samples, dim))
+    draws = draws.permute(0, 1, 3, 2)  # (B, S, T, d)
+    keep = []  # per method: q for comprehensiveness, then sufficiency (B, T)
+    for values in scores.values():
+        unit = unit_importance(values, text)
+        keep += [torch.where(text, 1 - unit, 1.0), torch.where(text, unit, 1.0)]
+    keep = torch.stack(keep)  # (2M, B, T)
+    n_var = keep.shape[0]
+    # one row per (variant, sample, instance)
+    variant = torch.arange(n_var, device=mask.device).repeat_interleave(samples * b)
+    sample = torch.arange(samples, device=mask.device).repeat_interleave(b).repeat(n_var)
+    inst = torch.arange(b, device=mask.device).repeat(n_var * samples)
+
+    def perturb(rows, embedded):
+        kept = draws[inst[rows], sample[rows]] < keep[variant[rows], inst[rows]][..., None]
+        return embedded * kept.to(embedded.dtype)
+
+    kept_probs = perturbed_probabilities(model, batch, inst, perturb, chunk_size)
+    drop = probability_drop(probs[inst], kept_probs, top[inst]).clamp_min(0).reshape(n_var, samples, b).mean(1)
+    d = empty.clamp_min(0)
+    ratio = torch.where(d > 0, drop / torch.where(d > 0, d, torch.ones_like(d)), torch.full_like(drop, float("nan")))
+    ratio = ratio.clamp(0, 1) if clip else ratio
+    return {m: (ratio[2 * j], 1 - ratio[2 * j + 1]) for j, m in enumerate(scores)}, empty
+
+
+@torch.no_grad()
+def threshold_predictions(
+    model, batch: dict, orders: dict[str, torch.Tensor], fractions, chunk_size: int = 512
+) -> dict[str, torch.Tensor]:
+    """{method: predicted class (B, K)} with the top ⌈k·L⌉ tokens of its ranking masked (their embeddings set to
+    0, in place) at each fraction k; every distinct masked-token set of the batch is run once."""
+    mask, text = batch["mask"], token_mask(batch)
+    b = mask.shape[0]
+    lengths = text.sum(1)
+    keeps = []
+    for order in orders.values():
+        ranks = rank_of(order)
+        keeps += [~((ranks < top_counts(lengths, k)[:, None]) & text) for k in fractions]
+    keep = torch.stack(keeps).reshape(-1, mask.shape[1])  # (M·K·B, T)
+    inst = torch.arange(b, device=mask.device).repeat(len(keeps))
+    unique, inverse = torch.unique(torch.cat([inst[:, None], keep.long()], 1), dim=0, return_inverse=True)
+    kept = unique[:, 1:].bool()
+    probs = perturbed_probabilities(
+        model, batch, unique[:, 0], lambda rows, e: e * kept[rows, :, None].to(e.dtype), chunk_size
+    )
+    predicted = probs.argmax(-1)[inverse].reshape(len(orders), len(fractions), b)
+    return {name: predicted[m].T for m, name in enumerate(orders)}
+
+
+def _trapezoid(y: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """∫ y dx over the last axis by the trapezoid rule."""
+    return ((y[..., 1:] + y[..., :-1]) / 2 * np.diff(x)).sum(-1)
+
+
+def performance_columns(predictions: np.ndarray, labels: np.ndarray, measure: str, num_classes: int) -> np.ndarray:
+    """Per-instance columns (n, ·) whose means determine the performance at each threshold (:func:`performance`):
+    correct (n, K) for accuracy; for macro F1 the indicators TP, FP, FN (n, 3, C, K) of every class."""
+    predictions, labels = np.asarray(predictions), np.asarray(labels)[:, None]
+    if measure == "accuracy":
+        return (predictions == labels).astype(float)
+    classes = np.arange(num_classes)[None, :, None]
+    pred, gold = predictions[:, None, :] == classes, labels[:, None, :] == classes  # (n, C, K)
+    return np.stack([pred & gold, pred & ~gold, ~pred & gold], 1).astype(float).reshape(len(predictions), -1)
+
+
+def performance(means: np.ndarray, measure: str, num_classes: int, thresholds: int) -> np.ndarray:
+    """The performance (…, K) at each threshold from the means (…, ·) of :func:`performance_columns`: accuracy,
+    or macro F1 = the mean over the classes present (in the gold labels or the predictions, as scikit-learn's
+    ``f1_score(average='macro')``) of 2TP / (2TP + FP + FN)."""
+    if measure == "accuracy":
+        return means
+    tp, fp, fn = np.moveaxis(means.reshape(*means.shape[:-1], 3, num_classes, thresholds), -3, 0)
+    total = 2 * tp + fp + fn
+    present = total > 0
+    f1 = np.where(present, 2 * tp / np.where(present, total, 1.0), 0.0)
+    return f1.sum(-2) / np.maximum(present.sum(-2), 1)
+
+
+def area_under_threshold_performance(
+    predictions: np.ndarray, labels: np.ndarray, fractions, measure: str, num_classes: int
+) -> tuple[tuple[float, float, float], np.ndarray]:
+    """((AUC-TP, CI low, CI high), performance at each fraction (K,)) — Atanasova et al. (2020): the area under
+    the model's performance against the fraction k of the tokens masked (trapezoid rule, k from 0 to 1: a mean
+    performance), with the percentile-bootstrap interval over instances (the whole curve recomputed per
+    resample). Lower is more faithful."""
+    x = np.asarray(fractions, dtype=float)
+    columns = performance_columns(predictions, labels, measure, num_classes)
+
+    def curve(means):
+        return performance(means, measure, num_classes, len(x))
+
+    value = bootstrap_ci_of(lambda means: _trapezoid(curve(means), x), columns)
+    return value, curve(columns.mean(0)) if len(columns) else np.full(len(x), np.nan)
+
+
 # ------------------------------------------------------------------------------------------------
 # the callback
 # ------------------------------------------------------------------------------------------------
@@ -237,13 +399,15 @@ def removal_curves(
 class Faithfulness(AnalysisCallback):
     """The faithfulness benchmark as a callback; options in conf/analysis/faithfulness.yaml.
 
-    Tests: ``removal`` (comprehensiveness / sufficiency / AOPC) and ``rationale`` (AUPRC and
-    precision@|truth| where the data has ground-truth rationales)."""
+    Tests: ``removal`` (comprehensiveness / sufficiency / AOPC), ``rationale`` (AUPRC and
+    precision@|truth| where the data has ground-truth rationales), ``soft`` (Zhao & Aletras's Soft-NC / Soft-NS)
+    and ``auc_tp`` (Atanasova et al.'s area under the threshold–performance curve)."""
 
     CPU_MAX_BATCH = 64  # each instance carries its deletions and integrated-gradient steps
 
-    TESTS = ("removal", "rationale")
+    TESTS = ("removal", "rationale", "soft", "auc_tp")
     VAL_TESTS = ("removal", "rationale")
+    AUC_TP_MEASURES = ("macro_f1", "accuracy")
     TRACKED = families.TRACKED["faithfulness"]
 
     def __init__(
@@ -254,14 +418,36 @@ class Faithfulness(AnalysisCallback):
         ig_steps: int = 50,
         internal_batch_size: int = 512,
         iou_threshold: float = 0.5,
+        soft_samples: int = 1,
+        soft_clip: bool = True,
+        auc_tp_fractions=(0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
+        auc_tp_measure: str = "macro_f1",
         **common,
     ):
         super().__init__(**common)
+        self.soft_samples = whole(self._option("soft_samples"), soft_samples)
+        self.soft_clip = bool(soft_clip)
+        self.auc_tp_fractions = tuple(float(f) for f in auc_tp_fractions)
+        thresholds = self.auc_tp_fractions
+        if (
+            len(thresholds) < 2
+            or any(not 0 <= f <= 1 for f in thresholds)
+            or list(thresholds) != sorted(set(thresholds))
+            or len({ff_fraction(f) for f in thresholds}) != len(thresholds)
+        ):
+            raise UserError(
+                f"{self._option('auc_tp_fractions')}={list(auc_tp_fractions)}: give two or more increasing fractions "
+                "in [0, 1] (Atanasova et al.: 0, 0.1, ..., 1)"
+            )
+        if auc_tp_measure not in self.AUC_TP_MEASURES:
+            raise UserError(
+                f"{self._option('auc_tp_measure')}={auc_tp_measure}: choose from {list(self.AUC_TP_MEASURES)}"
+            )
+        self.auc_tp_measure = str(auc_tp_measure)
         self.iou_threshold = float(iou_threshold)
         if not 0 < self.iou_threshold <= 1:
             raise UserError(f"{self._option('iou_threshold')}={iou_threshold}: give an IOU in (0, 1]")
-        default = [m for m in FF_METHODS if m not in AGGREGATIONS]  # those need encoder=transformer: asked for by name
-        self.methods = self._choose("methods", default if methods is None else methods, FF_METHODS)
+        self.methods = self._choose("methods", FF_METHODS if methods is None else methods, FF_METHODS)
         self.fractions = tuple(float(f) for f in fractions)
         if not self.fractions or any(not 0 < f < 1 for f in self.fractions):
             raise UserError(f"{self._option('fractions')}={list(fractions)}: give fractions of the length in (0, 1)")
@@ -276,7 +462,6 @@ class Faithfulness(AnalysisCallback):
                 f"analysis=faithfulness ranks tokens, and {type(model).__name__}'s final attention is "
                 "over sentences; use model=flat"
             )
-        check_aggregations(model, self.methods, AggregationOptions(), self._option("methods"))
 
     # -- measuring -------------------------------------------------------------------------------
 
@@ -318,6 +503,21 @@ class Faithfulness(AnalysisCallback):
                         columns[f"{method}_suff_{ff_fraction(fraction)}"] = suff[:, j]
                     columns[f"{method}_comp_aopc"], columns[f"{method}_suff_aopc"] = comp.mean(1), suff.mean(1)
                 seconds["removal"] += time.time() - started
+            if "soft" in tests:
+                started = time.time()
+                soft, columns["empty_drop"] = soft_scores(
+                    model, batch, probs, scores, self.seed, self.soft_samples, self.internal_batch_size, self.soft_clip
+                )
+                for method, (comp, suff) in soft.items():
+                    columns[f"{method}_soft_comp"], columns[f"{method}_soft_suff"] = comp, suff
+                seconds["soft"] += time.time() - started
+            if "auc_tp" in tests:
+                started = time.time()
+                predicted = threshold_predictions(model, batch, orders, self.auc_tp_fractions, self.internal_batch_size)
+                for method, classes in predicted.items():
+                    for j, fraction in enumerate(self.auc_tp_fractions):
+                        columns[f"{method}_tp_{ff_fraction(fraction)}"] = classes[:, j]
+                seconds["auc_tp"] += time.time() - started
             if "rationale" in tests and "rationale" in batch:
                 started = time.time()
                 truth = batch["rationale"] & text
@@ -365,6 +565,11 @@ class Faithfulness(AnalysisCallback):
         measures = []
         if "removal" in tests:
             measures += [("comp_aopc", ("comprehensiveness", "aopc")), ("suff_aopc", ("sufficiency", "aopc"))]
+        if "soft" in tests:
+            measures += [("soft_comp", ("soft_comprehensiveness",)), ("soft_suff", ("soft_sufficiency",))]
+            out[ff("dropped", "empty_as_confident")] = int((frame["empty_drop"] <= 0).sum())
+        if "auc_tp" in tests:
+            out.update(self._auc_tp(frame))
         if "rationale_size" in frame:
             measures += [(name, (name,)) for name in ("auprc", "ap", "token_f1", "iou_precision", "iou_recall")]
             size = frame["rationale_size"].to_numpy(float)
@@ -418,6 +623,23 @@ class Faithfulness(AnalysisCallback):
                     float(np.mean(gap[~np.isnan(gap)] > GAP_TOLERANCE)) if np.isfinite(gap).any() else np.nan
                 )
         out.update({ff("seconds", k): v for k, v in measured.seconds.items()})
+        return out
+
+    def _auc_tp(self, frame: pd.DataFrame) -> dict:
+        """``ff/<method>/auc_tp/{value,ci_low,ci_high}`` and the performance at each fraction (``…/auc_tp/k<k>``)."""
+        out = {}
+        labels = frame["label"].to_numpy(int)
+        curves = {
+            m: frame[[f"{m}_tp_{ff_fraction(f)}" for f in self.auc_tp_fractions]].to_numpy(int) for m in self.methods
+        }
+        classes = 1 + max([int(labels.max(initial=0))] + [int(p.max(initial=0)) for p in curves.values()])
+        for method, predictions in curves.items():
+            (value, low, high), curve = area_under_threshold_performance(
+                predictions, labels, self.auc_tp_fractions, self.auc_tp_measure, classes
+            )
+            out.update({ff(method, "auc_tp", "value"): value, ff(method, "auc_tp", "ci_low"): low})
+            out[ff(method, "auc_tp", "ci_high")] = high
+            out.update({ff(method, "auc_tp", ff_fraction(f)): float(v) for f, v in zip(self.auc_tp_fractions, curve)})
         return out
 
     def artefacts(self, measured: Measured, out_dir: Path, data) -> dict:

@@ -33,9 +33,12 @@ FF_MEASURES = {
     "ap": "AP vs truth ↑",
     "token_f1": "token F1 ↑",
     "iou_f1": "IOU F1 ↑",
+    "soft_comprehensiveness": "Soft-NC ↑",
+    "soft_sufficiency": "Soft-NS ↑",
+    "auc_tp": "AUC-TP ↓",
 }
 #: measures that are not a mean of per-instance values: the key part holding their point estimate
-FF_POINT = {"iou_f1": "value"}
+FF_POINT = {"iou_f1": "value", "auc_tp": "value"}
 
 
 def ff(*parts) -> str:

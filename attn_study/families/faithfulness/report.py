@@ -1,9 +1,11 @@
 """Faithfulness (ERASER) across runs: a method × dataset × model table and the curves over k.
 
 Per dataset and model (``<encoder> + <attention> (<projection>)``), one row per importance method:
-comprehensiveness and sufficiency AOPC; AUPRC, AP, token F1 and IOU F1 against known rationales, each as
+comprehensiveness and sufficiency AOPC; AUPRC, AP, token F1 and IOU F1 against known rationales; where measured,
+Zhao & Aletras's Soft-NC and Soft-NS and Atanasova et al.'s AUC-TP; each as
 "mean [95 % CI]" for one seed or "mean ± std over seeds" for several, the method's rank per measure
-(1 = most faithful: highest comprehensiveness, AUPRC, precision; lowest sufficiency), and with several
+(1 = most faithful: highest comprehensiveness, AUPRC, precision, Soft-NC, Soft-NS; lowest sufficiency and
+AUC-TP), and with several
 seeds whether its comprehensiveness and AUPRC differ from attention's beyond the seed spread.
 """
 
@@ -22,7 +24,7 @@ from . import keys
 from .figures import PANELS, draw_curves
 from .keys import FF_MEASURES, FF_METHODS, FF_POINT, ff, ff_fraction
 
-LOWER_IS_BETTER = {"sufficiency/aopc"}
+LOWER_IS_BETTER = {"sufficiency/aopc", "auc_tp"}
 
 
 def ff_runs(runs: list[Run]) -> list[Run]:
@@ -39,7 +41,15 @@ def methods(run: Run) -> list[str]:
     return [
         m
         for m in FF_METHODS
-        if ff(m, "comprehensiveness", "aopc", "mean") in run.summary or ff(m, "auprc", "mean") in run.summary
+        if any(
+            k in run.summary
+            for k in (
+                ff(m, "comprehensiveness", "aopc", "mean"),
+                ff(m, "auprc", "mean"),
+                ff(m, "soft_comprehensiveness", "mean"),
+                ff(m, "auc_tp", "value"),
+            )
+        )
     ]
 
 
@@ -148,7 +158,10 @@ def sections(runs: list[Run], work: Path) -> list[tuple[str, str]]:
     caption = (
         "Faithfulness (ERASER): per dataset, model and importance method, comprehensiveness AOPC "
         "(p(ŷ|x) − p(ŷ|x without the top k%), higher is more faithful), sufficiency AOPC (p(ŷ|x) − "
-        "p(ŷ|the top k% alone), lower is more faithful), and agreement with known rationales; "
+        "p(ŷ|the top k% alone), lower is more faithful), agreement with known rationales; where measured, "
+        "Soft-NC and Soft-NS (Zhao & Aletras 2023: embeddings dropped in proportion to importance, higher is more "
+        "faithful) and AUC-TP (Atanasova et al. 2020: area under performance vs the fraction of top tokens masked, "
+        "lower is more faithful); "
         "mean [95% bootstrap interval over instances] for one seed, mean ± std over seeds for several; "
         "rank 1 = most faithful by that measure"
     )
