@@ -15,6 +15,7 @@ from attn_study.data.datamodule import TextDataModule
 from attn_study.errors import UserError
 from attn_study.models.module import AttentionModule
 from attn_study.models.selector import soft_token_attention
+from attn_study.roar import job as roar_job
 
 
 @dataclass
@@ -25,6 +26,7 @@ class Assembled:
     warnings: list = field(default_factory=list)  # what those checks flagged
     references: dict | None = None  # split → recorder of the run this one is built on (attach_reference)
     analyses: list = field(default_factory=list)
+    roar: dict | None = None  # what the data was masked by (attn_study.roar.job.prepare); None: not a ROAR run
 
 
 def data_and_model(cfg: DictConfig, run_dir: str | Path) -> Assembled:
@@ -33,7 +35,9 @@ def data_and_model(cfg: DictConfig, run_dir: str | Path) -> Assembled:
     tokens to build on."""
     datamodule = build_datamodule(cfg)
     datamodule.setup()
+    roar = roar_job.prepare(cfg, datamodule, run_dir, load)  # ROAR: masked by another run's importance (conf/roar/)
     data_metrics, warnings = check_data(datamodule, cfg.dataset.preprocessing.get("max_length"))
+    data_metrics.update(roar_job.summary_keys(roar))
     module = build_model(cfg, datamodule)
     reference = saved.reference_option(cfg)
     if reference and not soft_token_attention(module.model):
@@ -41,7 +45,7 @@ def data_and_model(cfg: DictConfig, run_dir: str | Path) -> Assembled:
             f"{reference[0]} builds on another run's attention over tokens, which "
             f"{type(module.model).__name__} does not have: use model=flat or model=pair"
         )
-    return Assembled(datamodule, module, data_metrics, warnings, attach_reference(cfg, datamodule, run_dir))
+    return Assembled(datamodule, module, data_metrics, warnings, attach_reference(cfg, datamodule, run_dir), roar=roar)
 
 
 def with_analyses(assembled: Assembled, cfg: DictConfig, run_dir: str | Path) -> Assembled:

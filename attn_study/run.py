@@ -344,6 +344,8 @@ def train_and_test(
         details["labels"] = labels
         details["warnings"] = warnings
         details["torch_threads"] = torch.get_num_threads()
+        if assembled.roar is not None:  # what the data was masked by (ROAR: attn_study/roar/)
+            details["roar"] = assembled.roar
     print(locations, flush=True)
     return summary
 
