@@ -1,0 +1,153 @@
+"""Agreement between explanation methods (Neely et al. 2022, "A Song of (Dis)agreement in Evaluating the
+Faithfulness of Explanations"): per test instance, every chosen method scores the text's tokens for the predicted
+class (``importance.METHODS``: a Transformer's layer attention through the pooling α — raw, rollout, flow, norms
+—, the pooling attention α, gradient, input × gradient, integrated gradients, leave-one-out), and each pair of
+methods gets Kendall τ-b between its two score vectors over the text's tokens. Per pair the mean τ over instances
+with its 95 % bootstrap interval. An instance where τ is undefined for a pair (under two tokens, a method's scores
+all tied, or NaN — flow past ``flow_max_length``) is left out of that pair's mean and counted.
+
+Metric keys ``ag/<a>/<b>/tau/…``; outputs in ``analysis/agreement/``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+
+from attn_study import families
+from attn_study.analysis.aggregation import AGGREGATIONS, AggregationOptions, check_aggregations, layer_shape
+from attn_study.analysis.callback import AnalysisCallback, Measured, instance_row, whole
+from attn_study.analysis.importance import ImportanceOptions, importance, predict, token_mask
+from attn_study.analysis.measures import UNDEFINED, kendall_tau_b, summarise, undefined_code
+from attn_study.errors import UserError
+
+from .keys import AG_METHODS, ag, pair_column, pairs
+
+
+def available(model) -> list[str]:
+    """The methods ``model`` can give: the aggregations where it has layer attention (norms where each head's
+    value vectors are known too), the pooling attention where it has one, every attribution method (but
+    grad_norm, Meister et al.'s, which is asked for by name)."""
+    shape = layer_shape(model)
+    out = []
+    for method in AG_METHODS:
+        if method == "grad_norm":
+            continue
+        if method in AGGREGATIONS and (shape is None or (method == "norms" and not shape[2])):
+            continue
+        if method == "attention" and not getattr(model, "pooling_attention", True):
+            continue
+        out.append(method)
+    return out
+
+
+class Agreement(AnalysisCallback):
+    """Pairwise agreement of explanation methods as a callback; options in conf/analysis/agreement.yaml."""
+
+    CPU_MAX_BATCH = 64  # each instance carries its integrated-gradient steps and deletions
+    TESTS = ("agreement",)
+    VAL_TESTS = ()
+    TRACKABLE = ()
+    TRACKED = families.TRACKED.get("agreement", ())
+
+    def __init__(
+        self,
+        *,
+        methods=None,
+        ig_steps: int = 50,
+        internal_batch_size: int = 512,
+        attention_layer: int = -1,
+        attention_head: int | None = None,
+        flow_max_length: int = 64,
+        **common,
+    ):
+        super().__init__(**common)
+        self.methods = None if methods is None else self._choose("methods", methods, AG_METHODS)
+        if self.methods is not None and len(self.methods) < 2:
+            raise UserError(f"{self._option('methods')}={list(methods)}: give at least two methods to compare")
+        self.ig_steps = whole(self._option("ig_steps"), ig_steps)
+        self.internal_batch_size = whole(self._option("internal_batch_size"), internal_batch_size)
+        self.aggregation = AggregationOptions(
+            layer=whole(self._option("attention_layer"), attention_layer, low=-(10**6)),
+            head=whole(self._option("attention_head"), attention_head, low=0, optional=True),
+            flow_max_length=whole(self._option("flow_max_length"), flow_max_length),
+        )
+
+    def chosen(self, model) -> list[str]:
+        """``methods``, or when it is null every method the model can give (:func:`available`)."""
+        return available(model) if self.methods is None else self.methods
+
+    def check_model(self, model) -> None:
+        if not getattr(model, "token_attention", True):
+            raise UserError(
+                f"analysis=agreement scores tokens, and {type(model).__name__}'s final attention is over sentences; "
+                "use model=flat"
+            )
+        methods = self.chosen(model)
+        check_aggregations(model, methods, self.aggregation, self._option("methods"))
+        if "attention" in methods and not getattr(model, "pooling_attention", True):
+            raise UserError(
+                f"{self._option('methods')}: attention is the pooling attention, which {type(model).__name__} "
+                "does not have; leave it out (raw, rollout, flow, norms are its attention)"
+            )
+        if len(methods) < 2:
+            name = type(model).__name__
+            raise UserError(f"{self._option('methods')}: {name} gives only {methods}; nothing to compare")
+
+    # -- measuring -------------------------------------------------------------------------------
+
+    def measure(self, model, data, split, indices, tests) -> Measured:
+        methods = self.chosen(model)
+        split_data = data.split(split)
+        options = ImportanceOptions(
+            chunk_size=self.internal_batch_size, ig_steps=self.ig_steps, seed=self.seed, aggregation=self.aggregation
+        )
+        rows: dict[int, dict] = {}
+        seconds = dict.fromkeys(["predict", *methods, "tau"], 0.0)
+        for batch in self.batches(model, data, split, indices, "agreement"):
+            started = time.time()
+            _, alpha, probs = predict(model, batch)
+            seconds["predict"] += time.time() - started
+            text = token_mask(batch)
+            scores, columns = {}, {"length": text.sum(1).double()}
+            for method in methods:
+                started = time.time()
+                scores[method], extra = importance(method, model, batch, alpha, probs, options)
+                columns.update(extra)
+                columns[f"{method}_undefined"] = undefined_code(scores[method], text).double()
+                seconds[method] += time.time() - started
+            started = time.time()
+            for a, b in pairs(methods):
+                columns[pair_column(a, b)] = kendall_tau_b(scores[a].double(), scores[b].double(), text)[0]
+            seconds["tau"] += time.time() - started
+            values = {name: column.detach().double().cpu().tolist() for name, column in columns.items()}
+            pred, conf = probs.argmax(-1).tolist(), probs.max(-1).values.tolist()
+            for r, i in enumerate(batch["index"].tolist()):
+                rows[i] = {
+                    **instance_row(split_data, i),
+                    "prediction": pred[r],
+                    "probability": conf[r],
+                    **{k: v[r] for k, v in values.items()},
+                }
+                rows[i]["length"] = int(rows[i]["length"])
+        frame = pd.DataFrame([rows[int(i)] for i in indices])
+        return Measured(frame, seconds, {"methods": methods})
+
+    # -- summaries -------------------------------------------------------------------------------
+
+    def summarise(self, measured: Measured, tests) -> dict:
+        """Per pair the mean τ [95 % CI], std, median, n; per method the instances its scores leave τ
+        undefined for (all tied, NaN); flow's texts past its bound; seconds."""
+        frame, methods = measured.frame, measured.extras["methods"]
+        out = {ag("n_instances"): len(frame), ag("dropped", "too_short"): int((frame["length"] < 2).sum())}
+        for method in methods:
+            codes = frame[f"{method}_undefined"].to_numpy()
+            for reason in ("nan", "constant"):
+                out[ag(method, f"{reason}_scores")] = int((codes == UNDEFINED.index(reason)).sum())
+        if "flow_too_long" in frame:
+            out[ag("flow", "too_long")] = int(frame["flow_too_long"].sum())
+        for a, b in pairs(methods):
+            out.update({ag(a, b, "tau", k): v for k, v in summarise(frame[pair_column(a, b)].to_numpy(float)).items()})
+        out.update({ag("seconds", k): v for k, v in measured.seconds.items()})
+        return out

@@ -1,0 +1,127 @@
+"""The agreement family (families/agreement): per-instance τ of every pair of methods equals Kendall's τ-b of the
+registry's scores, the methods a model cannot give are left out by default and refused when named, flow's bound
+is counted, the report's matrix; one end-to-end run from the command line and its report."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from functools import partial
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from attn_study.analysis.aggregation import AggregationOptions
+from attn_study.analysis.callback import analysis_mode
+from attn_study.analysis.importance import ImportanceOptions, importance, predict
+from attn_study.analysis.measures import kendall_tau_b
+from attn_study.errors import UserError
+from attn_study.families.agreement import report
+from attn_study.families.agreement.callback import Agreement, available
+from attn_study.families.agreement.keys import ag, pair_column
+from attn_study.models.encoders import AverageEncoder, TransformerEncoder
+from tests.helpers import CLI, TINY, StubData, cli_env, tiny_model, token_batch
+
+TEXTS = [[4, 5, 6, 7, 8, 9], [9, 10, 11], [12, 4, 13, 14], [5, 6]]
+
+
+def transformer_model():
+    return tiny_model(partial(TransformerEncoder, model_dim=8, num_heads=2, num_layers=2, ff_dim=16), double=True)
+
+
+def measured(analysis, model, batch):
+    analysis.check_model(model)
+    with analysis_mode(model):
+        result = analysis.measure(model, StubData(batch), "test", np.arange(len(batch["lengths"])), ["agreement"])
+    return result, analysis.summarise(result, ["agreement"])
+
+
+def test_each_pairs_tau_is_kendalls_tau_of_the_two_methods_scores():
+    model = transformer_model()
+    batch = token_batch(TEXTS, boundary=True)
+    methods = ["rollout", "flow", "attention", "gradient", "loo"]
+    result, summary = measured(Agreement(methods=methods, ig_steps=4), model, batch)
+    _, alpha, probs = predict(model, batch)
+    scores = {m: importance(m, model, batch, alpha, probs, ImportanceOptions())[0] for m in methods}
+    text = batch["token_mask"]
+    for a, b in [("rollout", "flow"), ("flow", "loo"), ("attention", "gradient"), ("rollout", "loo")]:
+        expected = kendall_tau_b(scores[a].double(), scores[b].double(), text)[0].numpy()
+        np.testing.assert_allclose(result.frame[pair_column(a, b)], expected, atol=1e-12, err_msg=f"{a}, {b}")
+        assert summary[ag(a, b, "tau", "mean")] == pytest.approx(np.nanmean(expected))
+    assert pair_column("flow", "rollout") not in result.frame  # each pair once, in the table's order
+    assert summary[ag("n_instances")] == 4 and summary[ag("flow", "too_long")] == 0
+
+
+def test_flow_past_its_bound_is_counted_and_left_out_of_its_pairs():
+    model = transformer_model()
+    batch = token_batch(TEXTS)  # lengths 6, 3, 4, 2
+    _, summary = measured(Agreement(methods=["flow", "gradient"], flow_max_length=3), model, batch)
+    assert summary[ag("flow", "too_long")] == 2 and summary[ag("flow", "nan_scores")] == 2
+    assert summary[ag("flow", "gradient", "tau", "n")] == 2
+
+
+def test_by_default_the_methods_a_model_gives_and_a_named_one_it_cannot_is_refused():
+    average = tiny_model(partial(AverageEncoder, hidden_size=4))
+    assert available(average) == ["attention", "gradient", "input_x_gradient", "integrated_gradients", "loo"]
+    assert available(transformer_model())[:5] == ["raw", "rollout", "flow", "norms", "attention"]
+    with pytest.raises(UserError, match="analysis.agreement.methods: rollout"):
+        Agreement(methods=["rollout", "loo"]).check_model(average)
+    with pytest.raises(UserError, match="at least two"):
+        Agreement(methods=["loo"])
+    with pytest.raises(UserError, match="3 layers|2 layers"):
+        Agreement(methods=["raw", "loo"], attention_layer=5).check_model(transformer_model())
+    aggregation = Agreement(attention_layer=0, attention_head=1).aggregation
+    assert aggregation == AggregationOptions(layer=0, head=1)
+
+
+def test_the_report_matrix_shows_each_pair_above_the_diagonal_with_its_interval_or_seed_spread():
+    frame = pd.DataFrame(
+        [
+            {"a": "rollout", "b": "loo", "seed": 1, "mean": 0.2, "ci_low": 0.1, "ci_high": 0.3, "n": 10},
+            {"a": "rollout", "b": "gradient", "seed": 1, "mean": 0.5, "ci_low": 0.4, "ci_high": 0.6, "n": 10},
+            {"a": "rollout", "b": "gradient", "seed": 2, "mean": 0.7, "ci_low": 0.6, "ci_high": 0.8, "n": 10},
+            {"a": "gradient", "b": "loo", "seed": 1, "mean": -0.1, "ci_low": -0.2, "ci_high": 0.0, "n": 10},
+        ]
+    )
+    table = report.matrix(frame)
+    assert list(table.columns) == ["method", "gradient", "LOO"] and list(table["method"]) == ["rollout", "gradient"]
+    assert table.loc[0, "LOO"] == "0.200 [0.100, 0.300]"
+    assert table.loc[0, "gradient"] == "0.600 ± 0.100 (2 seeds)"
+    assert table.loc[1, "gradient"] == "" and table.loc[1, "LOO"] == "-0.100 [-0.200, 0.000]"
+
+
+def test_agreement_on_a_transformer_from_the_command_line_and_its_report_table(tmp_path):
+    run_dir = tmp_path / "run"
+    job = subprocess.run(
+        [
+            *CLI,
+            *TINY,
+            "encoder=transformer",
+            "encoder.num_layers=2",
+            "encoder.model_dim=16",
+            "encoder.ff_dim=32",
+            "analysis=[agreement]",
+            "analysis.agreement.max_instances=6",
+            "analysis.agreement.ig_steps=4",
+            "logger=csv",
+            f"hydra.run.dir={run_dir}",
+        ],
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert job.returncode == 0, job.stderr[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary[ag("rollout", "integrated_gradients", "tau", "n")] == 6
+    assert all(k.startswith("ag/") for k in json.loads((run_dir / "analysis/agreement/summary.json").read_text()))
+    shown = subprocess.run(
+        [*CLI[:-1], "attn_study.report.cli", str(run_dir)], env=cli_env(), capture_output=True, text=True, timeout=300
+    )
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    table = (run_dir / "report" / "ag_tau_0.md").read_text()
+    assert "| raw | " in table and "| flow |" in table and "LOO |" in table.splitlines()[2]
+    assert "Neely et al. 2022, SST-2, DistilBERT" in (run_dir / "report" / "ag_references.md").read_text()
+    assert torch.isfinite(torch.tensor(summary[ag("raw", "rollout", "tau", "mean")]))
