@@ -256,6 +256,8 @@ def score_and_choose(loaded, cfg: DictConfig, settings: dict, data) -> dict[str,
             batch = {k: v.to(device) for k, v in batch.items()}
             if method == TRUTH:
                 scores = batch["rationale"].double()
+            elif method == "random":  # the model plays no part: no forward pass
+                scores, _ = importance(method, model, batch, None, None, options)
             else:
                 _, alpha, probs = predict(model, batch)
                 scores, _ = importance(method, model, batch, alpha, probs, options)

@@ -1,0 +1,22 @@
+"""sweep=smoke_roar end to end through the command line: each job finds its source in the sweep's record, and the
+report draws the ROAR figure and table."""
+
+from __future__ import annotations
+
+import json
+
+from attn_study.report.cli import build_report
+from tests.helpers import launch
+
+
+def test_smoke_roar_sweep_chains_its_jobs_and_the_report_draws_them(tmp_path):
+    sweep = tmp_path / "sweep"
+    proc = launch(sweep, "sweep=smoke_roar", "roar.method=truth", "roar.fraction=0,0.5", "seed=13", "logger=csv")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "2 jobs: 2 ran" in proc.stdout
+    for method in ("truth",):
+        status = json.loads((sweep / f"seed=13,roar.fraction=0.5,roar.method={method}" / "status.json").read_text())
+        assert status["roar"]["source"] == str(sweep / f"seed=13,roar.fraction=0,roar.method={method}")
+    out = build_report(sweep)
+    table = (out / "roar.md").read_text()
+    assert "| truth |" in table and (out / "roar_1.png").is_file()
