@@ -59,6 +59,9 @@ def variants(cfg) -> list[str]:
     target = (cfg.get("explainer") or {}).get("target")
     if target:
         parts.append(f"explains_{_source_name(target)}")
+    roar = cfg.get("roar") or {}
+    if roar.get("method") is not None:  # data masked by another run's importance (conf/roar/): roar_gradient0.2
+        parts.append(f"{roar.get('name')}_{roar.get('method')}{_number(roar.get('fraction'))}")
     return parts
 
 

@@ -66,3 +66,8 @@ def test_nothing_masked_leaves_the_vocabulary_alone_and_a_word_of_the_text_is_no
     assert masking.apply(data, {"train": [np.array([]), np.array([])]}, "<mask>") == -1 and len(data.vocab) == 6
     with pytest.raises(DataError, match="roar.token=y"):
         masking.check_token_unused(data, "y")
+
+
+def test_a_roar_runs_name_says_how_its_data_was_masked(make_cfg):
+    assert make_cfg("roar=recursive", "roar.method=loo", "roar.fraction=0.3").run_name.endswith("-recursive_loo0.3-s13")
+    assert make_cfg().run_name == "synthetic-flat-lstm-additive-softmax-s13"
