@@ -1,0 +1,129 @@
+"""Randomisation sanity checks across runs: per dataset × model × method, the rank correlation (Spearman ρ, and of
+the absolute scores) of the explanation with the trained model's after each cascading stage, and a figure of ρ
+against the stage per method (the first seed of each model)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from attn_study.figures.common import new_figure, save_png
+from attn_study.report.render import captioned_table, embedded_png, mean_ci
+from attn_study.report.runs import Run
+
+from . import keys
+from .figures import draw_cascade, stage_labels
+from .keys import STAGES, STATISTICS, sn
+
+
+def sn_runs(runs: list[Run]) -> list[Run]:
+    return [r for r in runs if sn("n_instances") in r.summary]
+
+
+def model_label(run: Run) -> str:
+    c = run.config
+    variant = f" [{c['variant']}]" if c.get("variant") else ""
+    return f"{c['encoder']} + {c['attention']} ({c['projection']}){variant}"
+
+
+def run_stages(run: Run) -> list[str]:
+    return [s for s in STAGES if sn(s, "same_prediction", "mean") in run.summary]
+
+
+def run_methods(run: Run) -> list[str]:
+    """The methods the run measured, in the order of its keys."""
+    found = []
+    for name in run.summary:
+        parts = name.split("/")
+        if len(parts) == 5 and parts[0] == keys.NAMESPACE and parts[2] in STAGES and parts[1] not in found:
+            found.append(parts[1])
+    return found
+
+
+def table(runs: list[Run]) -> pd.DataFrame:
+    """One row per run × method: dataset, model, seed, method and ``<stage>/<statistic>/{mean,ci_low,ci_high}``."""
+    rows = []
+    for run in sn_runs(runs):
+        for method in run_methods(run):
+            row = {"dataset": run.config["dataset"], "model": model_label(run), "seed": run.config["seed"]}
+            row["method"] = method
+            for stage in run_stages(run):
+                for part in ("spearman", "spearman_abs"):
+                    for stat in ("mean", "ci_low", "ci_high"):
+                        row[f"{stage}/{part}/{stat}"] = run.summary.get(sn(method, stage, part, stat), np.nan)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def display(frame: pd.DataFrame) -> pd.DataFrame:
+    """The printed table: ρ (and ρ of |scores|) per stage as "mean [CI]", one seed each (several: their mean)."""
+    stages = [s for s in STAGES if f"{s}/spearman/mean" in frame]
+    rows = []
+    for (dataset, model, method), group in frame.groupby(["dataset", "model", "method"], sort=False):
+        row = {"dataset": dataset, "model": model, "method": method, "seeds": len(group)}
+        for j, stage in enumerate(stages):
+            label = ("+" if j else "") + stage
+            for part, header in (("spearman", "ρ"), ("spearman_abs", "ρ|·|")):
+                cells = [group[f"{stage}/{part}/{s}"] for s in ("mean", "ci_low", "ci_high")]
+                if len(group) == 1:
+                    row[f"{header} {label}"] = mean_ci(*(c.iloc[0] for c in cells))
+                else:
+                    row[f"{header} {label}"] = f"{cells[0].mean():.3f} (mean of {len(group)} seeds)"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def cascade_figure(runs: list[Run], path: Path) -> Path | None:
+    chosen: dict[tuple, Run] = {}
+    for run in sorted(sn_runs(runs), key=lambda r: (r.config["dataset"], model_label(r), str(r.config["seed"]))):
+        chosen.setdefault((run.config["dataset"], model_label(run)), run)
+    panels = []
+    for (dataset, model), run in chosen.items():
+        stages = run_stages(run)
+        if not stages:
+            continue
+        row = []
+        for part in ("spearman", "spearman_abs"):
+            curves = {
+                m: np.array(
+                    [
+                        [run.summary.get(sn(m, s, part, k), np.nan) for k in ("mean", "ci_low", "ci_high")]
+                        for s in stages
+                    ]
+                )
+                for m in run_methods(run)
+            }
+            label = next(h for p, h in STATISTICS.values() if p == part)
+            row.append((label, {m: c for m, c in curves.items() if np.isfinite(c[:, 0]).any()}))
+        panels.append((f"{dataset}: {model}", stages, row))
+    if not panels:
+        return None
+    fig = new_figure((12.0, 3.8 * len(panels)))
+    axes = fig.subplots(len(panels), 2, squeeze=False)
+    for (title, stages, row), pair in zip(panels, axes):
+        for ax, (label, curves) in zip(pair, row):
+            draw_cascade(ax, curves, stages, label)
+            ax.set_title(title, fontsize=9)
+    axes[0, 0].legend(fontsize=7)
+    fig.suptitle("Cascading randomisation (mean, 95% bootstrap interval; first seed of each model)", fontsize=10)
+    return save_png(fig, path)
+
+
+def sections(runs: list[Run], work: Path) -> list[tuple[str, str]]:
+    frame = table(runs)
+    if frame.empty:
+        return []
+    stages = " → ".join(stage_labels([s for s in STAGES if f"{s}/spearman/mean" in frame]))
+    caption = (
+        "Randomisation sanity checks (Adebayo et al. 2018): Spearman ρ between each method's explanation of the "
+        f"trained model and of the model with its parameters re-initialised cumulatively from the top ({stages}), "
+        "of the signed scores and of their absolute values; mean [95% bootstrap interval over instances]. "
+        "A method whose ρ stays near 1 does not depend on the parameters it claims to explain"
+    )
+    body = captioned_table(frame, work, "sn_cascade", caption, display=display(frame))
+    path = cascade_figure(runs, work / "sn_cascade.png")
+    if path is not None:
+        body += embedded_png(path)
+    return [("Randomisation sanity checks (Adebayo et al. 2018)", body)]

@@ -1,0 +1,157 @@
+"""Randomisation sanity checks (Adebayo et al. 2018): the rank correlations against scipy, the cascade's
+re-initialisation, and the family end to end: a method blind to the model keeps correlation 1, gradient does not."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from attn_study.analysis import importance
+from attn_study.errors import UserError
+from attn_study.families.sanity.callback import (
+    Sanity,
+    average_ranks,
+    cascade,
+    correlations,
+    reinitialise,
+    spearman_rho,
+    stage_modules,
+)
+from attn_study.models import attention, encoders
+from attn_study.run import run as run_job
+from tests.helpers import TINY, compose_config, tiny_model
+
+
+def test_average_ranks_and_spearman_are_scipys_with_ties_and_padding():
+    rng = np.random.default_rng(0)
+    x = torch.from_numpy(rng.integers(0, 4, size=(30, 9)).astype(float))  # many ties
+    y = torch.from_numpy(rng.normal(size=(30, 9)))
+    lengths = torch.from_numpy(rng.integers(1, 10, size=30))
+    mask = torch.arange(9)[None, :] < lengths[:, None]
+    y[3, : lengths[3]] = 2.0  # a constant row: undefined
+    ranks, rho = average_ranks(x, mask), spearman_rho(x, y, mask)
+    for r in range(30):
+        n = int(lengths[r])
+        np.testing.assert_allclose(ranks[r, :n].numpy(), stats.rankdata(x[r, :n].numpy()))
+        assert (ranks[r, n:] == 0).all()
+        expected = stats.spearmanr(x[r, :n].numpy(), y[r, :n].numpy()).statistic if n > 1 else math.nan
+        assert rho[r].item() == pytest.approx(expected, abs=1e-12, nan_ok=True), r
+
+
+def test_rounding_noise_between_equal_scores_is_a_tie_and_absolute_values_have_their_own_variant():
+    """1 and 1 + 1e-15 are one importance (a repeated word computed in another order); a sign flip of every score
+    is ρ = −1 but |·|-ρ = 1."""
+    before = torch.tensor([[1.0, 1.0, 3.0, -2.0]], dtype=torch.float64)
+    after = torch.tensor([[1.0 + 1e-15, 1.0, 3.0, -2.0]], dtype=torch.float64)
+    mask = torch.ones(1, 4, dtype=torch.bool)
+    out = correlations(before, after, mask)
+    assert out["rho"].item() == pytest.approx(1.0) and out["tau"].item() == pytest.approx(1.0)
+    flipped = correlations(before, -before, mask)
+    assert flipped["rho"].item() == pytest.approx(-1.0) and flipped["rho_abs"].item() == pytest.approx(1.0)
+    assert flipped["tau_abs"].item() == pytest.approx(1.0)
+
+
+def test_the_cascade_redraws_each_stage_on_top_of_the_last_and_leaves_the_model_alone():
+    model = tiny_model(scorer=attention.DotScorer, double=True)
+    original = copy.deepcopy(model.state_dict())
+    stages = ["decoder", "attention", "encoder", "embeddings"]
+    models = cascade(model, stages, seed=4)
+    for name, value in model.state_dict().items():
+        assert torch.equal(value, original[name]), name  # untouched
+
+    def changed(m):
+        return {n for n, v in m.state_dict().items() if not torch.equal(v, original[n])}
+
+    prefixes = {"decoder": "output.", "attention": "scorer.", "encoder": "encoder.", "embeddings": "embedding."}
+    for j, (stage, randomised, count) in enumerate(models):
+        expected = {n for n in original if any(n.startswith(prefixes[s]) for s in stages[: j + 1])}
+        assert changed(randomised) == expected, stage
+        assert count == sum(p.numel() for s in stages[: j + 1] for m in stage_modules(model, s) for p in m.parameters())
+        if j:  # cumulative: the stages above keep the draws they had
+            previous = models[j - 1][1].state_dict()
+            for n in expected - {k for k in original if k.startswith(prefixes[stage])}:
+                assert torch.equal(randomised.state_dict()[n], previous[n]), n
+    # the same seed, the same models; another seed, others
+    again = cascade(model, stages, seed=4)
+    other = cascade(model, stages, seed=5)
+    for (_, a, _), (_, b, _), (_, c, _) in zip(models, again, other):
+        for n, v in a.state_dict().items():
+            assert torch.equal(v, b.state_dict()[n]), n
+        assert any(not torch.equal(v, c.state_dict()[n]) for n, v in a.state_dict().items())
+    # the dot scorer's query has no reset_parameters: redrawn from a normal of its trained spread; padding row stays 0
+    query = models[1][1].scorer.query
+    assert not torch.equal(query, model.scorer.query) and query.std().item() == pytest.approx(
+        model.scorer.query.std().item(), rel=0.8
+    )
+    assert (models[3][1].embedding.weight[0] == 0).all()
+
+
+def test_reinitialise_uses_each_modules_own_initialiser():
+    """An LSTM's own initialiser draws uniformly from ±1/√H: every redrawn weight lies there."""
+    lstm = torch.nn.LSTM(3, 4).double()
+    with torch.no_grad():
+        for p in lstm.parameters():
+            p.fill_(7.0)
+    reinitialise([lstm], seed=0)
+    bound = 1 / math.sqrt(4)
+    assert all(p.abs().max() <= bound and p.abs().max() > 0 for p in lstm.parameters())
+
+
+def test_options_are_checked():
+    with pytest.raises(UserError, match="from the top down"):
+        Sanity(stages=["encoder", "decoder"])
+    with pytest.raises(UserError, match="unknown"):
+        Sanity(methods=["attention", "saliency"])
+    with pytest.raises(UserError, match="nothing to track|measures nothing"):
+        Sanity(every_n_epochs=1)
+
+
+def test_a_model_without_token_attention_is_refused():
+    model = tiny_model(encoders.NoEncoder)
+    model.token_attention = False
+    with pytest.raises(UserError, match="model=flat"):
+        Sanity().check_model(model)
+
+
+def position(model, batch, alpha, probs, options):
+    """A fixed score per position (earlier = more important): it never looks at the model."""
+    t = batch["mask"].shape[1]
+    return (t - torch.arange(t, device=batch["mask"].device, dtype=torch.float64)).expand_as(alpha) * batch["mask"], {}
+
+
+def test_a_method_blind_to_the_model_keeps_correlation_one_and_gradient_does_not(tmp_path, monkeypatch):
+    """End to end on a trained run: a positional score and the seeded random ranking are the same explanation
+    before and after every stage of the cascade (ρ = τ = 1 for every instance); gradient and leave-one-out change
+    once the model they explain is destroyed."""
+    monkeypatch.setitem(importance.METHODS, "position", position)
+    cfg = compose_config(
+        *TINY,
+        "encoder=lstm",
+        "encoder.hidden_size=8",
+        "trainer.max_epochs=3",
+        "trainer.limit_train_batches=1.0",
+        "model.optimizer.lr=0.01",
+        "analysis=[sanity]",
+        "analysis.sanity.methods=[attention,gradient,loo,random,position]",
+        "logger=csv",
+    )
+    summary = run_job(cfg, tmp_path / "run")
+    assert summary["sn/n_instances"] == 32
+    for method in ("position", "random"):
+        for stage in ("decoder", "attention", "encoder", "embeddings"):
+            for part in ("spearman", "kendall", "spearman_abs", "kendall_abs"):
+                stem = f"sn/{method}/{stage}/{part}"
+                assert summary[f"{stem}/mean"] == pytest.approx(1.0) and summary[f"{stem}/ci_low"] == pytest.approx(1.0)
+    for method in ("gradient", "loo"):
+        assert summary[f"sn/{method}/embeddings/spearman/ci_high"] < 0.9, method
+    # attention depends on neither the decoder (ρ = 1 after it) ...
+    assert summary["sn/attention/decoder/spearman/mean"] == pytest.approx(1.0)
+    # ... nor, once its scorer is redrawn, on what it was
+    assert summary["sn/attention/embeddings/spearman/ci_high"] < 0.9
+    assert summary["sn/embeddings/parameters"] > summary["sn/encoder/parameters"] > summary["sn/decoder/parameters"]
+    assert (tmp_path / "run" / "analysis" / "sanity" / "cascade.png").is_file()
