@@ -73,4 +73,5 @@ def test_the_section_has_the_table_and_one_figure_per_model_and_variant(tmp_path
         "roar_1.png",
         "roar_2.png",
     ]
+    assert (tmp_path / "roar.tex").read_text().isascii()
     assert roar.sections([_run("gradient", 1, 0, 0.9)][:0], tmp_path) == []
