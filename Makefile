@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	# torch first and alone, pinned: an unpinned resolve would pull a multi-GB CUDA build
 	$(BIN)/pip install --disable-pip-version-check -q -c constraints.txt torch
-	$(BIN)/pip install --disable-pip-version-check -q -c constraints.txt -e '.[test]'
+	$(BIN)/pip install --disable-pip-version-check -q -c constraints.txt -e '.[test,hf]'
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -125,6 +125,11 @@ def _analyze(cfg: DictConfig) -> None:
 
     _quiet_third_party()
     try:
+        if cfg.get("hf_model"):  # a pretrained checkpoint, not a run of this project
+            from attn_study.analyze_pretrained import analyze_pretrained
+
+            analyze_pretrained(cfg, HydraConfig.get().runtime.output_dir)
+            return
         if OmegaConf.is_missing(cfg, "ckpt_path"):
             raise UserError("ckpt_path is required: attn-study-analyze ckpt_path=<run dir or its .ckpt> analysis=[...]")
         analyze(cfg)

@@ -174,8 +174,14 @@ def layer_shape(model) -> tuple[int, int, bool] | None:
 
 
 def check_aggregations(model, methods, options: AggregationOptions, option: str) -> None:
-    """A one-line ``UserError`` (``option``: the family's methods option) when ``methods`` holds an aggregation
-    ``model`` cannot give: no layer attention, a layer or head it does not have, norms without f^h."""
+    """A one-line ``UserError`` (``option``: the family's methods option) when ``methods`` holds one ``model``
+    cannot give: an aggregation without layer attention, a layer or head it does not have, norms without f^h;
+    the pooling attention of a model without one (a pretrained checkpoint)."""
+    if "attention" in methods and not getattr(model, "pooling_attention", True):
+        raise UserError(
+            f"{option}: attention is the pooling attention, which {type(model).__name__} does not have; leave it "
+            "out (raw, rollout, flow, norms are its attention)"
+        )
     chosen = [m for m in methods if m in AGGREGATIONS]
     if not chosen:
         return

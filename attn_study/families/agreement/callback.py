@@ -86,11 +86,6 @@ class Agreement(AnalysisCallback):
             )
         methods = self.chosen(model)
         check_aggregations(model, methods, self.aggregation, self._option("methods"))
-        if "attention" in methods and not getattr(model, "pooling_attention", True):
-            raise UserError(
-                f"{self._option('methods')}: attention is the pooling attention, which {type(model).__name__} "
-                "does not have; leave it out (raw, rollout, flow, norms are its attention)"
-            )
         if len(methods) < 2:
             name = type(model).__name__
             raise UserError(f"{self._option('methods')}: {name} gives only {methods}; nothing to compare")

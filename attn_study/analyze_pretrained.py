@@ -1,0 +1,73 @@
+"""``attn-study-analyze hf_model=<dir> hf_data=[dataset=…]``: the chosen analyses of a locally stored Hugging Face
+sequence classifier (models/huggingface.py) on a dataset tokenised by its tokenizer (data/pretrained.py).
+
+Nothing is trained: the data is composed from ``attn-study``'s own config with the ``hf_data`` overrides (a
+dataset, its path, the seed of a generated one), each family runs as after testing, and the results go to
+``<hydra.run.dir>/analysis/<family>/`` with ``summary.json`` beside them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from attn_study.errors import UserError
+
+#: the families that apply to a pretrained checkpoint: its attention (raw, rollout, flow, norms) against token
+#: importance. Serrano & Smith erase, Meister et al. read the pooled states, Bai et al. and W&P train or compare
+#: pooling attentions; J&W's permutation and adversarial tests are refused by J&W itself.
+APPLICABLE = ("jain_wallace", "faithfulness", "agreement")
+
+
+def analyze_pretrained(cfg: DictConfig, out_dir: str | Path) -> dict:
+    """Run ``cfg.analysis`` on the checkpoint at ``cfg.hf_model``; returns the rebuilt summary."""
+    from hydra import compose
+
+    from attn_study.build import build_analyses, component
+    from attn_study.data.pretrained import PretrainedTextData
+    from attn_study.models.huggingface import PretrainedClassifier, load_pretrained
+    from attn_study.run import rebuild_summary
+
+    hf_model, tokenizer = load_pretrained(cfg.hf_model)
+    data_cfg = compose("config", overrides=[str(o) for o in (cfg.get("hf_data") or [])] + ["analysis=[]"])
+    seed = data_cfg.seed if cfg.get("seed") is None else cfg.seed
+    chosen = OmegaConf.merge({"seed": seed}, {"analysis": OmegaConf.to_container(cfg.get("analysis") or {})})
+    OmegaConf.resolve(chosen)
+    families = [name for name, node in (chosen.get("analysis") or {}).items() if node and "_target_" in node]
+    other = [name for name in families if name not in APPLICABLE]
+    if other:
+        raise UserError(
+            f"analysis=[{','.join(other)}]: {'perturbs' if len(other) == 1 else 'perturb'} a pooling attention or "
+            f"its states, which a pretrained checkpoint does not have; choose from {list(APPLICABLE)}"
+        )
+    analyses = build_analyses(chosen)
+    if not analyses:
+        raise UserError("attn-study-analyze: no analysis chosen; e.g. analysis=[agreement]")
+    data = data_cfg.dataset
+    limit = min(int(tokenizer.model_max_length), int(getattr(hf_model.config, "max_position_embeddings", 512)))
+    datamodule = PretrainedTextData(
+        component(data.source, option="dataset.source"),
+        tokenizer,
+        max_length=limit,
+        preprocessing=OmegaConf.to_container(data.preprocessing, resolve=True),
+        eval_batch_size=data.eval_batch_size,
+        name=data.name,
+    )
+    datamodule.setup()
+    model = PretrainedClassifier(hf_model)
+    if model.num_classes != datamodule.num_classes:
+        raise UserError(
+            f"hf_model={cfg.hf_model}: {model.num_classes} labels, and {data.name} has {datamodule.num_classes} classes"
+        )
+    device = "cuda" if cfg.device in ("auto", "cuda") and torch.cuda.is_available() else "cpu"
+    if cfg.device == "cuda" and device == "cpu":
+        raise UserError("device=cuda: no CUDA device here")
+    model.to(device).eval().requires_grad_(False)
+    out_dir = Path(out_dir)
+    for analysis in analyses:
+        analysis.check(model, datamodule)
+    for analysis in analyses:
+        analysis.analyse(model, datamodule, out_dir)
+    return rebuild_summary(out_dir)

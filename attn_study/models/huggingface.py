@@ -1,0 +1,151 @@
+"""A locally stored Hugging Face sequence classifier as a staged model (docs/transformer_attention.md).
+
+``transformers`` is an optional extra (``pip install -e '.[hf]'``); nothing is downloaded: the checkpoint is read
+from a directory (``local_files_only``). The classifier reads its classification token's final state (BERT's
+``[CLS]``, RoBERTa's ``<s>``), so its "pooling attention" is α = one-hot on position 0 — a boundary token, never one
+of the text's — and
+
+    enc = encode(batch)        # the encoder's states H from the word embeddings (inputs_embeds: gradients reach E)
+    α   = attend(enc)          # one-hot on the classification token
+    out = decode(enc, α)       # the checkpoint's own head on Σ_t α_t h_t (its output exactly, for that α)
+
+Attention per layer and head comes from the eager attention (``output_attentions``); each head's value vectors
+f^h(x_j) = W_O^h (W_V^h x_j + b_V^h) from hooks on the value projections (BERT, RoBERTa, DistilBERT). Deleting a
+token re-runs the model on the shorter sequence. What needs a pooling attention to perturb (permuted, adversarial,
+erased α; Meister's intermediate states; attention as an importance) is refused by the families in one line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from attn_study.errors import UserError
+from attn_study.models import outputs
+from attn_study.models.classifier import Encoded, attended
+from attn_study.models.encoders import LayerTrace
+
+#: model type → (its base model's attribute, where each layer's value and output projections are)
+SUPPORTED = {
+    "bert": ("bert", "attention.self.value", "attention.output.dense"),
+    "roberta": ("roberta", "attention.self.value", "attention.output.dense"),
+    "distilbert": ("distilbert", "attention.v_lin", "attention.out_lin"),
+}
+
+
+def load_pretrained(path: str | Path, option: str = "hf_model"):
+    """(model in eval mode with eager attention, tokenizer) from the directory ``path``; a one-line ``UserError``
+    when ``transformers`` is missing, the directory holds no checkpoint, or its type is not supported."""
+    try:
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    except ImportError:
+        raise UserError(f"{option}: the transformers package is missing; pip install -e '.[hf]'") from None
+    folder = Path(path).expanduser()
+    if not (folder / "config.json").is_file():
+        raise UserError(f"{option}={path}: no Hugging Face checkpoint there (config.json missing)")
+    try:
+        model = AutoModelForSequenceClassification.from_pretrained(
+            folder, local_files_only=True, attn_implementation="eager"
+        )
+        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    except (OSError, ValueError) as err:
+        raise UserError(f"{option}={path}: cannot load it: {str(err).splitlines()[0]}") from None
+    if model.config.model_type not in SUPPORTED:
+        raise UserError(
+            f"{option}={path}: a {model.config.model_type} model; supported: {', '.join(sorted(SUPPORTED))}"
+        )
+    return model.eval(), tokenizer
+
+
+class PretrainedClassifier(nn.Module):
+    """A Hugging Face ``…ForSequenceClassification`` with the stages of ``analysis.protocol.StagedModel``."""
+
+    token_attention = True
+    pooling_attention = False  # α is fixed on the classification token: nothing to perturb or rank by
+
+    def __init__(self, hf_model):
+        super().__init__()
+        kind = hf_model.config.model_type
+        if kind not in SUPPORTED:
+            raise UserError(f"a {kind} checkpoint; supported: {', '.join(sorted(SUPPORTED))}")
+        self.hf = hf_model
+        self.kind = kind
+        self.base = getattr(hf_model, SUPPORTED[kind][0])
+        self.num_classes = int(hf_model.config.num_labels)
+        config = hf_model.config
+        layers = getattr(config, "num_hidden_layers", None) or config.n_layers
+        heads = getattr(config, "num_attention_heads", None) or config.n_heads
+        self.attention_shape = (int(layers), int(heads), True)
+
+    # -- the stages ------------------------------------------------------------------------------
+
+    def embed(self, batch: dict) -> torch.Tensor:
+        return self.hf.get_input_embeddings()(batch["ids"])
+
+    def _states(self, batch: dict, embedded: torch.Tensor, attentions: bool = False):
+        return self.base(inputs_embeds=embedded, attention_mask=batch["mask"].long(), output_attentions=attentions)
+
+    def encode(self, batch: dict, embedded: torch.Tensor | None = None) -> Encoded:
+        embedded = self.embed(batch) if embedded is None else embedded
+        hidden = self._states(batch, embedded).last_hidden_state * batch["mask"].unsqueeze(-1)
+        return Encoded(embedded=embedded, hidden=hidden, mask=attended(batch), lengths=batch["lengths"])
+
+    def attend(self, enc: Encoded) -> torch.Tensor:
+        alpha = torch.zeros(enc.hidden.shape[:2], dtype=enc.hidden.dtype, device=enc.hidden.device)
+        alpha[:, 0] = 1.0
+        return alpha
+
+    def decode_pooled(self, context: torch.Tensor, query=None, candidates=None) -> torch.Tensor:
+        """The checkpoint's classification head on the vector it reads at the classification token."""
+        hf = self.hf
+        if self.kind == "bert":
+            return hf.classifier(hf.dropout(hf.bert.pooler(context.unsqueeze(1))))
+        if self.kind == "roberta":
+            return hf.classifier(context.unsqueeze(1))
+        hidden = hf.dropout(nn.functional.relu(hf.pre_classifier(context)))  # distilbert
+        return hf.classifier(hidden)
+
+    def decode(self, enc: Encoded, alpha: torch.Tensor) -> torch.Tensor:
+        return self.decode_pooled(torch.einsum("bt,btm->bm", alpha, enc.hidden))
+
+    def decode_many(self, enc: Encoded, alphas: torch.Tensor) -> torch.Tensor:
+        context = torch.einsum("bkt,btm->bkm", alphas, enc.hidden)
+        return self.decode_pooled(context.flatten(0, 1)).unflatten(0, alphas.shape[:2])
+
+    def probabilities(self, logits: torch.Tensor) -> torch.Tensor:
+        return outputs.probabilities(logits)
+
+    def forward(self, batch: dict):
+        enc = self.encode(batch)
+        alpha = self.attend(enc)
+        return self.decode(enc, alpha), alpha
+
+    # -- the layers, for the aggregation methods -------------------------------------------------
+
+    def layer_trace(self, batch: dict) -> LayerTrace:
+        """Each layer's attention (B, L, H, T, T) and each head's value vectors through its slice of the output
+        projection, f^h(x_j) = W_O^h (W_V^h x_j + b_V^h) (B, L, H, T, m)."""
+        _, value_path, output_path = SUPPORTED[self.kind]
+        layers = self.base.transformer.layer if self.kind == "distilbert" else self.base.encoder.layer
+        values: list[torch.Tensor] = []
+        hooks = [
+            layer.get_submodule(value_path).register_forward_hook(lambda _m, _i, out: values.append(out))
+            for layer in layers
+        ]
+        try:
+            out = self._states(batch, self.embed(batch), attentions=True)
+        finally:
+            for hook in hooks:
+                hook.remove()
+        layers_, heads, _ = self.attention_shape
+        mask = batch["mask"]
+        attention = torch.stack(out.attentions, 1) * mask[:, None, None, :, None]
+        transformed = []
+        for layer, value in zip(layers, values):
+            b, t, m = value.shape
+            w_o = layer.get_submodule(output_path).weight.view(m, heads, m // heads)  # columns of head h: W_O^h
+            transformed.append(torch.einsum("bjhd,ohd->bhjo", value.view(b, t, heads, m // heads), w_o))
+        hidden = out.last_hidden_state * mask.unsqueeze(-1)
+        return LayerTrace(attention, torch.stack(transformed, 1), hidden)

@@ -1,0 +1,172 @@
+"""A locally stored Hugging Face classifier as a staged model (models/huggingface.py): tiny randomly initialised
+BERT, RoBERTa and DistilBERT checkpoints saved to a temporary folder with a word-level tokenizer; their own outputs
+through the stages, their attention and value vectors, one-line refusals, and one analysis end to end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from attn_study.data import synthetic
+from attn_study.errors import UserError
+from tests.helpers import cli_env, token_batch
+
+transformers = pytest.importorskip("transformers")
+
+# the synthetic task's words, so that its texts are not all [UNK]
+WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + sorted(
+    set(synthetic.POSITIVE + synthetic.NEGATIVE + synthetic.NEGATORS + synthetic.FILLER)
+)
+SIZES = {"hidden_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 16}
+SPREAD = 0.5  # initializer_range: a random model whose output moves when a token is deleted (0.02 barely does)
+
+
+def save_checkpoint(folder, kind: str = "bert", num_labels: int = 2):
+    """A tiny random ``kind`` classifier and a WordLevel tokenizer ([CLS] … [SEP]) saved in ``folder``."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+
+    tokenizer = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
+    )
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]"
+    )
+    torch.manual_seed(0)
+    if kind == "distilbert":
+        config = transformers.DistilBertConfig(
+            vocab_size=len(WORDS),
+            dim=8,
+            n_layers=2,
+            n_heads=2,
+            hidden_dim=16,
+            num_labels=num_labels,
+            initializer_range=SPREAD,
+        )
+    else:
+        make = {"bert": transformers.BertConfig, "roberta": transformers.RobertaConfig}[kind]
+        config = make(
+            vocab_size=len(WORDS),
+            max_position_embeddings=72,
+            num_labels=num_labels,
+            pad_token_id=0,
+            initializer_range=SPREAD,
+            **SIZES,
+        )
+    model = transformers.AutoModelForSequenceClassification.from_config(config)
+    model.save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("kind", ["bert", "roberta", "distilbert"])
+def test_the_stages_give_the_checkpoints_own_output_and_its_attention(tmp_path, kind):
+    from attn_study.analysis.aggregation import tracer
+    from attn_study.models.huggingface import PretrainedClassifier, load_pretrained
+
+    hf, _ = load_pretrained(save_checkpoint(tmp_path, kind))
+    model = PretrainedClassifier(hf).eval()
+    batch = token_batch([[5, 6, 7, 8], [9, 10], [11, 12, 13]], boundary=True)  # 2, 3: [CLS], [SEP]
+    with torch.no_grad():
+        own = hf(input_ids=batch["ids"], attention_mask=batch["mask"].long(), output_attentions=True)
+        logits, alpha = model(batch)
+        trace = tracer(model)(batch)
+    torch.testing.assert_close(logits, own.logits, atol=1e-6, rtol=0)
+    assert (alpha[:, 0] == 1).all() and alpha[:, 1:].sum() == 0
+    real = batch["mask"][:, None, :, None] & batch["mask"][:, None, None, :]
+    for layer in range(2):
+        torch.testing.assert_close(trace.attention[:, layer] * real, own.attentions[layer] * real)
+    assert model.attention_shape == (2, 2, True) and trace.transformed.shape == (3, 2, 2, 6, 8)
+
+
+def test_the_value_vectors_through_the_output_projection_give_the_attention_output(tmp_path):
+    """Σ_h Σ_j A^h[i, j] f^h(x_j) + b_O is what BERT's attention output projection returns (before its dropout,
+    residual and layer norm)."""
+    from attn_study.models.huggingface import PretrainedClassifier, load_pretrained
+
+    hf, _ = load_pretrained(save_checkpoint(tmp_path))
+    model = PretrainedClassifier(hf).eval()
+    batch = token_batch([[5, 6, 7, 8], [9, 10]], boundary=True)
+    seen = []
+    dense = hf.bert.encoder.layer[1].attention.output.dense
+    hook = dense.register_forward_hook(lambda _m, _i, out: seen.append(out))
+    with torch.no_grad():
+        trace = model.layer_trace(batch)
+    hook.remove()
+    mixed = torch.einsum("bhij,bhjo->bio", trace.attention[:, 1], trace.transformed[:, 1]) + dense.bias
+    mask = batch["mask"][..., None]
+    torch.testing.assert_close(mixed * mask, seen[0] * mask, atol=1e-6, rtol=0)
+
+
+def test_a_wrong_directory_or_a_missing_transformers_gets_one_line(tmp_path, monkeypatch):
+    from attn_study.models.huggingface import load_pretrained
+
+    with pytest.raises(UserError, match="hf_model=.*no Hugging Face checkpoint"):
+        load_pretrained(tmp_path / "nowhere")
+    monkeypatch.setitem(sys.modules, "transformers", None)
+    with pytest.raises(UserError, match="transformers package is missing"):
+        load_pretrained(tmp_path)
+
+
+def test_a_tiny_checkpoint_analysed_end_to_end_and_the_tests_it_cannot_take_refused(tmp_path):
+    folder = save_checkpoint(tmp_path / "checkpoint")
+    data = (
+        "hf_data=['dataset=synthetic','dataset.source.n_train=16','dataset.source.n_dev=8','dataset.source.n_test=8']"
+    )
+    # the analyze entry point: attn_study.cli's analyze_main, as attn-study-analyze runs it
+    command = [sys.executable, "-c", "import sys; from attn_study.cli import analyze_main; analyze_main()"]
+    out = tmp_path / "out"
+    job = subprocess.run(
+        [
+            *command,
+            f"hf_model={folder}",
+            data,
+            "analysis=[agreement,jain_wallace]",
+            "analysis.agreement.ig_steps=4",
+            "analysis.jain_wallace.tests=[correlation]",
+            "analysis.jain_wallace.attention_scores=flow",
+            f"hydra.run.dir={out}",
+        ],
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert job.returncode == 0, job.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["ag/n_instances"] == 8 and summary["ag/rollout/integrated_gradients/tau/n"] >= 1
+    assert "ag/attention/loo/tau/mean" not in summary  # no pooling attention to compare
+    assert summary["jw/tau_loo/n"] >= 1
+    refused = subprocess.run(
+        [*command, f"hf_model={folder}", data, "analysis=[jain_wallace]", f"hydra.run.dir={out}"],
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines()[-1].startswith("attn-study-analyze: error: analysis.jain_wallace")
+
+
+def test_what_needs_a_pooling_attention_is_refused_before_any_work(tmp_path):
+    from hydra import compose, initialize_config_dir
+
+    from attn_study.analysis.aggregation import AggregationOptions, check_aggregations
+    from attn_study.analyze_pretrained import analyze_pretrained
+    from attn_study.cli import CONFIG_DIR
+    from attn_study.models.huggingface import PretrainedClassifier, load_pretrained
+
+    folder = save_checkpoint(tmp_path / "checkpoint")
+    model = PretrainedClassifier(load_pretrained(folder)[0])
+    with pytest.raises(UserError, match="analysis.faithfulness.methods: attention is the pooling attention"):
+        check_aggregations(model, ["attention", "rollout"], AggregationOptions(), "analysis.faithfulness.methods")
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose("analyze", overrides=[f"hf_model={folder}", "analysis=[serrano_smith]"])
+        with pytest.raises(UserError, match=r"analysis=\[serrano_smith\]: perturbs a pooling attention"):
+            analyze_pretrained(cfg, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
