@@ -260,4 +260,3 @@ def test_jain_wallace_correlates_the_chosen_layer_attention_and_refuses_it_witho
         JainWallace(attention_scores="flow").check_model(average_model())
     with pytest.raises(UserError, match="choose from"):
         JainWallace(attention_scores="rolout")
-
