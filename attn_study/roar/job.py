@@ -91,6 +91,7 @@ def prepare(cfg: DictConfig, datamodule, run_dir: str | Path, load) -> dict | No
         "source": settings["source"],
         "source_fraction": settings["source_fraction"],
         "masked_share": share,
+        "scoring_seconds": stored.get("seconds"),  # the source model's pass over every split (when first computed)
     }
 
 
