@@ -46,7 +46,7 @@ FLOW_SCALE = 2**29
 class AggregationOptions:
     layer: int = -1  # raw, norms: the layer (0 = the first, −1 = the last, whose output α pools)
     head: int | None = None  # raw, norms: one head (from 0), or None: all of them
-    flow_max_length: int = 64  # flow: sequences longer than this (as the encoder reads them) get NaN, counted
+    flow_max_length: int = 128  # flow: sequences longer than this (as the encoder reads them) get NaN, counted
 
 
 # ------------------------------------------------------------------------------------------------

@@ -59,7 +59,7 @@ class Agreement(AnalysisCallback):
         internal_batch_size: int = 512,
         attention_layer: int = -1,
         attention_head: int | None = None,
-        flow_max_length: int = 64,
+        flow_max_length: int = 128,
         **common,
     ):
         super().__init__(**common)

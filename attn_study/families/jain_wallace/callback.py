@@ -80,7 +80,7 @@ class JainWallace(AnalysisCallback):
         attention_scores: str = "pooling",
         attention_layer: int = -1,
         attention_head: int | None = None,
-        flow_max_length: int = 64,
+        flow_max_length: int = 128,
         **common,
     ):
         super().__init__(**common)
