@@ -260,3 +260,20 @@ def test_jain_wallace_correlates_the_chosen_layer_attention_and_refuses_it_witho
         JainWallace(attention_scores="flow").check_model(average_model())
     with pytest.raises(UserError, match="choose from"):
         JainWallace(attention_scores="rolout")
+
+
+def test_faithfulness_ranks_by_an_aggregation_on_a_transformer_and_refuses_it_elsewhere():
+    from attn_study.analysis.callback import analysis_mode
+    from attn_study.families.faithfulness.callback import Faithfulness
+    from tests.helpers import StubData, token_batch
+
+    model = transformer_model(2)
+    batch = token_batch([[4, 5, 6, 7, 8], [9, 10, 11], [12, 4, 13, 14]])
+    analysis = Faithfulness(methods=["rollout", "flow"], fractions=[0.5], tests=["removal"])
+    analysis.check_model(model)
+    with analysis_mode(model):
+        frame = analysis.measure(model, StubData(batch), "test", np.arange(3), ["removal"]).frame
+    assert frame["rollout_comp_aopc"].notna().all() and frame["flow_too_long"].eq(0).all()
+    with pytest.raises(UserError, match="analysis.faithfulness.methods: rollout"):
+        Faithfulness(methods=["attention", "rollout"]).check_model(average_model())
+    assert "rollout" not in Faithfulness().methods  # asked for by name only

@@ -40,6 +40,7 @@ import torch
 from scipy import stats
 
 from attn_study import families
+from attn_study.analysis.aggregation import AGGREGATIONS, AggregationOptions, check_aggregations
 from attn_study.analysis.callback import AnalysisCallback, Measured, instance_row, whole
 from attn_study.analysis.importance import (
     ImportanceOptions,
@@ -447,7 +448,8 @@ class Faithfulness(AnalysisCallback):
         self.iou_threshold = float(iou_threshold)
         if not 0 < self.iou_threshold <= 1:
             raise UserError(f"{self._option('iou_threshold')}={iou_threshold}: give an IOU in (0, 1]")
-        self.methods = self._choose("methods", FF_METHODS if methods is None else methods, FF_METHODS)
+        default = [m for m in FF_METHODS if m not in AGGREGATIONS]  # those need encoder=transformer: asked for by name
+        self.methods = self._choose("methods", default if methods is None else methods, FF_METHODS)
         self.fractions = tuple(float(f) for f in fractions)
         if not self.fractions or any(not 0 < f < 1 for f in self.fractions):
             raise UserError(f"{self._option('fractions')}={list(fractions)}: give fractions of the length in (0, 1)")
@@ -462,6 +464,7 @@ class Faithfulness(AnalysisCallback):
                 f"analysis=faithfulness ranks tokens, and {type(model).__name__}'s final attention is "
                 "over sentences; use model=flat"
             )
+        check_aggregations(model, self.methods, AggregationOptions(), self._option("methods"))
 
     # -- measuring -------------------------------------------------------------------------------
 
