@@ -7,7 +7,9 @@ seed — mean, the seeds' standard deviation s and n; the mean's 95 % bootstrap 
 
 - *not comparable*, saying what differs, when the runs were not made with the paper's recipe
   (``recipe=jain_wallace`` for Jain & Wallace and Meister et al., ``recipe=serrano_smith`` for Serrano & Smith):
-  other preprocessing, splits or training, so a difference says nothing about the method;
+  other preprocessing, splits or training, so a difference says nothing about the method; or when a run's
+  embeddings were random where the paper's were pretrained (pretrained vectors other than the paper's, e.g.
+  GloVe for fastText, are compared, and the cell names them);
 - with one seed: never *reproduced* — "1 seed: the paper's value inside / outside our interval";
 - with n ≥ 2 seeds: *reproduced* when the paper's value lies in ours ± (2 s + h + r), where h is the half-width
   of the bootstrap interval (instance sampling) and r half a unit of the paper's last printed digit (rounding);
@@ -30,6 +32,12 @@ from attn_study.report.runs import Run
 PAPERS = ("jain_wallace", "serrano_smith", "meister")
 RECIPE = {"jain_wallace": "jain_wallace", "meister": "jain_wallace", "serrano_smith": "serrano_smith"}
 SETTING = ("dataset", "model", "encoder", "attention", "projection")
+#: what each paper's models started from (Serrano & Smith: Yang et al.'s word2vec trained on each corpus)
+PRETRAINED = {
+    "jain_wallace": "pretrained fastText",
+    "meister": "pretrained fastText, Jain & Wallace's code",
+    "serrano_smith": "word2vec trained on the corpus",
+}
 
 
 def references() -> pd.DataFrame:
@@ -117,6 +125,8 @@ def scorecard(runs: list[Run]) -> pd.DataFrame:
         differs = (
             [] if recipes == [RECIPE[row.paper]] else [f"recipe {'/'.join(recipes)} (paper's: {RECIPE[row.paper]})"]
         )
+        if any(r.config.get("embeddings") == "random" for r in matching):
+            differs.append(f"random embeddings (paper's: {PRETRAINED[row.paper]})")
         rows.append(
             {
                 "paper": row.paper,

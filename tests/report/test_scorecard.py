@@ -71,6 +71,13 @@ def test_one_seed_is_never_reproduced_and_another_recipe_is_not_comparable():
     assert cell(scorecard(runs([0.81, 0.81], recipe=None)))["verdict"].startswith("not comparable: recipe None")
 
 
+def test_random_embeddings_are_not_comparable_with_the_papers_pretrained_ones():
+    random_ = runs([0.81, 0.81, 0.81])
+    random_[1].config["embeddings"] = "random"  # one seed without vectors spoils the cell
+    assert cell(scorecard(random_))["verdict"] == "not comparable: random embeddings (paper's: pretrained fastText)"
+    assert cell(scorecard(runs([0.81, 0.81, 0.81])))["verdict"] == "reproduced"
+
+
 def test_the_bootstrap_interval_widens_the_band():
     key = "jw/tau_grad/class_1/mean"
     table = references()
