@@ -127,6 +127,9 @@ def _config(cfg) -> dict:
     out["paper_accuracy"] = OmegaConf.select(
         cfg, "recipe.row.paper_accuracy", default=None, throw_on_resolution_failure=False
     )
+    roar = OmegaConf.select(cfg, "roar", default=None, throw_on_resolution_failure=False)
+    if roar:  # data masked by another run's importance (conf/roar/): ROAR's method and k name the row
+        out["roar"] = f"{roar.get('name')} {roar.get('method')} k={roar.get('fraction')}"
     return out
 
 
@@ -200,7 +203,15 @@ def _numbers(summary: dict) -> dict:
 #: settings that are not the model's: the analyses' options, seeds (a column of their own), constructor paths,
 #: the run's name and a recipe's notes; those labelled by name below (λ, the training variant, a model seed);
 #: the checkpoint's selection metric (the accuracy table's "selected on"; a training variant implies its own)
-NOT_VARIANTS = ("analysis/", "projection/lam", "training/", "recipe/differs", "run_name", "callbacks/model_checkpoint/")
+NOT_VARIANTS = (
+    "analysis/",
+    "projection/lam",
+    "training/",
+    "recipe/differs",
+    "run_name",
+    "callbacks/model_checkpoint/",
+    "roar/",
+)
 
 
 def _not_a_variant(key: str) -> bool:
@@ -240,6 +251,8 @@ def _named_parts(run: Run) -> dict[str, str]:
         parts["training"] = str(c["training"])
     if c.get("model_seed") is not None:
         parts["model_seed"] = f"model seed {c['model_seed']}"
+    if c.get("roar"):
+        parts["roar"] = str(c["roar"])
     return parts
 
 

@@ -20,3 +20,4 @@ def test_smoke_roar_sweep_chains_its_jobs_and_the_report_draws_them(tmp_path):
     out = build_report(sweep)
     table = (out / "roar.md").read_text()
     assert "| truth |" in table and (out / "roar_1.png").is_file()
+    assert "| roar truth k=0.5 |" in (out / "accuracy.md").read_text()  # the row names how its data was masked
