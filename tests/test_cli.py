@@ -182,10 +182,10 @@ def test_help_lists_every_selectable_option_with_a_description_and_nothing_else(
     assert not set(listed) & other and "trainer=_base" in other and "local=example" in other
     for option, text in listed.items():
         assert text and len(text) <= 110, option
-    for option in [*sorted(selectable), *sorted(launchers)]:  # each composes: the listing names real choices
-        group, _, value = option.partition("=")
-        overrides = [option] if group != "analysis" else [f"analysis=[{value}]"]
-        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        for option in [*sorted(selectable), *sorted(launchers)]:  # each composes: the listing names real choices
+            group, _, value = option.partition("=")
+            overrides = [option] if group != "analysis" else [f"analysis=[{value}]"]
             compose("config", overrides=overrides, return_hydra_config=group == "hydra/launcher")
     assert {"hydra/launcher=basic", "hydra/launcher=joblib", "hydra/launcher=slurm"} <= launchers
 

@@ -21,7 +21,12 @@ from attn_study.run import run as run_job
 from tests.helpers import TINY, compose_config
 
 #: options that only make a family quick on the tiny run (none needed for a family not named here)
-QUICK = {"jain_wallace": ["steps=30", "permutations=10"], "faithfulness": ["ig_steps=4"]}
+QUICK = {
+    "jain_wallace": ["steps=30", "permutations=10"],
+    "faithfulness": ["ig_steps=4"],
+    "agreement": ["ig_steps=4"],
+    "sanity": ["ig_steps=4"],
+}
 #: what a family needs to run at all on the tiny run (W&P compares with a base run)
 NEEDS = {"wiegreffe_pinter": lambda base: [f"base={base}"]}
 RUN = [*TINY, "logger=csv", "encoder=average", "encoder.hidden_size=8", "trainer.max_epochs=2"]
