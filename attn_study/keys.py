@@ -5,7 +5,8 @@ A key is a ``/``-joined path ``<namespace>/<statistic>/…/<stat>``:
 - ``train/``, ``val/``, ``test/``, ``data/``, ``run/``: training, model selection and the run itself;
 - one namespace per test family, declared in its ``families/<name>/keys.py`` (``jw/`` Jain & Wallace,
   ``ss/`` Serrano & Smith, ``sp/`` Meister et al., ``sc/`` Bai et al., ``ff/`` ERASER, ``wp/`` Wiegreffe &
-  Pinter; ``attn_study.families.FAMILIES`` lists them all);
+  Pinter, ``ag/`` agreement between methods, ``sn/`` randomisation sanity checks;
+  ``attn_study.families.FAMILIES`` lists them all);
 - a mean comes with its 95 % bootstrap interval: ``…/mean``, ``…/ci_low``, ``…/ci_high``;
 - per predicted class, ``class_<k>`` comes before the last part: ``jw/tau_grad/class_1/mean``;
 - a family's statistics tracked during training are its keys under ``val/``: ``val/jw/tau_grad/mean``.
