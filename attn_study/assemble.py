@@ -35,9 +35,12 @@ def data_and_model(cfg: DictConfig, run_dir: str | Path) -> Assembled:
     tokens to build on."""
     datamodule = build_datamodule(cfg)
     datamodule.setup()
+    shuffled = datamodule.shuffle_labels(cfg.seed) if cfg.dataset.get("shuffle_labels") else None
     roar = roar_job.prepare(cfg, datamodule, run_dir, load)  # ROAR: masked by another run's importance (conf/roar/)
     data_metrics, warnings = check_data(datamodule, cfg.dataset.preprocessing.get("max_length"))
     data_metrics.update(roar_job.summary_keys(roar))
+    if shuffled is not None:
+        data_metrics["data/shuffled_labels"] = shuffled  # train and dev labels changed by the permutation
     module = build_model(cfg, datamodule)
     reference = saved.reference_option(cfg)
     if reference and not soft_token_attention(module.model):

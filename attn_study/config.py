@@ -174,6 +174,7 @@ SCHEMA: dict[str, dict[str, Callable]] = {
         "batch_size": integer(1),
         "eval_batch_size": integer(1),
         "bucket": boolean,
+        "shuffle_labels": boolean,
         "num_workers": integer(0),
         "rnn_hidden_size": integer(1),
         "decoder_dim": integer(1),

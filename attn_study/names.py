@@ -38,7 +38,8 @@ def _parameters(cfg) -> dict[str, str]:
 def variants(cfg) -> list[str]:
     """What else makes another experiment, as name parts: the training variant (``pretrain4``,
     ``instance_weighting``, ``adversary_lam0.01``, ``word_tying_predict0.1``), the recipe
-    (``recipe_jain_wallace``), an explainer's black box (``explains_<run>``)."""
+    (``recipe_jain_wallace``), an explainer's black box (``explains_<run>``), randomised labels
+    (``shuffled_labels``)."""
     parts = []
     training = cfg.get("training") or {}
     schedule = training.get("schedule")
@@ -62,6 +63,8 @@ def variants(cfg) -> list[str]:
     roar = cfg.get("roar") or {}
     if roar.get("method") is not None:  # data masked by another run's importance (conf/roar/): roar_gradient0.2
         parts.append(f"{roar.get('name')}_{roar.get('method')}{_number(roar.get('fraction'))}")
+    if (cfg.get("dataset") or {}).get("shuffle_labels"):  # Adebayo et al.'s randomised-label model
+        parts.append("shuffled_labels")
     return parts
 
 

@@ -182,6 +182,20 @@ class TextDataModule(L.LightningDataModule):
         if self.data is None:
             self.data = load_or_build(self.source, self.preprocessing, self.cache_dir)
 
+    def shuffle_labels(self, seed: int) -> int:
+        """Permute the train and dev labels (the test labels stay): a model trained on them learns no relation
+        between text and label — Adebayo et al.'s (2018) randomised-label model. The permutation keeps each
+        class's count and is a function of ``seed``; returns how many labels changed."""
+        self.setup()
+        rng = np.random.default_rng([int(seed), 0x5EED])
+        changed = 0
+        for name in ("train", "dev"):
+            rows = self.data.splits[name]
+            shuffled = rng.permutation(rows.labels)
+            changed += int((shuffled != rows.labels).sum())
+            rows.labels = shuffled
+        return changed
+
     def fix_attention(self, attentions: dict[str, list[np.ndarray]]) -> None:
         """Attach another run's attention (``{split: [α per instance]}``, aligned with the splits) to every
         batch as ``fixed_attention``: what attention=preloaded uses, and the W&P adversary's reference."""

@@ -155,3 +155,63 @@ def test_a_method_blind_to_the_model_keeps_correlation_one_and_gradient_does_not
     assert summary["sn/attention/embeddings/spearman/ci_high"] < 0.9
     assert summary["sn/embeddings/parameters"] > summary["sn/encoder/parameters"] > summary["sn/decoder/parameters"]
     assert (tmp_path / "run" / "analysis" / "sanity" / "cascade.png").is_file()
+
+
+def test_shuffled_labels_are_a_seeded_permutation_of_train_and_dev_only():
+    from attn_study.build import build_datamodule
+
+    def labels(seed):
+        data = build_datamodule(compose_config(*TINY, f"seed={seed}"))
+        before = {s: data.split(s).labels.copy() for s in ("train", "dev", "test")}
+        changed = data.shuffle_labels(seed)
+        return before, {s: data.split(s).labels for s in ("train", "dev", "test")}, changed
+
+    before, after, changed = labels(13)
+    assert changed == sum(int((before[s] != after[s]).sum()) for s in ("train", "dev")) > 0
+    for split in ("train", "dev"):
+        assert sorted(after[split]) == sorted(before[split]) and not np.array_equal(after[split], before[split])
+    assert np.array_equal(after["test"], before["test"])
+    assert all(np.array_equal(after[s], labels(13)[1][s]) for s in ("train", "dev"))
+
+
+def test_randomised_labels_compare_with_a_model_trained_on_permuted_labels(tmp_path, monkeypatch):
+    """A run trained on shuffled labels (dataset.shuffle_labels) is the other model of test labels: a method blind
+    to the model stays at ρ = 1; a label run trained on the real labels, or on other data, is refused in one line."""
+    monkeypatch.setitem(importance.METHODS, "position", position)
+    base = [*TINY, "encoder=average", "encoder.hidden_size=8", "logger=csv"]
+    shuffled = run_job(compose_config(*base, "dataset.shuffle_labels=true", "analysis=[]"), tmp_path / "shuffled")
+    assert shuffled["data/shuffled_labels"] > 0
+    real = tmp_path / "real"
+    run_job(compose_config(*base, "analysis=[]"), real)
+    sanity = ["analysis=[sanity]", "analysis.sanity.tests=[labels]", "analysis.sanity.methods=[position,gradient]"]
+    summary = run_job(
+        compose_config(*base, *sanity, f"analysis.sanity.label_run={tmp_path / 'shuffled'}"), tmp_path / "run"
+    )
+    assert summary["sn/position/labels/spearman/mean"] == pytest.approx(1.0)
+    assert -1.0 <= summary["sn/gradient/labels/spearman/mean"] < 1.0
+    assert "sn/gradient/decoder/spearman/mean" not in summary and 0 <= summary["sn/labels/same_prediction/mean"] <= 1
+    with pytest.raises(UserError, match="trained on the real labels"):
+        run_job(compose_config(*base, *sanity, f"analysis.sanity.label_run={real}"), tmp_path / "refused")
+    assert not (tmp_path / "refused" / "checkpoints").exists()  # refused before training
+    other = compose_config(
+        *base, *sanity, "dataset.source.n_test=24", f"analysis.sanity.label_run={tmp_path / 'shuffled'}"
+    )
+    with pytest.raises(UserError, match="instances differ"):
+        run_job(other, tmp_path / "other")
+
+
+def test_the_report_shows_randomised_labels_beside_the_cascade():
+    from pathlib import Path
+
+    from attn_study.families.sanity.report import display, table
+    from attn_study.report.runs import Run
+
+    summary = {"sn/n_instances": 5, "sn/labels/same_prediction/mean": 0.5, "sn/decoder/same_prediction/mean": 0.9}
+    for stage, rho in (("decoder", 0.9), ("labels", 0.3)):
+        summary.update(
+            {f"sn/gradient/{stage}/spearman/{k}": rho + d for k, d in (("mean", 0), ("ci_low", -0.1), ("ci_high", 0.1))}
+        )
+    config = {"dataset": "sst", "encoder": "lstm", "attention": "additive", "projection": "softmax", "seed": 13}
+    shown = display(table([Run(Path("/r"), "complete", config=config, summary=summary)]))
+    assert shown.loc[0, "ρ decoder"] == "0.900 [0.800, 1.000]"
+    assert shown.loc[0, "ρ randomised labels"] == "0.300 [0.200, 0.400]"

@@ -17,6 +17,10 @@ stage), so the randomised models — and every statistic — are the same for an
 
 Scores equal to 1e-9 of the row's largest magnitude are ties (rounding noise between two equal importances, a
 repeated word, never decides a rank). Rows of fewer than two tokens or a constant explanation: NaN, counted.
+Randomised labels (test ``labels``): the same comparison with a model of the same architecture trained on permuted
+train and dev labels (``label_run``: a run made with ``dataset.shuffle_labels=true`` on the same data), which has
+learnt no relation between text and label; keys under ``sn/<method>/labels/…``.
+
 Metric keys ``sn/<method>/<stage>/{spearman,kendall,spearman_abs,kendall_abs}/…`` with 95 % bootstrap intervals;
 ``sn/<stage>/same_prediction``: the share of predictions the randomisation left unchanged.
 """
@@ -32,14 +36,16 @@ import numpy as np
 import pandas as pd
 import torch
 
+from attn_study import saved
 from attn_study.analysis import importance as registry
 from attn_study.analysis.callback import AnalysisCallback, Measured, instance_row, whole
 from attn_study.analysis.importance import ImportanceOptions, predict, token_mask
 from attn_study.analysis.measures import kendall_tau_b, summarise
+from attn_study.analysis.protocol import staged_model
 from attn_study.errors import UserError
 
 from .figures import sanity_figure
-from .keys import STAGES, STATISTICS, sn
+from .keys import LABELS, STAGES, STATISTICS, sn
 
 #: stage → the model attributes it re-initialises (those the model has)
 STAGE_MODULES = {
@@ -147,7 +153,7 @@ class Sanity(AnalysisCallback):
     model's; options in conf/analysis/sanity.yaml."""
 
     CPU_MAX_BATCH = 64  # every method runs once per stage
-    TESTS = ("cascading",)
+    TESTS = ("cascading", "labels")
     VAL_TESTS = ()
     TRACKABLE = ()
 
@@ -158,9 +164,18 @@ class Sanity(AnalysisCallback):
         stages=tuple(STAGES),
         ig_steps: int = 50,
         internal_batch_size: int = 512,
+        label_run: str | None = None,
         **common,
     ):
+        if common.get("tests") is None:  # the randomised-label test needs a run of its own: asked for by name
+            common["tests"] = ["cascading"]
         super().__init__(**common)
+        self.label_run = label_run
+        if "labels" in self.tests and not label_run:
+            raise UserError(
+                f"{self._option('tests')} has labels and {self._option('label_run')} is not set: give the run "
+                "trained with dataset.shuffle_labels=true on the same data"
+            )
         self.methods = self._choose("methods", methods, list(registry.METHODS))
         chosen = [str(s) for s in stages]
         unknown = sorted(set(chosen) - set(STAGES))
@@ -187,12 +202,49 @@ class Sanity(AnalysisCallback):
                 f"{[n for s in missing for n in STAGE_MODULES[s]]}; use model=flat or model=pair"
             )
 
+    def check(self, model, data=None) -> None:
+        """Also, when the run directory is known (before training), that ``label_run`` is a complete run trained
+        on shuffled labels."""
+        super().check(model, data)
+        if "labels" in self.tests and self.out_dir is not None:
+            self._label_run_dir()
+
+    def _label_run_dir(self) -> Path:
+        option = self._option("label_run")
+        run_dir = saved.resolve_run(self.label_run, option, self.out_dir)
+        saved.require_complete(run_dir, option)
+        if not saved.run_config(run_dir).dataset.get("shuffle_labels"):
+            raise UserError(
+                f"{option}={run_dir}: that run was trained on the real labels; give one trained with "
+                "dataset.shuffle_labels=true"
+            )
+        return run_dir
+
+    def _label_model(self, model, data, split: str):
+        """The randomised-label run's model, refused in one line unless it saw this run's vocabulary and
+        ``split`` instances."""
+        from attn_study.assemble import load  # a run built on a run: loaded only when measured
+
+        run_dir = self._label_run_dir()
+        other = load(run_dir, self._option("label_run"))
+        if (
+            other.datamodule.vocab.itos != data.vocab.itos
+            or other.datamodule.split(split).uids != data.split(split).uids
+        ):
+            raise UserError(
+                f"{self._option('label_run')}={run_dir}: its vocabulary or {split} instances differ from this "
+                "run's; train it on the same dataset options"
+            )
+        return staged_model(other.module).to(next(model.parameters()).device)
+
     def measure(self, model, data, split, indices, tests) -> Measured:
         split_data = data.split(split)
         options = ImportanceOptions(chunk_size=self.internal_batch_size, ig_steps=self.ig_steps, seed=self.seed)
         seconds = dict.fromkeys(["randomise", *self.methods], 0.0)
         started = time.time()
-        models = cascade(model, self.stages, self.seed)
+        models = cascade(model, self.stages, self.seed) if "cascading" in tests else []
+        if "labels" in tests:
+            models.append((LABELS, self._label_model(model, data, split), 0))
         seconds["randomise"] += time.time() - started
         parameters = {stage: count for stage, _, count in models}
         rows: dict[int, dict] = {}
@@ -227,12 +279,13 @@ class Sanity(AnalysisCallback):
         the share of unchanged predictions and the parameters redrawn; rows left undefined; seconds."""
         frame = measured.frame
         out = {sn("n_instances"): len(frame), sn("dropped", "too_short"): int((frame["length"] < 2).sum())}
-        for stage in self.stages:
+        compared = [*(self.stages if "cascading" in tests else []), *([LABELS] if "labels" in tests else [])]
+        for stage in compared:
             same = summarise(frame[f"{stage}_same_prediction"].to_numpy(float))
             out.update({sn(stage, "same_prediction", k): same[k] for k in ("mean", "ci_low", "ci_high")})
             out[sn(stage, "parameters")] = int(measured.extras.get("parameters", {}).get(stage, 0))
         for method in self.methods:
-            for stage in self.stages:
+            for stage in compared:
                 for suffix, (part, _) in STATISTICS.items():
                     values = frame[f"{method}_{stage}_{suffix}"].to_numpy(float)
                     out.update({sn(method, stage, part, k): v for k, v in summarise(values).items()})
@@ -242,6 +295,8 @@ class Sanity(AnalysisCallback):
         return out
 
     def artefacts(self, measured: Measured, out_dir: Path, data) -> dict:
+        if "cascading" not in self.tests:
+            return {}
         path = sanity_figure(
             measured.frame, self.methods, self.stages, out_dir / "cascade.png", title=f"{data.name} ({self.split})"
         )

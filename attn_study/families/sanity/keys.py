@@ -16,6 +16,9 @@ STAGES = {
     "encoder": "the encoder (and a pair model's question encoder)",
     "embeddings": "the word embeddings",
 }
+#: the randomised-label test's place in the keys: sn/<method>/labels/… (a model trained on permuted labels, not
+#: a stage of the cascade)
+LABELS = "labels"
 #: rank correlations between the explanation before and after: column suffix → (key part, header)
 STATISTICS = {
     "rho": ("spearman", "Spearman ρ"),

@@ -15,7 +15,7 @@ from attn_study.report.runs import Run
 
 from . import keys
 from .figures import draw_cascade, stage_labels
-from .keys import STAGES, STATISTICS, sn
+from .keys import LABELS, STAGES, STATISTICS, sn
 
 
 def sn_runs(runs: list[Run]) -> list[Run]:
@@ -37,7 +37,7 @@ def run_methods(run: Run) -> list[str]:
     found = []
     for name in run.summary:
         parts = name.split("/")
-        if len(parts) == 5 and parts[0] == keys.NAMESPACE and parts[2] in STAGES and parts[1] not in found:
+        if len(parts) == 5 and parts[0] == keys.NAMESPACE and parts[2] in (*STAGES, LABELS) and parts[1] not in found:
             found.append(parts[1])
     return found
 
@@ -49,7 +49,8 @@ def table(runs: list[Run]) -> pd.DataFrame:
         for method in run_methods(run):
             row = {"dataset": run.config["dataset"], "model": model_label(run), "seed": run.config["seed"]}
             row["method"] = method
-            for stage in run_stages(run):
+            labels = [LABELS] if sn(LABELS, "same_prediction", "mean") in run.summary else []
+            for stage in [*run_stages(run), *labels]:
                 for part in ("spearman", "spearman_abs"):
                     for stat in ("mean", "ci_low", "ci_high"):
                         row[f"{stage}/{part}/{stat}"] = run.summary.get(sn(method, stage, part, stat), np.nan)
@@ -63,8 +64,9 @@ def display(frame: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (dataset, model, method), group in frame.groupby(["dataset", "model", "method"], sort=False):
         row = {"dataset": dataset, "model": model, "method": method, "seeds": len(group)}
-        for j, stage in enumerate(stages):
-            label = ("+" if j else "") + stage
+        labels = [LABELS] if f"{LABELS}/spearman/mean" in frame else []
+        for j, stage in enumerate([*stages, *labels]):
+            label = "randomised labels" if stage == LABELS else ("+" if j else "") + stage
             for part, header in (("spearman", "ρ"), ("spearman_abs", "ρ|·|")):
                 cells = [group[f"{stage}/{part}/{s}"] for s in ("mean", "ci_low", "ci_high")]
                 if len(group) == 1:
@@ -120,7 +122,8 @@ def sections(runs: list[Run], work: Path) -> list[tuple[str, str]]:
         "Randomisation sanity checks (Adebayo et al. 2018): Spearman ρ between each method's explanation of the "
         f"trained model and of the model with its parameters re-initialised cumulatively from the top ({stages}), "
         "of the signed scores and of their absolute values; mean [95% bootstrap interval over instances]. "
-        "A method whose ρ stays near 1 does not depend on the parameters it claims to explain"
+        "A method whose ρ stays near 1 does not depend on the parameters it claims to explain. "
+        "Randomised labels: the same ρ with a model trained on permuted labels (where measured)"
     )
     body = captioned_table(frame, work, "sn_cascade", caption, display=display(frame))
     path = cascade_figure(runs, work / "sn_cascade.png")
