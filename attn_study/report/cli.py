@@ -85,7 +85,7 @@ def _scorecard_section(used, work) -> str:
         "Paper vs this project: each published number beside ours (mean over seeds, the seeds' std, n; "
         "the mean bootstrap interval over instances), and a verdict — reproduced when the paper's value "
         "lies within ours ± (2 seed std + the interval's half-width + the paper's rounding), never on one "
-        "seed; not comparable when the runs did not use the paper's recipe"
+        "seed; not comparable when the runs did not use the paper's recipe or had random embeddings"
     )
     return captioned_table(frame, work, "scorecard", caption)
 
