@@ -83,6 +83,27 @@ def instance_row(split_data, i: int) -> dict:
     return {"index": i, "uid": split_data.uids[i], "label": int(split_data.labels[i])}
 
 
+#: per-instance columns that are counts: written as integers
+INTEGER_COLUMNS = ("length", "rationale_size", "support")
+
+
+def record_rows(rows: dict, split_data, batch: dict, probs, columns: dict) -> None:
+    """``rows[i]`` for each instance ``i`` of ``batch``: :func:`instance_row`, the prediction, its probability
+    and every per-instance column of ``columns`` (name → (B,) tensor), counts as integers."""
+    values = {name: column.detach().double().cpu().tolist() for name, column in columns.items()}
+    pred, conf = probs.argmax(-1).tolist(), probs.max(-1).values.tolist()
+    for r, i in enumerate(batch["index"].tolist()):
+        rows[i] = {
+            **instance_row(split_data, i),
+            "prediction": pred[r],
+            "probability": conf[r],
+            **{name: v[r] for name, v in values.items()},
+        }
+        for name in INTEGER_COLUMNS:
+            if name in values:
+                rows[i][name] = int(rows[i][name])
+
+
 def whole(option: str, value, low: int = 1, optional: bool = False) -> int | None:
     """``value`` as a whole number ≥ ``low`` (null allowed when ``optional``), or a one-line ``UserError``
     naming ``option``: ``abc`` and ``1.5`` are refused, never read as something else."""

@@ -215,6 +215,20 @@ class _PairCounts(NamedTuple):
     y_vt: torch.Tensor
 
 
+#: relative resolution of importance scores: values closer than this share of a row's largest magnitude are ties
+TIE_RESOLUTION = 1e-9
+
+
+def snap_ties(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Scores (float64) rounded to ``TIE_RESOLUTION`` of each row's largest magnitude over ``mask`` (NaN → 0, 0
+    off the mask): two importances equal but for rounding — a repeated word, another padding's summation
+    order — become one tie, so a rank statistic never depends on which of them rounding put first."""
+    s = torch.nan_to_num(scores.double(), nan=0.0) * mask
+    scale = s.abs().amax(1, keepdim=True)
+    step = torch.where(scale > 0, scale * TIE_RESOLUTION, torch.ones_like(scale))
+    return torch.round(s / step) * step
+
+
 def kendall_tau_b(
     x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None = None, chunk_size: int = 64
 ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -14,12 +14,13 @@ from __future__ import annotations
 import time
 
 import pandas as pd
+import torch
 
 from attn_study import families
 from attn_study.analysis.aggregation import AGGREGATIONS, AggregationOptions, check_aggregations, layer_shape
-from attn_study.analysis.callback import AnalysisCallback, Measured, instance_row, whole
+from attn_study.analysis.callback import AnalysisCallback, Measured, record_rows, whole
 from attn_study.analysis.importance import ImportanceOptions, importance, predict, token_mask
-from attn_study.analysis.measures import UNDEFINED, kendall_tau_b, summarise, undefined_code
+from attn_study.analysis.measures import UNDEFINED, kendall_tau_b, snap_ties, summarise, undefined_code
 from attn_study.errors import UserError
 
 from .keys import AG_METHODS, ag, pair_column, pairs
@@ -113,19 +114,12 @@ class Agreement(AnalysisCallback):
                 columns[f"{method}_undefined"] = undefined_code(scores[method], text).double()
                 seconds[method] += time.time() - started
             started = time.time()
+            # ties to 1e-9 of the row's scale (NaN kept: a text past flow's bound stays undefined)
+            tied = {m: torch.where(torch.isnan(x), x.double(), snap_ties(x, text)) for m, x in scores.items()}
             for a, b in pairs(methods):
-                columns[pair_column(a, b)] = kendall_tau_b(scores[a].double(), scores[b].double(), text)[0]
+                columns[pair_column(a, b)] = kendall_tau_b(tied[a], tied[b], text)[0]
             seconds["tau"] += time.time() - started
-            values = {name: column.detach().double().cpu().tolist() for name, column in columns.items()}
-            pred, conf = probs.argmax(-1).tolist(), probs.max(-1).values.tolist()
-            for r, i in enumerate(batch["index"].tolist()):
-                rows[i] = {
-                    **instance_row(split_data, i),
-                    "prediction": pred[r],
-                    "probability": conf[r],
-                    **{k: v[r] for k, v in values.items()},
-                }
-                rows[i]["length"] = int(rows[i]["length"])
+            record_rows(rows, split_data, batch, probs, columns)
         frame = pd.DataFrame([rows[int(i)] for i in indices])
         return Measured(frame, seconds, {"methods": methods})
 

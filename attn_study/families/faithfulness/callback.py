@@ -41,7 +41,7 @@ from scipy import stats
 
 from attn_study import families
 from attn_study.analysis.aggregation import AGGREGATIONS, AggregationOptions, check_aggregations
-from attn_study.analysis.callback import AnalysisCallback, Measured, instance_row, whole
+from attn_study.analysis.callback import AnalysisCallback, Measured, record_rows, whole
 from attn_study.analysis.importance import (
     ImportanceOptions,
     importance,
@@ -537,24 +537,9 @@ class Faithfulness(AnalysisCallback):
                         columns[f"{method}_iou_recall"],
                     ) = hard_rationale_scores(order, truth, text, self.iou_threshold)
                 seconds["rationale"] += time.time() - started
-            self._record(rows, batch, probs, columns, split_data)
+            record_rows(rows, split_data, batch, probs, columns)
         frame = pd.DataFrame([rows[int(i)] for i in indices])
         return Measured(frame, seconds)
-
-    @staticmethod
-    def _record(rows, batch, probs, columns, split_data):
-        values = {name: column.detach().double().cpu().tolist() for name, column in columns.items()}
-        pred, conf = probs.argmax(-1).tolist(), probs.max(-1).values.tolist()
-        for r, i in enumerate(batch["index"].tolist()):
-            rows[i] = {
-                **instance_row(split_data, i),
-                "prediction": pred[r],
-                "probability": conf[r],
-                **{k: v[r] for k, v in values.items()},
-            }
-            rows[i]["length"] = int(rows[i]["length"])
-            if "rationale_size" in rows[i]:
-                rows[i]["rationale_size"] = int(rows[i]["rationale_size"])
 
     # -- summaries -------------------------------------------------------------------------------
 

@@ -38,9 +38,9 @@ import torch
 
 from attn_study import saved
 from attn_study.analysis import importance as registry
-from attn_study.analysis.callback import AnalysisCallback, Measured, instance_row, whole
+from attn_study.analysis.callback import AnalysisCallback, Measured, record_rows, whole
 from attn_study.analysis.importance import ImportanceOptions, predict, token_mask
-from attn_study.analysis.measures import kendall_tau_b, summarise
+from attn_study.analysis.measures import kendall_tau_b, snap_ties, summarise
 from attn_study.analysis.protocol import staged_model
 from attn_study.errors import UserError
 
@@ -54,8 +54,6 @@ STAGE_MODULES = {
     "encoder": ("encoder", "question_encoder"),
     "embeddings": ("embedding",),
 }
-#: relative resolution of the scores: closer values are ties
-TIE_RESOLUTION = 1e-9
 
 
 def stage_modules(model, stage: str) -> list[torch.nn.Module]:
@@ -100,14 +98,6 @@ def cascade(model, stages, seed: int) -> list[tuple[str, torch.nn.Module, int]]:
     return out
 
 
-def _snap(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Scores rounded to ``TIE_RESOLUTION`` of each row's largest magnitude over ``mask`` (NaN → 0)."""
-    s = torch.nan_to_num(scores.double(), nan=0.0) * mask
-    scale = s.abs().amax(1, keepdim=True)
-    step = torch.where(scale > 0, scale * TIE_RESOLUTION, torch.ones_like(scale))
-    return torch.round(s / step) * step
-
-
 def average_ranks(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Per row, the rank (1 = smallest) of each entry among the row's ``mask`` entries, tied entries sharing the
     mean of their ranks (scipy's ``rankdata``); 0 off the mask."""
@@ -140,7 +130,7 @@ def spearman_rho(x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor) -> torch.
 
 def correlations(before: torch.Tensor, after: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
     """{``rho``, ``tau``, ``rho_abs``, ``tau_abs``: (B,)} between two explanations (B, T) over ``mask``."""
-    a, b = _snap(before, mask), _snap(after, mask)
+    a, b = snap_ties(before, mask), snap_ties(after, mask)
     out = {}
     for suffix, (x, y) in (("", (a, b)), ("_abs", (a.abs(), b.abs()))):
         out[f"rho{suffix}"] = spearman_rho(x, y, mask)
@@ -266,11 +256,7 @@ class Sanity(AnalysisCallback):
                     seconds[method] += time.time() - started
                     for suffix, values in correlations(before[method], after, text).items():
                         columns[f"{method}_{stage}_{suffix}"] = values
-            values = {name: column.detach().double().cpu().tolist() for name, column in columns.items()}
-            pred = probs.argmax(-1).tolist()
-            for r, i in enumerate(batch["index"].tolist()):
-                rows[i] = {**instance_row(split_data, i), "prediction": pred[r], **{k: v[r] for k, v in values.items()}}
-                rows[i]["length"] = int(rows[i]["length"])
+            record_rows(rows, split_data, batch, probs, columns)
         frame = pd.DataFrame([rows[int(i)] for i in indices])
         return Measured(frame, seconds, extras={"parameters": parameters})
 
