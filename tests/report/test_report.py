@@ -252,7 +252,17 @@ def test_sparsity_tables_have_the_runs_numbers(tmp_path):
 def test_smoke_meister_sweep_then_report(tmp_path):
     sweep = tmp_path / "smoke_meister"
     run = subprocess.run(
-        [sys.executable, "-m", "attn_study.cli", "-m", "sweep=smoke_meister", f"hydra.sweep.dir={sweep}", "logger=csv"],
+        # one seed (8 jobs): Table 2 over several seeds is the hand-set test below
+        [
+            sys.executable,
+            "-m",
+            "attn_study.cli",
+            "-m",
+            "sweep=smoke_meister",
+            "seed=13",
+            f"hydra.sweep.dir={sweep}",
+            "logger=csv",
+        ],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -260,7 +270,7 @@ def test_smoke_meister_sweep_then_report(tmp_path):
         timeout=900,
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    assert "16 jobs: 16 ran" in run.stdout
+    assert "8 jobs: 8 ran" in run.stdout
     out = build_report(sweep)
     for name in (
         "sp_table1.md",
@@ -272,9 +282,9 @@ def test_smoke_meister_sweep_then_report(tmp_path):
     ):
         assert (out / name).is_file(), name
     table1 = pd.read_csv(out / "sp_table1.csv")
-    assert len(table1) == 16 and set(table1["model"]) == {"lstm + additive", "transformer + dot"}
+    assert len(table1) == 8 and set(table1["model"]) == {"lstm + additive", "transformer + dot"}
     table2 = pd.read_csv(out / "sp_table2.csv")
-    assert list(table2["runs"]) == [6, 6] and list(table2["seeds"]) == [2, 2] and list(table2["λ values"]) == [3, 3]
+    assert list(table2["runs"]) == [3, 3] and list(table2["seeds"]) == [1, 1] and list(table2["λ values"]) == [3, 3]
     md = (out / "sp_table2.md").read_text()
     assert "Kendall τ-b" in md and "pooled" in md and "run means" in md and "p " in md
     support = pd.read_csv(out / "sp_support.csv")
