@@ -12,6 +12,7 @@ from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from attn_study.analysis.measures import bootstrap_ci
 from attn_study.io import atomic_open
 
 DPI = 120
@@ -76,3 +77,16 @@ def wrap_label(text: str, width: int = 40) -> str:
 
 def suptitle(fig: Figure, what: str, title: str) -> None:
     fig.suptitle(wrap_label(f"{title} — {what}" if title else what, 100))
+
+
+def column_curve(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray | None:
+    """(len(columns), 3): each per-instance column's mean (NaN left out) with its 95 % bootstrap interval — the
+    points of a curve over the columns; None when a column is absent."""
+    if any(c not in frame for c in columns):
+        return None
+    return np.array(
+        [
+            [np.nanmean(v) if np.isfinite(v).any() else np.nan, *bootstrap_ci(v)]
+            for v in (frame[c].to_numpy(float) for c in columns)
+        ]
+    )

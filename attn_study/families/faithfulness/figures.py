@@ -8,8 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attn_study.analysis.measures import bootstrap_ci
-from attn_study.figures.common import new_figure, save_png
+from attn_study.figures.common import column_curve, new_figure, save_png
 
 from .keys import ff_fraction
 
@@ -21,15 +20,7 @@ PANELS = (
 
 def curve(frame: pd.DataFrame, method: str, short: str, fractions) -> np.ndarray | None:
     """(K, 3): mean, CI low, CI high of ``<method>_<short>_k…`` at each fraction; None when absent."""
-    columns = [f"{method}_{short}_{ff_fraction(f)}" for f in fractions]
-    if any(c not in frame for c in columns):
-        return None
-    return np.array(
-        [
-            [np.nanmean(v) if np.isfinite(v).any() else np.nan, *bootstrap_ci(v)]
-            for v in (frame[c].to_numpy(float) for c in columns)
-        ]
-    )
+    return column_curve(frame, [f"{method}_{short}_{ff_fraction(f)}" for f in fractions])
 
 
 def draw_curves(ax, curves: dict[str, np.ndarray], fractions, ylabel: str) -> None:

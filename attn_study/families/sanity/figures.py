@@ -8,8 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attn_study.analysis.measures import bootstrap_ci
-from attn_study.figures.common import new_figure, save_png
+from attn_study.figures.common import column_curve, new_figure, save_png
 
 from .keys import STATISTICS
 
@@ -37,15 +36,7 @@ def draw_cascade(ax, curves: dict[str, np.ndarray], stages, ylabel: str) -> None
 
 
 def stage_curve(frame: pd.DataFrame, method: str, stages, suffix: str) -> np.ndarray | None:
-    columns = [f"{method}_{stage}_{suffix}" for stage in stages]
-    if any(c not in frame for c in columns):
-        return None
-    return np.array(
-        [
-            [np.nanmean(v) if np.isfinite(v).any() else np.nan, *bootstrap_ci(v)]
-            for v in (frame[c].to_numpy(float) for c in columns)
-        ]
-    )
+    return column_curve(frame, [f"{method}_{stage}_{suffix}" for stage in stages])
 
 
 def sanity_figure(frame: pd.DataFrame, methods, stages, path: Path, title: str) -> Path | None:
