@@ -90,3 +90,17 @@ def column_curve(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray | No
             for v in (frame[c].to_numpy(float) for c in columns)
         ]
     )
+
+
+def panel_rows(panels, draw, title: str, path: Path) -> Path:
+    """One row of two panels per ``(row title, xs, [(y label, curves), (y label, curves)])`` of ``panels``, each
+    drawn by ``draw(ax, curves, xs, y label)``; the legend on the first panel; written to ``path``."""
+    fig = new_figure((12.0, 3.8 * len(panels)))
+    axes = fig.subplots(len(panels), 2, squeeze=False)
+    for (row_title, xs, row), pair in zip(panels, axes):
+        for ax, (label, curves) in zip(pair, row):
+            draw(ax, curves, xs, label)
+            ax.set_title(row_title, fontsize=9)
+    axes[0, 0].legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    return save_png(fig, path)

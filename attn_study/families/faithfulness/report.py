@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attn_study.figures.common import new_figure, save_png
+from attn_study.figures.common import panel_rows
 from attn_study.report.render import captioned_table, embedded_png, mean_ci, seed_spread
 from attn_study.report.runs import Run
 
@@ -132,15 +132,8 @@ def curves_figure(runs: list[Run], path: Path) -> Path | None:
         panels.append((f"{dataset}: {model}", fractions, row))
     if not panels:
         return None
-    fig = new_figure((12.0, 3.8 * len(panels)))
-    axes = fig.subplots(len(panels), 2, squeeze=False)
-    for (title, fractions, row), pair in zip(panels, axes):
-        for ax, (label, curves) in zip(pair, row):
-            draw_curves(ax, curves, fractions, label)
-            ax.set_title(title, fontsize=9)
-    axes[0, 0].legend(fontsize=7)
-    fig.suptitle("Faithfulness curves (mean, 95% bootstrap interval; first seed of each model)", fontsize=10)
-    return save_png(fig, path)
+    title = "Faithfulness curves (mean, 95% bootstrap interval; first seed of each model)"
+    return panel_rows(panels, draw_curves, title, path)
 
 
 def run_fractions(run: Run) -> list[float]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attn_study.figures.common import new_figure, save_png
+from attn_study.figures.common import panel_rows
 from attn_study.report.render import captioned_table, embedded_png, mean_ci
 from attn_study.report.runs import Run
 
@@ -102,15 +102,8 @@ def cascade_figure(runs: list[Run], path: Path) -> Path | None:
         panels.append((f"{dataset}: {model}", stages, row))
     if not panels:
         return None
-    fig = new_figure((12.0, 3.8 * len(panels)))
-    axes = fig.subplots(len(panels), 2, squeeze=False)
-    for (title, stages, row), pair in zip(panels, axes):
-        for ax, (label, curves) in zip(pair, row):
-            draw_cascade(ax, curves, stages, label)
-            ax.set_title(title, fontsize=9)
-    axes[0, 0].legend(fontsize=7)
-    fig.suptitle("Cascading randomisation (mean, 95% bootstrap interval; first seed of each model)", fontsize=10)
-    return save_png(fig, path)
+    title = "Cascading randomisation (mean, 95% bootstrap interval; first seed of each model)"
+    return panel_rows(panels, draw_cascade, title, path)
 
 
 def sections(runs: list[Run], work: Path) -> list[tuple[str, str]]:
