@@ -85,7 +85,10 @@ def _scorecard_section(used, work) -> str:
         "Paper vs this project: each published number beside ours (mean over seeds, the seeds' std, n; "
         "the mean bootstrap interval over instances), and a verdict — reproduced when the paper's value "
         "lies within ours ± (2 seed std + the interval's half-width + the paper's rounding), never on one "
-        "seed; not comparable when the runs did not use the paper's recipe or had random embeddings"
+        "seed; not comparable when no run of the cell was at the paper's settings (recipe, pretrained embeddings, "
+        "the paper's data, its sweep file, standard training, no command-line setting that changes what is "
+        "measured), and the cell says what differs; runs at other settings beside runs at the paper's are left out "
+        "and counted"
     )
     return captioned_table(frame, work, "scorecard", caption)
 

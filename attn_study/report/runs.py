@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+import yaml
 from omegaconf import OmegaConf
 
 from attn_study import layout
@@ -127,10 +128,27 @@ def _config(cfg) -> dict:
     out["paper_accuracy"] = OmegaConf.select(
         cfg, "recipe.row.paper_accuracy", default=None, throw_on_resolution_failure=False
     )
+    out["sweep"] = OmegaConf.select(cfg, "sweep.name", default=None, throw_on_resolution_failure=False)
+    # what builds a run on other data or another run (the scorecard's "not comparable")
+    out["shuffle_labels"] = bool(
+        OmegaConf.select(cfg, "dataset.shuffle_labels", default=False, throw_on_resolution_failure=False)
+    )
+    out["markers"] = OmegaConf.select(cfg, "dataset.inject.count", default=0, throw_on_resolution_failure=False) or 0
+    out["explainer"] = OmegaConf.select(cfg, "explainer.target", default=None, throw_on_resolution_failure=False)
     roar = OmegaConf.select(cfg, "roar", default=None, throw_on_resolution_failure=False)
     if roar:  # data masked by another run's importance (conf/roar/): ROAR's method and k name the row
         out["roar"] = f"{roar.get('name')} {roar.get('method')} k={roar.get('fraction')}"
     return out
+
+
+def _overrides(run_dir: Path) -> list[str]:
+    """The run's command-line overrides (a sweep job's include its grid's), as Hydra recorded them; none when
+    the record is missing or unreadable."""
+    try:
+        recorded = OmegaConf.load(layout.overrides_file(run_dir))
+    except (OSError, ValueError, yaml.YAMLError):
+        return []
+    return [str(o) for o in recorded] if OmegaConf.is_list(recorded) else []
 
 
 def _run_dirs(root: Path):
@@ -156,7 +174,7 @@ def collect(root: Path) -> tuple[list[Run], list[dict]]:
             state="complete" if complete else status.get("state", "none"),
             error=status.get("error", ""),
             finished=status.get("finished", 0.0),
-            config=_config(cfg),
+            config={**_config(cfg), "overrides": _overrides(run_dir)},
             labels=_labels(cfg, status),
             identity=_identity(cfg, status),
         )

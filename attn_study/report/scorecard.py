@@ -5,11 +5,17 @@ Ours, per cell: the runs of the paper's setting (dataset, model, encoder, attent
 seed — mean, the seeds' standard deviation s and n; the mean's 95 % bootstrap interval over instances (a run's
 ``…/ci_low``, ``…/ci_high``; averaged over seeds) where the key has one. The verdict:
 
-- *not comparable*, saying what differs, when the runs were not made with the paper's recipe
-  (``recipe=jain_wallace`` for Jain & Wallace and Meister et al., ``recipe=serrano_smith`` for Serrano & Smith):
-  other preprocessing, splits or training, so a difference says nothing about the method; or when a run's
-  embeddings were random where the paper's were pretrained (pretrained vectors other than the paper's, e.g.
-  GloVe for fastText, are compared, and the cell names them);
+- *not comparable*, saying what differs, when no run of the cell is at the paper's settings (:func:`departures`):
+  made without the paper's recipe (``recipe=jain_wallace`` for Jain & Wallace and Meister et al.,
+  ``recipe=serrano_smith`` for Serrano & Smith: other preprocessing, splits or training, so a difference says
+  nothing about the method); with random embeddings where the paper's were pretrained (pretrained vectors other
+  than the paper's, e.g. GloVe for fastText, are compared, and the cell names them); on data that is only the
+  nearest to the paper's; from a smoke sweep (``sweeps/smoke*.yaml``) or an experiment file that is not the
+  papers' (``experiment=wiegreffe_pinter/base``); trained otherwise (a
+  training variant, shuffled labels, marker tokens, masked data, another run's attention or outputs); or with a
+  command-line setting that changes what is measured (``trainer.max_epochs=1``,
+  ``analysis.jain_wallace.max_instances=500``; where files are, loggers, threads and batch sizes do not).
+  Runs at other settings beside runs at the paper's are left out of the cell, and the verdict says so;
 - with one seed: never *reproduced* — "1 seed: the paper's value inside / outside our interval";
 - with n ≥ 2 seeds: *reproduced* when the paper's value lies in ours ± (2 s + h + r), where h is the half-width
   of the bootstrap interval (instance sampling) and r half a unit of the paper's last printed digit (rounding);
@@ -22,12 +28,14 @@ The embeddings each cell used are named (the papers' fastText vectors cannot be 
 from __future__ import annotations
 
 import math
+import re
 from importlib import resources
 
 import numpy as np
 import pandas as pd
 
 from attn_study.report.runs import Run
+from attn_study.sweep.naming import changes_results, override_key
 
 PAPERS = ("jain_wallace", "serrano_smith", "meister")
 RECIPE = {"jain_wallace": "jain_wallace", "meister": "jain_wallace", "serrano_smith": "serrano_smith"}
@@ -38,6 +46,28 @@ PRETRAINED = {
     "meister": "pretrained fastText, Jain & Wallace's code",
     "serrano_smith": "word2vec trained on the corpus",
 }
+
+#: the experiment files (conf/experiment/) at the papers' settings: Meister et al. trained Jain & Wallace's models
+#: with their code, so one BiLSTM serves both; any other experiment (Wiegreffe & Pinter's) is named in the cell
+PAPER_EXPERIMENTS = {
+    "jain_wallace": ("jain_wallace_sst", "meister_bilstm", "meister_transformer"),
+    "meister": ("jain_wallace_sst", "meister_bilstm", "meister_transformer"),
+    "serrano_smith": (),
+}
+#: (paper, dataset) where the data here is the nearest to the paper's, not the same
+OTHER_DATA = {
+    ("serrano_smith", "imdb_rating"): "aclImdb's 8 ratings (paper's: Diao et al.'s 10-class IMDB)",
+}
+#: command-line settings that leave what a number measures as it is: the setting's own choices (matched against
+#: the paper's row), where the data and vectors are (the vectors are named in the cell), devices, batch sizes
+SAME_MEASURE = re.compile(
+    r"(hydra[./].*|dataset|model|encoder|attention|projection|projection\.lam|recipe|analysis|seed"
+    r"|model_seed|dataset\.path|dataset\.source\.path|model\.embeddings\.path|model\.network\.embedding_dim"
+    r"|dataset\.(num_workers|eval_batch_size)|trainer\.(accelerator|devices)"
+    r"|analysis\.\w+\.(batch_size|internal_batch_size|\w*chunk\w*|heatmaps|every_n_epochs|val_split|val_max_instances))"
+)
+#: trainer configs (conf/trainer/) that pick a device only
+SAME_TRAINERS = ("auto", "cpu", "gpu")
 
 
 def references() -> pd.DataFrame:
@@ -65,6 +95,39 @@ def _matching(runs: list[Run], row) -> list[Run]:
             continue
         found.append(run)
     return found
+
+
+def departures(run: Run, paper: str, dataset: str) -> list[str]:
+    """How ``run`` departs from ``paper``'s settings, each in a few words (empty: at the paper's settings)."""
+    c = run.config
+    out = []
+    if str(c.get("recipe")) != RECIPE[paper]:
+        out.append(f"recipe {c.get('recipe')} (paper's: {RECIPE[paper]})")
+    if c.get("embeddings") == "random":
+        out.append(f"random embeddings (paper's: {PRETRAINED[paper]})")
+    if (paper, dataset) in OTHER_DATA:
+        out.append(f"other data: {OTHER_DATA[paper, dataset]}")
+    if str(c.get("sweep")).startswith("smoke"):  # sweeps/smoke*.yaml: a few batches of small models
+        out.append(f"smoke sweep {c['sweep']}")
+    if c.get("training", "standard") != "standard":
+        out.append(f"training {c['training']}")
+    built_on = {
+        "shuffle_labels": "shuffled labels",
+        "markers": "marker tokens injected",
+        "roar": "masked data (ROAR)",
+        "attention_source": "another run's attention",
+        "explainer": "trained on another run's outputs",
+    }
+    out += [why for key, why in built_on.items() if c.get(key)]
+    for override in c.get("overrides", []):
+        key = override_key(override)
+        if not changes_results(override) or SAME_MEASURE.fullmatch(key):
+            continue
+        value = override.split("=", 1)[1] if "=" in override else ""
+        if key == "trainer" and value in SAME_TRAINERS or key == "experiment" and value in PAPER_EXPERIMENTS[paper]:
+            continue
+        out.append(override)
+    return out
 
 
 def _ours(runs: list[Run], key: str, scale: float) -> dict:
@@ -120,13 +183,18 @@ def scorecard(runs: list[Run]) -> pd.DataFrame:
         except ValueError:
             continue
         scale = 100.0 if row.statistic == "percent" and row.key.startswith("test/") else 1.0
-        ours = _ours(matching, row.key, scale)
-        recipes = sorted({str(r.config.get("recipe")) for r in matching})
-        differs = (
-            [] if recipes == [RECIPE[row.paper]] else [f"recipe {'/'.join(recipes)} (paper's: {RECIPE[row.paper]})"]
-        )
-        if any(r.config.get("embeddings") == "random" for r in matching):
-            differs.append(f"random embeddings (paper's: {PRETRAINED[row.paper]})")
+        why = [departures(r, row.paper, row.dataset) for r in matching]
+        at_paper = [r for r, w in zip(matching, why) if not w]
+        others = list(dict.fromkeys(w for ws in why for w in ws))  # every reason once, in order
+        used = at_paper or matching
+        ours = _ours(used, row.key, scale)
+        if not at_paper:
+            said = f"not comparable: {'; '.join(others)}"
+        else:
+            said = verdict(paper, row.value, ours)
+            left = len(matching) - len(at_paper)
+            if left:
+                said += f"; {left} run{'s' * (left > 1)} at other settings left out ({'; '.join(others)})"
         rows.append(
             {
                 "paper": row.paper,
@@ -140,8 +208,8 @@ def scorecard(runs: list[Run]) -> pd.DataFrame:
                 "key": row.key,
                 "paper value": row.value,
                 **ours,
-                "embeddings": "/".join(sorted({str(r.config.get("embeddings")) for r in matching})),
-                "verdict": (f"not comparable: {'; '.join(differs)}" if differs else verdict(paper, row.value, ours))
+                "embeddings": "/".join(sorted({str(r.config.get("embeddings")) for r in used})),
+                "verdict": said
                 + (
                     " (the paper's value is unverified: see report/papers/README.md)"
                     if row.note.startswith("UNVERIFIED")

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
+from omegaconf import OmegaConf
 
+from attn_study.io import write_json_atomic
+from attn_study.report.cli import build_report
 from attn_study.report.runs import Run
-from attn_study.report.scorecard import references, rounding, scorecard, verdict
+from attn_study.report.scorecard import departures, references, rounding, scorecard, verdict
 
 SETTING = {
     "dataset": "sst",
@@ -73,9 +77,108 @@ def test_one_seed_is_never_reproduced_and_another_recipe_is_not_comparable():
 
 def test_random_embeddings_are_not_comparable_with_the_papers_pretrained_ones():
     random_ = runs([0.81, 0.81, 0.81])
-    random_[1].config["embeddings"] = "random"  # one seed without vectors spoils the cell
+    for run in random_:
+        run.config["embeddings"] = "random"
     assert cell(scorecard(random_))["verdict"] == "not comparable: random embeddings (paper's: pretrained fastText)"
     assert cell(scorecard(runs([0.81, 0.81, 0.81])))["verdict"] == "reproduced"
+
+
+def test_runs_at_other_settings_are_left_out_beside_runs_at_the_papers():
+    mixed = runs([0.81, 0.50, 0.81, 0.40])
+    mixed[1].config["embeddings"] = "random"
+    mixed[3].config["overrides"] = ["dataset=sst", "trainer.max_epochs=1"]
+    found = cell(scorecard(mixed))
+    assert found["n seeds"] == 2 and found["ours"] == pytest.approx(0.81)  # 0.50 and 0.40 are not in it
+    assert found["verdict"] == (
+        "reproduced; 2 runs at other settings left out "
+        "(random embeddings (paper's: pretrained fastText); trainer.max_epochs=1)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({}, []),
+        (  # where files go, loggers, threads, devices, batch sizes and the setting's own choices
+            {
+                "overrides": [
+                    "dataset=sst",
+                    "encoder=lstm",
+                    "seed=14",
+                    "dataset.path=/data/sst",
+                    "model.embeddings.path=/v/glove.txt.gz",
+                    "model.network.embedding_dim=50",
+                    "threads=1",
+                    "logger=csv",
+                    "hydra/launcher=joblib",
+                    "hydra.launcher.n_jobs=2",
+                    "trainer=gpu",
+                    "analysis.jain_wallace.batch_size=64",
+                    "analysis.jain_wallace.internal_batch_size=128",
+                    "sweep=jain_wallace",
+                ]
+            },
+            [],
+        ),
+        ({"overrides": ["trainer=debug"]}, ["trainer=debug"]),
+        ({"overrides": ["+trainer.max_epochs=2"]}, ["+trainer.max_epochs=2"]),
+        (
+            {"overrides": ["analysis.jain_wallace.max_instances=500"]},
+            ["analysis.jain_wallace.max_instances=500"],
+        ),
+        ({"overrides": ["dataset.source.split=default"]}, ["dataset.source.split=default"]),
+        ({"sweep": "smoke_meister"}, ["smoke sweep smoke_meister"]),
+        ({"sweep": "mohankumar"}, []),  # its BiLSTM is Jain & Wallace's
+        ({"overrides": ["experiment=meister_bilstm"]}, []),
+        ({"overrides": ["experiment=wiegreffe_pinter/base"]}, ["experiment=wiegreffe_pinter/base"]),
+        ({"training": "random_attention_pretraining"}, ["training random_attention_pretraining"]),
+        ({"shuffle_labels": True}, ["shuffled labels"]),
+        ({"markers": 2}, ["marker tokens injected"]),
+        ({"roar": "roar ig k=0.2"}, ["masked data (ROAR)"]),
+        ({"recipe": None}, ["recipe None (paper's: jain_wallace)"]),
+    ],
+)
+def test_what_departs_from_the_papers_settings(change, expected):
+    (run,) = runs([0.81])
+    run.config.update(change)
+    assert departures(run, "jain_wallace", "sst") == expected
+
+
+def test_data_that_is_only_the_nearest_to_the_papers_is_not_comparable():
+    (run,) = runs([0.5], recipe="serrano_smith")
+    run.config.update(dataset="imdb_rating", model="han", encoder="gru")
+    assert departures(run, "serrano_smith", "imdb_rating") == [
+        "other data: aclImdb's 8 ratings (paper's: Diao et al.'s 10-class IMDB)"
+    ]
+    assert departures(run, "serrano_smith", "yelp") == []
+
+
+def test_the_report_reads_each_runs_recorded_overrides(tmp_path):
+    """Run directories as the CLI writes them (``.hydra/config.yaml`` and ``overrides.yaml``): the scorecard's
+    files and its HTML section, one seed trained for a single epoch left out of the cell."""
+    for i, (f1, extra) in enumerate([(0.80, []), (0.82, []), (0.55, ["trainer.max_epochs=1"])]):
+        run = tmp_path / f"sweep/run{i}"
+        (run / ".hydra").mkdir(parents=True)
+        config = {k: {"name": SETTING[k]} for k in ("dataset", "model", "encoder", "attention", "projection")}
+        config |= {
+            "seed": 13 + i,
+            "recipe": {"name": "jain_wallace"},
+            "model": {"name": "flat", "embeddings": {"path": "/v/glove.6B.50d.txt.gz"}},
+            "analysis": {"jain_wallace": {}},
+        }
+        OmegaConf.save(OmegaConf.create(config), run / ".hydra" / "config.yaml")
+        OmegaConf.save(
+            OmegaConf.create(["dataset=sst", f"seed={13 + i}", "logger=csv", *extra]), run / ".hydra/overrides.yaml"
+        )
+        write_json_atomic(run / "status.json", {"state": "complete", "finished": 1.0e9 + i})
+        write_json_atomic(run / "summary.json", {"test/f1": f1, "test/acc": f1})
+    out = build_report(tmp_path / "sweep")
+    table = pd.read_csv(out / "scorecard.csv")
+    row = table[(table["source"] == "Table 1") & (table["key"] == "test/f1")].iloc[0]
+    assert row["n seeds"] == 2 and row["ours"] == pytest.approx(0.81) and row["paper value"] == 0.81
+    assert row["verdict"] == "reproduced; 1 run at other settings left out (trainer.max_epochs=1)"
+    assert "trainer.max_epochs=1" in (out / "scorecard.md").read_text()
+    assert "Paper vs this project" in (out / "index.html").read_text()
 
 
 def test_the_bootstrap_interval_widens_the_band():
