@@ -104,7 +104,8 @@ def departures(run: Run, paper: str, dataset: str) -> list[str]:
     if str(c.get("recipe")) != RECIPE[paper]:
         out.append(f"recipe {c.get('recipe')} (paper's: {RECIPE[paper]})")
     if c.get("embeddings") == "random":
-        out.append(f"random embeddings (paper's: {PRETRAINED[paper]})")
+        theirs = "pretrained GloVe 840B" if (paper, dataset) == ("jain_wallace", "snli") else PRETRAINED[paper]
+        out.append(f"random embeddings (paper's: {theirs})")
     if (paper, dataset) in OTHER_DATA:
         out.append(f"other data: {OTHER_DATA[paper, dataset]}")
     if str(c.get("sweep")).startswith("smoke"):  # sweeps/smoke*.yaml: a few batches of small models

@@ -144,6 +144,13 @@ def test_what_departs_from_the_papers_settings(change, expected):
     assert departures(run, "jain_wallace", "sst") == expected
 
 
+def test_the_papers_vectors_are_named_per_dataset():
+    (run,) = runs([0.8])
+    run.config["embeddings"] = "random"
+    assert departures(run, "jain_wallace", "snli") == ["random embeddings (paper's: pretrained GloVe 840B)"]
+    assert departures(run, "jain_wallace", "imdb") == ["random embeddings (paper's: pretrained fastText)"]
+
+
 def test_data_that_is_only_the_nearest_to_the_papers_is_not_comparable():
     (run,) = runs([0.5], recipe="serrano_smith")
     run.config.update(dataset="imdb_rating", model="han", encoder="gru")
