@@ -34,6 +34,7 @@ from importlib import resources
 import numpy as np
 import pandas as pd
 
+from attn_study.families.sparsity import report as sparsity_report
 from attn_study.report.runs import Run
 from attn_study.sweep.naming import changes_results, override_key
 
@@ -66,6 +67,8 @@ SAME_MEASURE = re.compile(
     r"|dataset\.(num_workers|eval_batch_size)|trainer\.(accelerator|devices)"
     r"|analysis\.\w+\.(batch_size|internal_batch_size|\w*chunk\w*|heatmaps|every_n_epochs|val_split|val_max_instances))"
 )
+#: cross-run numbers (a row's ``measure``) the scorecard computes, and how the cell names them
+MEASURES = {"meister_table2_tau_b": "Kendall τ-b(λ, run mean H̃(g_ŷ(x))) per seed"}
 #: trainer configs (conf/trainer/) that pick a device only
 SAME_TRAINERS = ("auto", "cpu", "gpu")
 
@@ -85,11 +88,17 @@ def rounding(printed: str) -> float:
 
 
 def _matching(runs: list[Run], row) -> list[Run]:
+    """The complete runs of the row's setting that hold its key (a cross-run measure: its runs)."""
+
+    def same(run, keys) -> bool:
+        return all(not getattr(row, k) or str(run.config.get(k)) == getattr(row, k) for k in keys)
+
+    if row.measure == "meister_table2_tau_b":  # sparsegen's λ and sparsemax (λ = 0) runs of the model
+        candidates = sparsity_report.table2_runs([r for r in runs if r.state == "complete"])
+        return [r for r in candidates if same(r, [k for k in SETTING if k != "projection"])]
     found = []
     for run in runs:
-        if run.state != "complete" or row.key not in run.summary:
-            continue
-        if any(getattr(row, k) and str(run.config.get(k)) != getattr(row, k) for k in SETTING):
+        if run.state != "complete" or row.key not in run.summary or not same(run, SETTING):
             continue
         if row.lam and (run.config.get("lam") is None or not math.isclose(float(run.config["lam"]), float(row.lam))):
             continue
@@ -132,7 +141,12 @@ def departures(run: Run, paper: str, dataset: str) -> list[str]:
 
 
 def _ours(runs: list[Run], key: str, scale: float) -> dict:
-    values = np.array([float(r.summary[key]) for r in runs]) * scale
+    """Mean, seed std and n of ``key`` (× ``scale``) over ``runs``, one value per run; a measure's (Meister et
+    al.'s Table 2: Kendall τ-b per seed over its runs) one per seed."""
+    if key == "meister_table2_tau_b":
+        values = np.array(sparsity_report.tau_per_seed(runs))
+    else:
+        values = np.array([float(r.summary[key]) for r in runs]) * scale
     values = values[np.isfinite(values)]
     out = {
         "n seeds": len(values),
@@ -174,7 +188,7 @@ def scorecard(runs: list[Run]) -> pd.DataFrame:
     """One row per published number some run here computes (see the module docstring)."""
     rows = []
     for row in references().itertuples(index=False):
-        if not row.key:
+        if not row.key and row.measure not in MEASURES:
             continue
         matching = _matching(runs, row)
         if not matching:
@@ -188,7 +202,7 @@ def scorecard(runs: list[Run]) -> pd.DataFrame:
         at_paper = [r for r, w in zip(matching, why) if not w]
         others = list(dict.fromkeys(w for ws in why for w in ws))  # every reason once, in order
         used = at_paper or matching
-        ours = _ours(used, row.key, scale)
+        ours = _ours(used, row.key or row.measure, scale)
         if not at_paper:
             said = f"not comparable: {'; '.join(others)}"
         else:
@@ -206,7 +220,7 @@ def scorecard(runs: list[Run]) -> pd.DataFrame:
                 + (f" λ={row.lam}" if row.lam else "")
                 + (f" class {row.cls}" if row.cls else ""),
                 "statistic": row.statistic,
-                "key": row.key,
+                "key": row.key or MEASURES[row.measure],
                 "paper value": row.value,
                 **ours,
                 "embeddings": "/".join(sorted({str(r.config.get("embeddings")) for r in used})),

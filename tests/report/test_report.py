@@ -332,6 +332,13 @@ def test_meister_table2_is_kendall_tau_b_over_pooled_instances_and_over_run_mean
     assert table["τ-b run means"] == pytest.approx(means.statistic)
     assert table["p run means"] == pytest.approx(means.pvalue)
     assert (table["pairs"], table["runs"], table["seeds"], table["λ values"]) == (24, 6, 2, 3)
+    per_seed = [stats.kendalltau(*zip(*points[k::2])).statistic for k in (0, 1)]  # points alternate seeds 13, 14
+    assert table["τ-b per seed, mean"] == pytest.approx(np.mean(per_seed))
+    assert table["τ-b per seed, std"] == pytest.approx(np.std(per_seed, ddof=1)) and table["seeds with τ-b"] == 2
+    card = pd.read_csv(out / "scorecard.csv")
+    cell = card[(card["source"] == "Table 2") & (card["setting"] == "sst flat lstm additive sparsegen")].iloc[0]
+    assert cell["ours"] == pytest.approx(np.mean(per_seed)) and cell["n seeds"] == 2 and cell["paper value"] == -0.866
+    assert cell["verdict"].startswith("not comparable: recipe None")  # hand-made runs have no recipe
     support = pd.read_csv(out / "sp_support.csv").set_index("projection")
     assert support.loc["sparsemax", ["mean", "std", "n"]].tolist() == pytest.approx([0.31, 0.01, 2])
     assert str(support["n"].dtype) == "int64"  # a count, never 2.0

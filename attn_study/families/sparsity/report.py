@@ -110,24 +110,25 @@ def table1_display(frame: pd.DataFrame) -> pd.DataFrame:
 
 def table2(runs: list[Run]) -> pd.DataFrame:
     """Table 2, per model × dataset: Kendall τ-b (the paper's statistic, its footnote 2) between sparsegen-lin's
-    λ (sparsemax: λ = 0) and the normalised entropy of input feature importance H̃(g_ŷ(x)), two ways:
+    λ (sparsemax: λ = 0) and the normalised entropy of input feature importance H̃(g_ŷ(x)), three ways:
 
     - pooled: over every (λ, instance) pair of every run and seed, with scipy's p-value. The pairs of one
       run share its model, so that p-value takes them as more independent than they are: read it with
       the run-level one;
     - run means: over one point per run (λ, the run's mean H̃), every seed a point of its own, with scipy's
-      p-value (exact for small untied samples).
+      p-value (exact for small untied samples);
+    - per seed (:func:`tau_per_seed`): over each seed's run means, then mean ± std over seeds (what the
+      reproduction scorecard compares with the paper's number: one model per λ, as the paper trained them).
 
     With the runs, seeds and λ values behind each. A negative τ: sparser attention, more concentrated input
     importance (the paper's finding)."""
     pooled: dict[tuple, list[tuple[float, np.ndarray]]] = {}
     means: dict[tuple, list[tuple[float, float, object]]] = {}
-    for run in sp_runs(runs):
-        value = run.summary.get(keys.sp("entropy", "g_input", "mean"))
-        if lam(run) is None or value is None or not np.isfinite(value):
-            continue
+    grouped: dict[tuple, list[Run]] = {}
+    for run in table2_runs(runs):
         group = (run.config["dataset"], model_label(run))
-        means.setdefault(group, []).append((lam(run), float(value), run.config["seed"]))
+        grouped.setdefault(group, []).append(run)
+        means.setdefault(group, []).append((lam(run), _entropy(run), run.config["seed"]))
         frame = run.instances("sparsity")
         if frame is not None and "entropy_g_input" in frame:
             pooled.setdefault(group, []).append((lam(run), frame["entropy_g_input"].dropna().to_numpy(float)))
@@ -139,6 +140,7 @@ def table2(runs: list[Run]) -> pd.DataFrame:
         px = np.concatenate([np.full(len(v), lam_) for lam_, v in pairs]) if pairs else np.array([])
         py = np.concatenate([v for _, v in pairs]) if pairs else np.array([])
         pooled_tau, pooled_p = _tau(px, py)
+        per_seed = tau_per_seed(grouped[group])
         rows.append(
             {
                 "dataset": group[0],
@@ -148,6 +150,9 @@ def table2(runs: list[Run]) -> pd.DataFrame:
                 "pairs": len(px),
                 "τ-b run means": tau,
                 "p run means": p,
+                "τ-b per seed, mean": float(np.mean(per_seed)) if per_seed else np.nan,
+                "τ-b per seed, std": float(np.std(per_seed, ddof=1)) if len(per_seed) > 1 else np.nan,
+                "seeds with τ-b": len(per_seed),
                 "runs": len(x),
                 "seeds": len(set(seeds)),
                 "λ values": len(set(x)),
@@ -155,6 +160,29 @@ def table2(runs: list[Run]) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def _entropy(run: Run) -> float:
+    return float(run.summary[keys.sp("entropy", "g_input", "mean")])
+
+
+def table2_runs(runs: list[Run]) -> list[Run]:
+    """The runs that are Table 2 points: sparsegen (its λ) or sparsemax (λ = 0), with a finite mean H̃(g_ŷ(x))."""
+    return [
+        r
+        for r in sp_runs(runs)
+        if lam(r) is not None and np.isfinite(r.summary.get(keys.sp("entropy", "g_input", "mean"), np.nan))
+    ]
+
+
+def tau_per_seed(runs: list[Run]) -> list[float]:
+    """Kendall τ-b between λ and the run's mean H̃(g_ŷ(x)) over each seed's runs of one model (:func:`table2_runs`),
+    one value per seed that has three or more distinct λ."""
+    seeds: dict[object, list[Run]] = {}
+    for run in table2_runs(runs):
+        seeds.setdefault(run.config["seed"], []).append(run)
+    taus = [_tau(np.array([lam(r) for r in rs]), np.array([_entropy(r) for r in rs]))[0] for rs in seeds.values()]
+    return [t for t in taus if np.isfinite(t)]
 
 
 def _tau(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -173,6 +201,10 @@ def table2_display(frame: pd.DataFrame) -> pd.DataFrame:
             f"{t:+.3f} (p {format_p(p)})" if np.isfinite(t) else "— (too few points)"
             for t, p in zip(frame[tau_col], frame[p_col])
         ]
+    out["Kendall τ-b per seed: mean ± std (seeds)"] = [
+        f"{m:+.3f} ± {format_number(sd)} ({n})" if n else "— (too few points)"
+        for m, sd, n in zip(frame["τ-b per seed, mean"], frame["τ-b per seed, std"], frame["seeds with τ-b"])
+    ]
     out["pairs / runs / seeds / λ values"] = [
         f"{a} / {b} / {c} / {d}" for a, b, c, d in zip(frame["pairs"], frame["runs"], frame["seeds"], frame["λ values"])
     ]
@@ -372,8 +404,9 @@ def sections(runs: list[Run], work: Path) -> list[tuple[str, str]]:
             "Meister et al. Table 2: Kendall τ-b (the paper's statistic) between sparsegen-lin's λ "
             "(sparsemax = 0) and the normalised entropy of input feature importance H̃(g_ŷ(x)), per model "
             "and dataset: over every (λ, instance) pair of every seed (its p-value treats the pairs as "
-            "independent, which instances of one model are not) and over the run means (one point per "
-            "run and seed); negative: sparser attention, more concentrated importance"
+            "independent, which instances of one model are not), over the run means (one point per "
+            "run and seed), and over each seed's run means, then mean ± std over seeds (the reproduction "
+            "scorecard's number); negative: sparser attention, more concentrated importance"
         )
         body += captioned_table(frame, work, "sp_table2", caption, display=table2_display(frame))
     support = support_table(used)
