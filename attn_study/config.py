@@ -207,7 +207,7 @@ SCHEMA: dict[str, dict[str, Callable]] = {
     },
     "paths": {"cache_dir": anything, "data": anything},
     "paths.data": {name: anything for name in OmegaConf.load(CONFIG_FILE).paths.data},  # one path per source
-    "sweep": {"name": anything, "wait_min": number(0)},
+    "sweep": {"name": anything, "wait_min": number(0), "synthetic": anything},
     "cluster": {
         "partition": anything,
         "account": anything,

@@ -259,6 +259,21 @@ def test_a_base_run_on_other_texts_is_refused_before_training(complete_run, tmp_
     assert frame["text"].str.startswith("test-").all()
 
 
+@pytest.mark.parametrize("sweep", sorted(p.stem for p in (REPO / "sweeps").glob("smoke*.yaml")))
+def test_every_smoke_sweep_also_composes_on_real_data(sweep):
+    """A smoke sweep sizes the synthetic data only (``sweep.synthetic``): with ``dataset=sst`` it keeps SST's
+    source and passes the schema (``dataset.source.n_train`` would be refused as no setting of SST's)."""
+    from attn_study.build import check_components
+    from attn_study.config import check_config
+
+    synthetic = compose_config(f"sweep={sweep}")
+    assert synthetic.dataset.source.n_train == 256 and synthetic.dataset.source.n_test == 64
+    cfg = compose_config(f"sweep={sweep}", "dataset=sst")
+    check_config(cfg)
+    check_components(cfg)
+    assert cfg.dataset.name == "sst" and "n_train" not in cfg.dataset.source
+
+
 def config_options() -> list[str]:
     """``group=option`` for every option of every group the schema covers (experiments and sweeps included)."""
     conf = REPO / "conf"
