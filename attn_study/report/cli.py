@@ -86,9 +86,9 @@ def _scorecard_section(used, work) -> str:
         "the mean bootstrap interval over instances), and a verdict — reproduced when the paper's value "
         "lies within ours ± (2 seed std + the interval's half-width + the paper's rounding), never on one "
         "seed; not comparable when no run of the cell was at the paper's settings (recipe, pretrained embeddings, "
-        "the paper's data, its sweep file, standard training, no command-line setting that changes what is "
-        "measured), and the cell says what differs; runs at other settings beside runs at the paper's are left out "
-        "and counted"
+        "the paper's data, no smoke sweep, the papers' experiment files, standard training, no command-line "
+        "setting that changes what is measured), and the cell says what differs; runs at other settings "
+        "beside runs at the paper's are left out and counted"
     )
     return captioned_table(frame, work, "scorecard", caption)
 
