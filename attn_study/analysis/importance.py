@@ -19,14 +19,12 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.func import functional_call
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attn_study.analysis.aggregation import AGGREGATIONS, AggregationOptions, aggregated_importance
 from attn_study.analysis.measures import probability_drop, tvd
 from attn_study.analysis.seeding import instance_draws
 from attn_study.models.classifier import AttentionClassifier, PairAttentionClassifier, attended
-from attn_study.models.encoders import CNNEncoder, RNNEncoder
+from attn_study.models.encoders import CNNEncoder, RNNEncoder, direction_weights, run_direction
 from attn_study.models.outputs import log_odds
 
 _TINY = 1e-30
@@ -417,7 +415,7 @@ def _loo_convolution(model, batch, inst, pos, src, chunk_size):
 
 
 def _one_layer_rnn(encoder) -> bool:
-    """Whether ``encoder`` is a one-layer (bidirectional) LSTM or GRU over packed sequences (``RNNEncoder``)."""
+    """Whether ``encoder`` is a one-layer (bidirectional) LSTM or GRU (``RNNEncoder``)."""
     rnn = getattr(encoder, "rnn", None)
     return isinstance(encoder, RNNEncoder) and isinstance(rnn, (nn.LSTM, nn.GRU)) and rnn.num_layers == 1
 
@@ -427,18 +425,11 @@ def _encodes_embeddings(model) -> bool:
     return type(model).encode in (AttentionClassifier.encode, PairAttentionClassifier.encode)
 
 
-def _direction_weights(rnn, reverse: bool) -> dict:
-    """One direction of ``rnn`` as the parameters of a one-direction copy of it."""
-    suffix = "_reverse" if reverse else ""
-    names = ("weight_ih_l0", "weight_hh_l0") + (("bias_ih_l0", "bias_hh_l0") if rnn.bias else ())
-    return {name: getattr(rnn, name + suffix) for name in names}
-
-
 def _lstm_cells(rnn, embedded, hidden, mask, reverse: bool) -> torch.Tensor:
     """The cell states c_t (B, T, H) of one direction of an LSTM from its inputs and outputs h_t: its gates at t
     are a function of e_t and the previous h, and c_t = f_t c_{t−1} + i_t g_t (torch's gate order i, f, g, o);
     0 on padding (``mask``: the sequences' positions)."""
-    w = _direction_weights(rnn, reverse)
+    w = direction_weights(rnn, reverse)
     gates = embedded @ w["weight_ih_l0"].T
     if rnn.bias:
         gates = gates + w["bias_ih_l0"] + w["bias_hh_l0"]
@@ -456,16 +447,6 @@ def _lstm_cells(rnn, embedded, hidden, mask, reverse: bool) -> torch.Tensor:
         c = (f[:, t] * c + i[:, t] * g[:, t]) * mask[:, t, None]
         cells[:, t] = c
     return cells
-
-
-def _run_direction(rnn, reverse, inputs, lengths, state):
-    """One direction of ``rnn`` over ``inputs`` (N, S, d) of ``lengths`` (N,) ≥ 1 — each read from its first
-    item, whichever direction — from ``state`` (h (N, H), and c for an LSTM): its states (N, S, H)."""
-    one = type(rnn)(rnn.input_size, rnn.hidden_size, bias=rnn.bias, batch_first=True, device="meta")
-    hx = tuple(x.unsqueeze(0).contiguous() for x in state) if isinstance(rnn, nn.LSTM) else state[0].unsqueeze(0)
-    packed = pack_padded_sequence(inputs, lengths.cpu(), batch_first=True, enforce_sorted=False)
-    out, _ = functional_call(one, _direction_weights(rnn, reverse), (packed, hx))
-    return pad_packed_sequence(out, batch_first=True, total_length=inputs.shape[1])[0]
 
 
 def _loo_recurrent(model, batch, inst, pos, src, chunk_size):
@@ -506,7 +487,7 @@ def _loo_recurrent(model, batch, inst, pos, src, chunk_size):
             first = [
                 x[i[rows], start[rows].clamp(0, t_max - 1)] * inside.unsqueeze(-1) for x in states[d] if x is not None
             ]
-            out = _run_direction(rnn, d == 1, inputs, count[rows], first)
+            out = run_direction(rnn, d == 1, inputs, first)  # each row read from its first item
             target = read - (1 if d == 0 else 0)  # the new positions: one less after the deletion
             r, j = valid.nonzero(as_tuple=True)
             hidden[rows[r], target[r, j], d * size : (d + 1) * size] = out[r, j]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from torch.func import functional_call
 
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "gelu": nn.GELU}
 
@@ -44,8 +44,35 @@ def conicity(h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return value.masked_fill(count == 0, float("nan"))
 
 
+def direction_weights(rnn: nn.RNNBase, reverse: bool, layer: int = 0) -> dict:
+    """One direction of one layer of ``rnn`` as the parameters of a one-layer, one-direction copy of it."""
+    suffix = "_reverse" if reverse else ""
+    names = ("weight_ih", "weight_hh") + (("bias_ih", "bias_hh") if rnn.bias else ())
+    return {f"{name}_l0": getattr(rnn, f"{name}_l{layer}{suffix}") for name in names}
+
+
+def run_direction(
+    rnn: nn.RNNBase, reverse: bool, inputs: torch.Tensor, state: tuple | None = None, layer: int = 0
+) -> torch.Tensor:
+    """One direction of layer ``layer`` of ``rnn`` (LSTM or GRU) read left to right over ``inputs`` (N, S, d),
+    from ``state`` (h (N, H), and c for an LSTM; zeros when None): its states (N, S, H).
+
+    Every row is read from its first item, so a row's states at its real positions do not depend on what follows
+    them (padding at the end costs time, never a value): the padded batch goes through torch's fused kernel, 4–6×
+    faster on a CPU than the same batch packed (``benchmarks/rnn_step.py``)."""
+    one = type(rnn)(inputs.shape[-1], rnn.hidden_size, bias=rnn.bias, batch_first=True, device="meta")
+    if state is not None:
+        state = tuple(x.unsqueeze(0).contiguous() for x in state) if isinstance(rnn, nn.LSTM) else state[0].unsqueeze(0)
+    out, _ = functional_call(one, direction_weights(rnn, reverse, layer), (inputs, state))
+    return out
+
+
 class RNNEncoder(nn.Module):
-    """Bidirectional LSTM or GRU over packed sequences; m = 2·hidden_size.
+    """Bidirectional LSTM or GRU; m = 2·hidden_size.
+
+    Each direction runs over the padded batch (:func:`run_direction`): the forward one reads the batch as it is,
+    the backward one reads each sequence reversed within its own length (its padding stays at the end); both are
+    the states of a packed-sequence run at every real position (tested in float64) and 0 on padding.
 
     ``conicity_weight`` λ > 0 makes it Mohankumar et al.'s Diversity LSTM: training adds λ · mean
     conicity of the states (over the attended tokens) to the loss (``encoder=diversity_lstm``, λ = 0.5)."""
@@ -69,10 +96,16 @@ class RNNEncoder(nn.Module):
         self.conicity_weight = float(conicity_weight)
 
     def forward(self, embedded: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        packed = pack_padded_sequence(embedded, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        out, _ = self.rnn(packed)
-        out, _ = pad_packed_sequence(out, batch_first=True, total_length=embedded.shape[1])
-        return out
+        real = mask.unsqueeze(-1).to(embedded.dtype)
+        reverse = _reversal_index(lengths, embedded.shape[1]).unsqueeze(-1) if self.directions == 2 else None
+        x = embedded
+        for layer in range(self.rnn.num_layers):  # each layer reads both directions of the one below
+            states = [run_direction(self.rnn, False, x, layer=layer)]
+            if reverse is not None:
+                backward = run_direction(self.rnn, True, x.gather(1, reverse.expand_as(x)), layer=layer)
+                states.append(backward.gather(1, reverse.expand_as(backward)))
+            x = torch.cat(states, -1) * real
+        return x
 
     def summarize(self, h: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """Forward direction's last real state ‖ backward direction's first state."""
