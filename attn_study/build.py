@@ -148,7 +148,7 @@ def build_model(cfg: DictConfig, datamodule: TextDataModule) -> AttentionModule:
         option="model.network",
         vocab_size=len(vocab),
         num_classes=datamodule.num_classes,
-        encoder=component(cfg.encoder, partial=True, option="encoder"),
+        encoder=_encoder(cfg),
         scorer=component(cfg.attention, partial=True, option="attention"),
         projection=component(cfg.projection, option="projection"),
         pretrained=pretrained,
@@ -157,6 +157,15 @@ def build_model(cfg: DictConfig, datamodule: TextDataModule) -> AttentionModule:
     module = _module(cfg, classifier, datamodule)
     module.embedding_coverage = coverage  # the share of the vocabulary with a pretrained vector (None: none used)
     return module
+
+
+def _encoder(cfg: DictConfig):
+    """The encoder's factory; ``encoder.self_attention=pooling`` (a Transformer's) gives its self-attention the
+    model's own projection (``projection``: sparsegen's λ included) — Meister et al.'s sparse Transformer."""
+    if cfg.encoder.get("self_attention") == "pooling":
+        own = component(cfg.projection, option="projection")
+        return component(cfg.encoder, partial=True, option="encoder", self_attention=own)
+    return component(cfg.encoder, partial=True, option="encoder")
 
 
 def _module(cfg: DictConfig, classifier, datamodule) -> AttentionModule:

@@ -205,7 +205,7 @@ def test_a_new_attempt_that_does_not_resume_gets_a_new_wandb_id(tmp_path):
 
 
 SWEEP_JOBS = [
-    ["projection=sparsegen_grid/lam-0.5"],
+    ["projection=sparsegen_grid/lam-3"],
     ["projection=sparsegen_grid/lam0.5"],
     ["projection=entmax_bisect", "projection.alpha=1.5"],
     ["recipe=jain_wallace"],
@@ -225,11 +225,11 @@ def test_run_names_tell_experiments_apart():
     run_names = {job: cfg.run_name for job, cfg in resolved.items()}
     assert len(set(run_names.values())) == len(run_names), run_names
     assert run_names[()] == "synthetic-flat-lstm-additive-softmax-s13"
-    assert run_names[("projection=sparsegen_grid/lam-0.5",)] == "synthetic-flat-lstm-additive-sparsegen_lam-0.5-s13"
+    assert run_names[("projection=sparsegen_grid/lam-3",)] == "synthetic-flat-lstm-additive-sparsegen_lam-3-s13"
     assert run_names[("experiment=wiegreffe_pinter/seed1",)].endswith("-s13-m1001")
     tags = {job: list(cfg.logger.wandb.tags) for job, cfg in resolved.items()}
     assert tags[()] == ["synthetic", "flat", "lstm", "additive", "softmax"]
-    assert tags[("projection=sparsegen_grid/lam-0.5",)][-1] == "sparsegen_lam-0.5"
+    assert tags[("projection=sparsegen_grid/lam-3",)][-1] == "sparsegen_lam-3"
     assert tags[("training=random_attention_pretraining",)][-1] == "pretrain4"
     assert tags[("recipe=jain_wallace",)][-1] == "recipe_jain_wallace"
 
@@ -277,5 +277,5 @@ def test_other_loggers_get_the_final_values_once_at_the_last_step():
 
 
 def test_the_name_resolvers_are_registered():
-    cfg = compose_config("projection=sparsegen_grid/lam-4")
+    cfg = compose_config("projection=sparsegen_grid/lam-100")
     assert cfg.run_name == names.run_name(_root_=cfg)

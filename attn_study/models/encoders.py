@@ -16,6 +16,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
+from attn_study.errors import UserError
+from attn_study.models.projection import BY_NAME, Softmax
+
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "gelu": nn.GELU}
 
 
@@ -264,7 +267,11 @@ class LayerTrace:
 class TransformerEncoder(nn.Module):
     """Small Transformer encoder: Linear(d → model_dim) + sinusoidal positions, ``num_layers``
     pre-norm layers with a key padding mask. m = model_dim. ``trace`` runs the same layers step by step and
-    keeps each head's attention and transformed vectors (the same H, tested)."""
+    keeps each head's attention and transformed vectors (the same H, tested).
+
+    ``self_attention`` is the projection of every head's scores q_i·k_j/√d onto the simplex: ``softmax`` (torch's
+    fused layers), ``sparsemax`` or ``entmax15`` (the layers written out, as ``trace``), or a projection module
+    (``pooling`` in the config: the model's own ``projection``, sparsegen's λ included — see ``build.py``)."""
 
     def __init__(
         self,
@@ -275,8 +282,17 @@ class TransformerEncoder(nn.Module):
         ff_dim: int = 256,
         dropout: float = 0.1,
         max_positions: int = 4096,
+        self_attention="softmax",
     ):
         super().__init__()
+        if isinstance(self_attention, str):
+            if self_attention not in BY_NAME:
+                raise UserError(
+                    f"encoder.self_attention={self_attention}: choose one of {sorted(BY_NAME)} or pooling "
+                    "(the model's projection)"
+                )
+            self_attention = BY_NAME[self_attention]()
+        self.self_attention = self_attention
         self.proj = nn.Linear(input_dim, model_dim)
         layer = nn.TransformerEncoderLayer(model_dim, num_heads, ff_dim, dropout, batch_first=True, norm_first=True)
         self.layers = nn.TransformerEncoder(layer, num_layers, enable_nested_tensor=False)
@@ -293,6 +309,8 @@ class TransformerEncoder(nn.Module):
     def forward(self, embedded: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         if embedded.shape[1] > self.positions.shape[0]:
             raise ValueError(f"sequence of {embedded.shape[1]} tokens exceeds encoder.max_positions")
+        if not isinstance(self.self_attention, Softmax):
+            return self.trace(embedded, mask).hidden
         x = self.proj(embedded) + self.positions[: embedded.shape[1]]
         h = self.norm(self.layers(x, src_key_padding_mask=~mask))
         return h * mask.unsqueeze(-1)
@@ -302,8 +320,9 @@ class TransformerEncoder(nn.Module):
 
     def trace(self, embedded: torch.Tensor, mask: torch.Tensor) -> LayerTrace:
         """The forward pass written out per head (the math of ``nn.TransformerEncoderLayer`` with
-        ``norm_first``: x ← x + MHA(LN₁(x)), x ← x + FF(LN₂(x))), keeping A^h = softmax(q_i·k_j/√d) over
-        the real keys and f^h(y_j) = (W_V^h y_j + b_V^h) W_O^h (y = LN₁(x)); dropout as the module's mode."""
+        ``norm_first``: x ← x + MHA(LN₁(x)), x ← x + FF(LN₂(x))), keeping A^h = π(q_i·k_j/√d) over
+        the real keys (π: ``self_attention``) and f^h(y_j) = (W_V^h y_j + b_V^h) W_O^h (y = LN₁(x)); dropout as
+        the module's mode."""
         b, t, _ = embedded.shape
         x = self.proj(embedded) + self.positions[:t]
         attentions, transformed = [], []
@@ -313,7 +332,7 @@ class TransformerEncoder(nn.Module):
             q, k, v = F.linear(layer.norm1(x), attn.in_proj_weight, attn.in_proj_bias).chunk(3, dim=-1)
             q, k, v = (z.view(b, t, heads, size).transpose(1, 2) for z in (q, k, v))  # (B, H, T, d)
             scores = (q @ k.transpose(-1, -2)) / math.sqrt(size)
-            weights = torch.softmax(scores.masked_fill(~mask[:, None, None, :], float("-inf")), dim=-1)
+            weights = self.self_attention(scores, mask[:, None, None, :])  # over the real keys, 0 elsewhere
             weights = weights * mask[:, None, :, None]  # padding rows: no output of interest
             # W_O's columns h·d … (h+1)·d act on head h: f^h(y_j) = W_O^h v^h_j (B, H, T, m)
             f = torch.einsum("bhjd,ohd->bhjo", v, attn.out_proj.weight.view(-1, heads, size))

@@ -69,3 +69,7 @@ class SparsegenLin(Projection):
 
     def project(self, scores):
         return sparsemax(scores / (1.0 - self.lam), dim=-1)
+
+
+#: the projections that take no setting, by their ``projection=`` name (the Transformer's ``self_attention``)
+BY_NAME = {"softmax": Softmax, "sparsemax": Sparsemax, "entmax15": Entmax15}

@@ -345,3 +345,18 @@ def test_sparsity_outputs(trained):
     assert on_disk["sp/n_instances"] == 20
     # a final statistic: in the run summary, not in the per-epoch history of csv/metrics.csv
     assert "sp/entropy/g_hidden/mean" not in (run / "csv" / "metrics.csv").read_text().splitlines()[0]
+
+
+def test_the_meister_sweep_spans_orders_of_magnitude_of_lambda_below_zero():
+    """Table 2 needs models that differ in sparsity: between λ = −4 and 0.75 training makes them about equally
+    sparse, so the grid reaches far below 0 (the paper's Fig. 3 has a log axis there), holds sparsemax (λ = 0)
+    and a λ near 1."""
+    from omegaconf import OmegaConf
+
+    params = OmegaConf.load("sweeps/meister.yaml").hydra.sweeper.params
+    projections = str(params.projection).split(",")
+    lams = sorted(float(compose_config(f"projection={p}").projection.lam) for p in projections if "sparsegen" in p)
+    negative = [abs(lam) for lam in lams if lam < 0]
+    assert max(negative) / min(negative) >= 100 and max(negative) >= 100
+    assert "sparsemax" in projections and "softmax" in projections and max(lams) >= 0.9
+    assert len(lams) == len(set(lams)) >= 7

@@ -220,3 +220,48 @@ def test_rnn_padded_path_equals_packed_sequences_in_float64(cell, layers, bidire
     assert (ours[~mask] == 0).all()
     for got, want in zip(grads, expected):
         assert torch.allclose(got, want, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["sparsemax", "entmax15"])
+def test_transformer_self_attention_projects_each_heads_scores(name):
+    """With a sparse self-attention every head's weights are that projection of q_i·k_j/√d over the real keys
+    (computed here from the layer's own weights), exactly 0 for some keys, and the forward pass is the trace's."""
+    from entmax import entmax15, sparsemax
+
+    torch.manual_seed(0)
+    enc = encoders.TransformerEncoder(6, model_dim=8, num_heads=2, num_layers=1, ff_dim=16, self_attention=name)
+    enc.eval()
+    with torch.no_grad():
+        enc.layers.layers[0].self_attn.in_proj_weight.mul_(4)  # peaked scores: some weights exactly 0
+    x = torch.randn(2, 5, 6)
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.bool)
+    with torch.no_grad():
+        trace = enc.trace(x, mask)
+        layer = enc.layers.layers[0]
+        y = layer.norm1(enc.proj(x) + enc.positions[:5])
+        q, k, _ = torch.nn.functional.linear(y, layer.self_attn.in_proj_weight, layer.self_attn.in_proj_bias).chunk(
+            3, -1
+        )
+        q, k = (z.view(2, 5, 2, 4).transpose(1, 2) for z in (q, k))
+        scores = (q @ k.transpose(-1, -2)) / 2.0
+        expected = {"sparsemax": sparsemax, "entmax15": entmax15}[name](
+            scores.masked_fill(~mask[:, None, None, :], -1e9), dim=-1
+        ) * (mask[:, None, :, None] & mask[:, None, None, :])
+        torch.testing.assert_close(trace.attention[:, 0], expected)
+        assert (trace.attention[:, 0][expected.bool().logical_not() & mask[:, None, :, None]] == 0).all()
+        assert (expected[mask[:, None, :, None].expand_as(expected) & mask[:, None, None, :]] == 0).any()
+        torch.testing.assert_close(enc(x, mask, mask.sum(1)), trace.hidden)
+
+
+def test_transformer_self_attention_pooling_takes_the_models_projection(make_cfg):
+    """``encoder.self_attention=pooling`` (Meister's Transformer) builds the self-attention from ``projection``:
+    sparsegen-lin with the grid's λ; an unknown name is refused in one line naming the option."""
+    from attn_study.build import _encoder
+    from attn_study.errors import UserError
+
+    cfg = make_cfg("experiment=meister_transformer", "projection=sparsegen_grid/lam0.5")
+    enc = _encoder(cfg)(input_dim=6)
+    assert isinstance(enc.self_attention, projection.SparsegenLin) and enc.self_attention.lam == 0.5
+    assert isinstance(_encoder(make_cfg("encoder=transformer"))(input_dim=6).self_attention, projection.Softmax)
+    with pytest.raises(UserError, match="encoder.self_attention=relu"):
+        encoders.TransformerEncoder(6, self_attention="relu")
