@@ -2,9 +2,17 @@
 
 A task file holds numbered lines; number 1 starts a new story. A statement line is ``<n> <sentence>``;
 a question line is ``<n> <question>\\t<answer>\\t<supporting line numbers>``. Each question is one
-instance: the passage is the story's statements before it (in order, joined by spaces; earlier
-questions are not part of it), the query the question, the label the answer's index in the answer
-vocabulary: every answer of the task's train file, sorted.
+instance: the passage is the story's statements before it (in order; earlier questions are not part of
+it), the query the question, the label the answer's index in the answer vocabulary: every answer of the
+task's train file, sorted.
+
+``style`` says how the passage and question are written: ``as_written`` (the statements joined by spaces,
+each with its full stop; the question with its "?") or ``jain_wallace`` (their notebook
+``preprocess/Babi/Babi.ipynb``: each statement's final "." removed and the statements joined by " . ", the
+question's "?" removed). ``dev_split``: ``stratified`` (``dev_fraction`` of the train file's questions per
+answer, drawn with ``split_seed``) or ``jain_wallace`` (scikit-learn's ``train_test_split(test_size=0.15,
+random_state=16377)`` over the train file's questions in file order, reproduced exactly: the first
+⌈0.15·n⌉ of ``numpy.random.RandomState(16377).permutation(n)`` are dev).
 """
 
 from __future__ import annotations
@@ -19,13 +27,15 @@ from typing import Any
 from attn_study.data.digest import describe_file
 from attn_study.data.example import RawExample
 from attn_study.data.source import DOWNLOAD_DIR, DownloadableSource
-from attn_study.data.splits import stratified_indices
+from attn_study.data.splits import stratified_indices, train_test_split_positions
 from attn_study.errors import DataError, UserError
 
 BABI_URL = "http://www.thespermwhale.com/jaseweston/babi/tasks_1-20_v1-2.tar.gz"
 TAR_NAME = "tasks_1-20_v1-2.tar.gz"
 PATH_HINT = "give the tasks_1-20_v1-2 folder or tasks_1-20_v1-2.tar.gz via dataset.path"
 VARIANTS = ("en", "en-10k")
+STYLES = ("as_written", "jain_wallace")
+DEV_SPLITS = ("stratified", "jain_wallace")
 FILE_SPLITS = ("train", "test")
 TASKS = {
     1: "single-supporting-fact",
@@ -55,8 +65,9 @@ _LINE = re.compile(r"(\d+) (.*)")
 Question = tuple[int, str, str, str]  # line number, passage, question, answer
 
 
-def parse_babi(text: str, where: str) -> list[Question]:
-    """The questions of one task file: (line number, passage, question, answer) in file order.
+def parse_babi(text: str, where: str, style: str = "as_written") -> list[Question]:
+    """The questions of one task file: (line number, passage, question, answer) in file order, passage and
+    question written in ``style`` (module docstring).
 
     Raise DataError naming ``where`` and the line when a line is not ``<n> ...``, when the numbers
     neither restart at 1 nor count up by one, or when a question line lacks its answer.
@@ -82,14 +93,24 @@ def parse_babi(text: str, where: str) -> list[Question]:
             )
         previous = index
         if "\t" not in rest:
-            story.append(rest.strip())
+            statement = rest.strip()
+            story.append(statement.removesuffix(".").strip() if style == "jain_wallace" else statement)
             continue
         fields = rest.split("\t")
         question, answer = fields[0].strip(), fields[1].strip()
         if not question or not answer:
             raise DataError(f"{where}, line {number}: a question line needs '<question>\\t<answer>'")
-        questions.append((number, " ".join(story), question, answer))
+        if style == "jain_wallace":
+            questions.append((number, " . ".join(story), question.removesuffix("?").strip(), answer))
+        else:
+            questions.append((number, " ".join(story), question, answer))
     return questions
+
+
+def jain_wallace_dev(n: int) -> list[int]:
+    """Positions of the dev questions among ``n`` train questions as Jain & Wallace drew them:
+    ``train_test_split(range(n), test_size=0.15, random_state=16377)``'s test part. Sorted."""
+    return train_test_split_positions(n, 0.15, 16377)
 
 
 class BabiSource(DownloadableSource):
@@ -108,11 +129,17 @@ class BabiSource(DownloadableSource):
         cache_dir: str = DOWNLOAD_DIR,
         dev_fraction: float = 0.1,
         split_seed: int = 13,
+        style: str = "as_written",
+        dev_split: str = "stratified",
     ) -> None:
         if task not in TASKS:
             raise UserError(f"dataset.source.task={task}: must be a bAbI task number 1-20")
         if variant not in VARIANTS:
             raise UserError(f"dataset.source.variant={variant}: must be one of {', '.join(VARIANTS)}")
+        if style not in STYLES:
+            raise UserError(f"dataset.source.style={style}: must be one of {', '.join(STYLES)}")
+        if dev_split not in DEV_SPLITS:
+            raise UserError(f"dataset.source.dev_split={dev_split}: must be one of {', '.join(DEV_SPLITS)}")
         if not 0 < dev_fraction < 1:
             raise UserError(f"dataset.source.dev_fraction={dev_fraction}: must be between 0 and 1")
         super().__init__(path, url, sha256, cache_dir, name=f"babi{task}")  # classes: the answers, read on first use
@@ -120,6 +147,7 @@ class BabiSource(DownloadableSource):
         self.variant = variant
         self.dev_fraction = dev_fraction
         self.split_seed = split_seed
+        self.style, self.dev_split = style, dev_split
         self._answers: list[str] | None = None
 
     @property
@@ -127,7 +155,7 @@ class BabiSource(DownloadableSource):
         """The answer vocabulary: the sorted answers of the train file (read on first use)."""
         if self._answers is None:
             source = self._resolve()
-            self._answers = _answer_vocabulary(parse_babi(*self._read(source, ("train",))["train"]))
+            self._answers = _answer_vocabulary(parse_babi(*self._read(source, ("train",))["train"], self.style))
         return list(self._answers)
 
     @property
@@ -142,7 +170,7 @@ class BabiSource(DownloadableSource):
         """Read train/dev/test; uids are ``<file split>-<line number of the question>``."""
         source = self._resolve()
         texts = self._read(source, FILE_SPLITS)
-        parsed = {split: parse_babi(*texts[split]) for split in FILE_SPLITS}
+        parsed = {split: parse_babi(*texts[split], self.style) for split in FILE_SPLITS}
         for split in FILE_SPLITS:
             if not parsed[split]:
                 raise DataError(f"{texts[split][1]}: no questions; {PATH_HINT}")
@@ -161,15 +189,17 @@ class BabiSource(DownloadableSource):
                     RawExample(uid=f"{split}-{number}", text=passage, label=index[answer], query=question)
                 )
         train = examples["train"]
-        dev_size = round(self.dev_fraction * len(train))
-        dev = set(
-            stratified_indices(
-                [e.label for e in train],
-                dev_size,
-                self.split_seed,
-                "dataset.source.dev_fraction (times the train questions)",
+        if self.dev_split == "jain_wallace":
+            dev = set(jain_wallace_dev(len(train)))
+        else:
+            dev = set(
+                stratified_indices(
+                    [e.label for e in train],
+                    round(self.dev_fraction * len(train)),
+                    self.split_seed,
+                    "dataset.source.dev_fraction (times the train questions)",
+                )
             )
-        )
         return {
             "train": [e for i, e in enumerate(train) if i not in dev],
             "dev": [train[i] for i in sorted(dev)],
@@ -186,6 +216,8 @@ class BabiSource(DownloadableSource):
             "variant": self.variant,
             "dev_fraction": self.dev_fraction,
             "split_seed": self.split_seed,
+            "style": self.style,
+            "dev_split": self.dev_split,
             "files": [describe_file(path) for path in paths],
         }
 

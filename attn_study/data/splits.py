@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -33,3 +34,12 @@ def stratified_indices(labels: Sequence[int], size: int, seed: int | Sequence[in
         members = np.flatnonzero(label_array == c)
         chosen.extend(int(i) for i in rng.choice(members, size=share, replace=False))
     return sorted(chosen)
+
+
+def train_test_split_positions(n: int, test_size: float, random_state: int) -> list[int]:
+    """Sorted positions of the test part of scikit-learn's ``train_test_split(range(n), test_size=test_size,
+    random_state=random_state)`` (a fraction), reproduced without scikit-learn: its ``ShuffleSplit`` takes the first
+    ⌈test_size·n⌉ of ``numpy.random.RandomState(random_state).permutation(n)`` (what the authors' released code
+    used to carve dev sets out of train)."""
+    size = math.ceil(test_size * n)
+    return sorted(int(i) for i in np.random.RandomState(random_state).permutation(n)[:size])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from attn_study.data.babi import BabiSource, parse_babi
+from attn_study.data.babi import BabiSource, jain_wallace_dev, parse_babi
 from attn_study.errors import DataError, UserError
 from tests.data.canonical_files import (
     BABI_TASK1,
@@ -59,6 +59,44 @@ def test_parse_two_stories() -> None:
         "Where is Mary?",
         "office",
     )
+
+
+def test_jain_wallace_style_joins_statements_with_dots_and_drops_the_question_mark() -> None:
+    """Their notebook: each statement without its final ".", joined by " . " (so no full stop at the end), the
+    question without its "?"; the passages still hold only the story's statements before the question."""
+    questions = parse_babi(BABI_TRAIN, "train.txt", style="jain_wallace")
+    assert questions[0] == (3, "Mary moved to the bathroom . John went to the hallway", "Where is Mary", "bathroom")
+    assert questions[3] == (
+        12,
+        "Sandra travelled to the office . Mary went to the kitchen",
+        "Where is Sandra",
+        "office",
+    )
+
+
+def test_jain_wallace_dev_split_is_scikit_learns_train_test_split() -> None:
+    """The dev questions of ``train_test_split(range(n), test_size=0.15, random_state=16377)``, as scikit-learn
+    1.9.1 printed them (run once outside this project, which does not depend on scikit-learn)."""
+    assert jain_wallace_dev(10) == [1, 8]
+    assert jain_wallace_dev(20) == [4, 11, 17]
+    dev = jain_wallace_dev(10000)
+    assert len(dev) == 1500 and dev[:8] == [3, 9, 12, 17, 41, 46, 57, 65]
+    assert jain_wallace_dev(9000)[:8] == [0, 3, 12, 17, 36, 41, 46, 65]
+
+
+def test_jain_wallace_dev_split_of_a_source(babi_dir: Path) -> None:
+    """``dev_split=jain_wallace`` takes the train file's questions at :func:`jain_wallace_dev`'s positions (in file
+    order) as dev, the rest as train, whatever the answers; a bad value is one line naming the option."""
+    splits = BabiSource(str(babi_dir), style="jain_wallace", dev_split="jain_wallace").load()
+    every = parse_babi(BABI_TRAIN, "train.txt", style="jain_wallace")
+    dev = set(jain_wallace_dev(len(every)))
+    assert [e.uid for e in splits["dev"]] == [f"train-{q[0]}" for i, q in enumerate(every) if i in dev]
+    assert [e.uid for e in splits["train"]] == [f"train-{q[0]}" for i, q in enumerate(every) if i not in dev]
+    assert not splits["dev"][0].text.endswith(".") and not splits["dev"][0].query.endswith("?")
+    with pytest.raises(UserError, match="dataset.source.dev_split=random"):
+        BabiSource(str(babi_dir), dev_split="random")
+    with pytest.raises(UserError, match="dataset.source.style=plain"):
+        BabiSource(str(babi_dir), style="plain")
 
 
 def test_labels_from_sorted_train_answers(babi_dir: Path) -> None:

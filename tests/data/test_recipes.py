@@ -272,3 +272,17 @@ def test_each_setting_of_the_recipe_takes_effect(tmp_path):
         battery.select_epsilon,
         battery.multiclass_output_distance,
     ) == (True, "k_squared", "authors", 0.01, 0.05, "l1")
+
+
+@pytest.mark.parametrize("task", [1, 2, 3])
+def test_jain_wallace_babi_is_their_pair_model_split_and_training(task):
+    """``dataset=babi<k> recipe=jain_wallace``: the pair (question-conditioned) model, their passages and dev
+    split, LSTM hidden 32, batch 50, 100 epochs, the checkpoint best in dev accuracy (not ROC-AUC: a QA task)."""
+    cfg = compose_config(f"dataset=babi{task}", "recipe=jain_wallace", "encoder=lstm")
+    assert cfg.model.name == "pair" and cfg.model.class_weights is None
+    assert (cfg.dataset.source.style, cfg.dataset.source.dev_split) == ("jain_wallace", "jain_wallace")
+    assert (cfg.encoder.hidden_size, cfg.dataset.batch_size, cfg.trainer.max_epochs) == (32, 50, 100)
+    assert cfg.callbacks.model_checkpoint.monitor == "val/acc" and cfg.training.select_from_epoch == 1
+    plain = compose_config(f"dataset=babi{task}", "encoder=lstm")
+    assert (plain.encoder.hidden_size, plain.dataset.source.dev_split) == (30, "stratified")
+    assert compose_config(f"dataset=babi{task}", "encoder=cnn").encoder.filters == 8
