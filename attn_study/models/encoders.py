@@ -70,6 +70,14 @@ def run_direction(
     return out
 
 
+def xavier_initial_state(like: torch.Tensor, hidden_size: int) -> torch.Tensor:
+    """A random initial state (B, hidden_size) for a batch like ``like`` (B, T, d), drawn as Mohankumar et al.'s
+    code draws h₀ and c₀ on every pass: ``xavier_uniform_`` of a (1, B, H) tensor, i.e. U(−a, a) with
+    a = √(6 / (B·H + H))."""
+    state = like.new_empty(1, like.shape[0], hidden_size)
+    return nn.init.xavier_uniform_(state)[0]
+
+
 class RNNEncoder(nn.Module):
     """Bidirectional LSTM or GRU; m = 2·hidden_size.
 
@@ -78,7 +86,9 @@ class RNNEncoder(nn.Module):
     the states of a packed-sequence run at every real position (tested in float64) and 0 on padding.
 
     ``conicity_weight`` λ > 0 makes it Mohankumar et al.'s Diversity LSTM: training adds λ · mean
-    conicity of the states (over the attended tokens) to the loss (``encoder=diversity_lstm``, λ = 0.5)."""
+    conicity of the states (over the attended tokens) to the loss (``encoder=diversity_lstm``, λ = 0.5).
+    ``random_initial_state``: in training, every pass starts each direction from a random state
+    (:func:`xavier_initial_state`), as Mohankumar et al.'s code does; in eval mode from zeros."""
 
     def __init__(
         self,
@@ -88,6 +98,7 @@ class RNNEncoder(nn.Module):
         num_layers: int = 1,
         bidirectional: bool = True,
         conicity_weight: float = 0.0,
+        random_initial_state: bool = False,
     ):
         super().__init__()
         if conicity_weight < 0:
@@ -97,15 +108,24 @@ class RNNEncoder(nn.Module):
         self.directions = 2 if bidirectional else 1
         self.output_dim = hidden_size * self.directions
         self.conicity_weight = float(conicity_weight)
+        self.random_initial_state = bool(random_initial_state)
+
+    def _initial_state(self, like: torch.Tensor) -> tuple | None:
+        if not (self.random_initial_state and self.training):
+            return None
+        parts = 2 if isinstance(self.rnn, nn.LSTM) else 1
+        return tuple(xavier_initial_state(like, self.rnn.hidden_size) for _ in range(parts))
 
     def forward(self, embedded: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         real = mask.unsqueeze(-1).to(embedded.dtype)
         reverse = _reversal_index(lengths, embedded.shape[1]).unsqueeze(-1) if self.directions == 2 else None
         x = embedded
         for layer in range(self.rnn.num_layers):  # each layer reads both directions of the one below
-            states = [run_direction(self.rnn, False, x, layer=layer)]
+            states = [run_direction(self.rnn, False, x, self._initial_state(x), layer=layer)]
             if reverse is not None:
-                backward = run_direction(self.rnn, True, x.gather(1, reverse.expand_as(x)), layer=layer)
+                backward = run_direction(
+                    self.rnn, True, x.gather(1, reverse.expand_as(x)), self._initial_state(x), layer=layer
+                )
                 states.append(backward.gather(1, reverse.expand_as(backward)))
             x = torch.cat(states, -1) * real
         return x
@@ -120,30 +140,43 @@ class RNNEncoder(nn.Module):
 
 
 class OrthogonalLSTMEncoder(nn.Module):
-    """Mohankumar et al. (2020)'s Orthogonal LSTM, bidirectional; m = 2·hidden_size.
+    """Mohankumar et al. (2020)'s Orthogonal LSTM; m = hidden_size per direction (``bidirectional``: 2 of them).
 
     Each direction is an LSTM cell run step by step whose new state is made orthogonal to the mean of its
     earlier states before it is output and fed back: h_t ← h_t − (h_t·h̄)/(h̄·h̄)·h̄, h̄ the mean of
     h_1 … h_{t−1} (the backward direction reads each sequence's real tokens in reverse; the first state
     is left as it is). Padding positions are zero and never enter h̄. Pair models orthogonalise the
     passage only: their question encoder is the same LSTM without the projection (``question_options``).
+    The authors' code runs one direction of 256 units (``encoder=orthogonal_lstm``) and, in training, starts
+    from a random state (``random_initial_state``, :func:`xavier_initial_state`); ``encoder=orthogonal_bilstm``
+    is the bidirectional 2 × 128 variant.
     """
 
-    def __init__(self, input_dim: int, hidden_size: int = 128, orthogonal: bool = True):
+    def __init__(
+        self,
+        input_dim: int,
+        hidden_size: int = 128,
+        orthogonal: bool = True,
+        bidirectional: bool = True,
+        random_initial_state: bool = False,
+    ):
         super().__init__()
-        self.cells = nn.ModuleList(nn.LSTMCell(input_dim, hidden_size) for _ in range(2))
+        self.directions = 2 if bidirectional else 1
+        self.cells = nn.ModuleList(nn.LSTMCell(input_dim, hidden_size) for _ in range(self.directions))
         self.hidden_size = hidden_size
-        self.output_dim = 2 * hidden_size
-        self.directions = 2
+        self.output_dim = self.directions * hidden_size
         self.orthogonal = orthogonal
+        self.random_initial_state = bool(random_initial_state)
         self.conicity_weight = 0.0
 
     question_options = {"orthogonal": False}
 
     def _direction(self, cell: nn.LSTMCell, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
-        h = x.new_zeros(b, self.hidden_size)
-        c = x.new_zeros(b, self.hidden_size)
+        if self.random_initial_state and self.training:
+            h, c = (xavier_initial_state(x, self.hidden_size) for _ in range(2))
+        else:
+            h, c = x.new_zeros(b, self.hidden_size), x.new_zeros(b, self.hidden_size)
         total = x.new_zeros(b, self.hidden_size)  # Σ of the earlier states (real tokens only)
         outputs = []
         for step in range(t):
@@ -162,16 +195,20 @@ class OrthogonalLSTMEncoder(nn.Module):
         return torch.stack(outputs, 1)
 
     def forward(self, embedded: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        reverse = _reversal_index(lengths, embedded.shape[1])
         forward_states = self._direction(self.cells[0], embedded, mask)
+        if self.directions == 1:
+            return forward_states
+        reverse = _reversal_index(lengths, embedded.shape[1])
         backward_input = embedded.gather(1, reverse.unsqueeze(-1).expand_as(embedded))
         backward_states = self._direction(self.cells[1], backward_input, mask)
         backward_states = backward_states.gather(1, reverse.unsqueeze(-1).expand_as(backward_states))
         return torch.cat([forward_states, backward_states], -1)
 
     def summarize(self, h: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """Forward direction's last real state ‖ backward direction's first state."""
+        """Forward direction's last real state (‖ backward direction's first state)."""
         last = h[torch.arange(h.shape[0], device=h.device), lengths - 1, : self.hidden_size]
+        if self.directions == 1:
+            return last
         return torch.cat([last, h[:, 0, self.hidden_size :]], dim=-1)
 
 

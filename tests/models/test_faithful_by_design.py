@@ -90,6 +90,84 @@ def test_without_the_projection_it_is_torch_s_bidirectional_lstm():
     )
 
 
+def test_the_authors_orthogonal_lstm_is_one_direction_and_orthogonal():
+    """``bidirectional=False`` (their OrthoLSTM): one cell of ``hidden_size`` units, m = hidden_size, every state
+    orthogonal to the mean of the earlier ones; without the projection it is torch's one-direction LSTM."""
+    torch.manual_seed(2)
+    encoder = encoders.OrthogonalLSTMEncoder(input_dim=6, hidden_size=5, bidirectional=False).double()
+    assert len(encoder.cells) == 1 and encoder.output_dim == 5
+    batch = token_batch(SEQS)
+    embedded = torch.randn(len(SEQS), batch["ids"].shape[1], 6, dtype=torch.float64)
+    h = encoder(embedded, batch["mask"], batch["lengths"])
+    assert h.shape[-1] == 5 and torch.all(h[~batch["mask"]] == 0)
+    for row, length in enumerate(batch["lengths"].tolist()):
+        for t in range(1, length):
+            assert abs(F.cosine_similarity(h[row, t], h[row, :t].mean(0), dim=0).item()) < 1e-10
+    plain = encoders.OrthogonalLSTMEncoder(input_dim=6, hidden_size=5, orthogonal=False, bidirectional=False).double()
+    fused = encoders.RNNEncoder(input_dim=6, hidden_size=5, bidirectional=False).double()
+    with torch.no_grad():
+        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            getattr(plain.cells[0], name).copy_(getattr(fused.rnn, f"{name}_l0"))
+    torch.testing.assert_close(
+        plain(embedded, batch["mask"], batch["lengths"]), fused(embedded, batch["mask"], batch["lengths"])
+    )
+    last = h[torch.arange(len(SEQS)), batch["lengths"] - 1]
+    torch.testing.assert_close(encoder.summarize(h, batch["mask"], batch["lengths"]), last)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        partial(encoders.OrthogonalLSTMEncoder, hidden_size=5, bidirectional=False, random_initial_state=True),
+        partial(encoders.RNNEncoder, hidden_size=5, bidirectional=False, random_initial_state=True),
+        partial(encoders.RNNEncoder, hidden_size=5, random_initial_state=True),
+    ],
+)
+def test_a_random_initial_state_in_training_and_zeros_in_eval(make):
+    """As Mohankumar et al.'s code, each training pass starts from a fresh random state (two passes differ, and
+    differ from the zero start); in eval mode the start is zeros, so every test sees one deterministic model."""
+    torch.manual_seed(3)
+    encoder = make(input_dim=6).double()
+    batch = token_batch(SEQS)
+    embedded = torch.randn(len(SEQS), batch["ids"].shape[1], 6, dtype=torch.float64)
+    args = (embedded, batch["mask"], batch["lengths"])
+    first, second = encoder(*args), encoder(*args)
+    encoder.eval()
+    zero = encoder(*args)
+    assert not torch.allclose(first, second) and not torch.allclose(first, zero)
+    torch.testing.assert_close(encoder(*args), zero)
+    encoder.random_initial_state = False
+    encoder.train()
+    torch.testing.assert_close(encoder(*args), zero)  # no dropout inside: train mode from zeros is eval's
+
+
+def test_the_random_initial_state_is_xavier_uniform_of_a_one_by_batch_by_hidden_tensor():
+    """Their ``xavier_uniform(torch.empty(1, B, H))``: fan_in = B·H, fan_out = H, so U(−a, a), a = √(6/(B·H + H))."""
+    torch.manual_seed(4)
+    like = torch.zeros(64, 3, 2)
+    state = torch.stack([encoders.xavier_initial_state(like, 32) for _ in range(50)])
+    bound = math.sqrt(6 / (64 * 32 + 32))
+    assert state.shape == (50, 64, 32)
+    assert state.abs().max() <= bound and state.abs().max() > 0.99 * bound
+    assert state.std().item() == pytest.approx(bound / math.sqrt(3), rel=0.02)
+
+
+def test_mohankumar_sweep_runs_the_authors_one_direction_lstms(make_cfg):
+    """``sweep=mohankumar`` compares their three LSTMs as their code builds them (one direction of 256 units, a
+    random start in training); the bidirectional 2 × 128 ones stay as labelled variants."""
+    from omegaconf import OmegaConf
+
+    encoders_swept = str(OmegaConf.load("sweeps/mohankumar.yaml").hydra.sweeper.params.encoder).split(",")
+    assert encoders_swept == ["vanilla_lstm", "orthogonal_lstm", "diversity_lstm"]
+    for name in encoders_swept:
+        cfg = make_cfg(f"encoder={name}").encoder
+        assert (cfg.hidden_size, cfg.bidirectional, cfg.random_initial_state) == (256, False, True)
+    assert make_cfg("encoder=diversity_lstm").encoder.conicity_weight == 0.5
+    for name in ("orthogonal_bilstm", "diversity_bilstm"):
+        cfg = make_cfg(f"encoder={name}").encoder
+        assert (cfg.hidden_size, cfg.bidirectional) == (128, True) and not cfg.get("random_initial_state", False)
+
+
 def test_pair_models_orthogonalise_the_passage_only():
     model = PairAttentionClassifier(
         vocab_size=30,
@@ -189,7 +267,9 @@ def test_objectives_refuse_models_without_a_state_per_token():
     "options, logged",
     [
         (["encoder=orthogonal_lstm", "encoder.hidden_size=4"], None),
+        (["encoder=orthogonal_bilstm", "encoder.hidden_size=4"], None),
         (["encoder=diversity_lstm", "encoder.hidden_size=4"], "train/conicity_penalty"),
+        (["encoder=diversity_bilstm", "encoder.hidden_size=4"], "train/conicity_penalty"),
         (["encoder.hidden_size=4", "training.word_tying.weight=0.5"], "train/word_tying_loss"),
     ],
 )

@@ -23,8 +23,8 @@ def run(encoder: str, seed: int, acc: float, conicity: float | None, dataset: st
 
 def test_groups_by_dataset_and_lstm_with_mean_and_seed_std(tmp_path):
     runs = [
-        run("lstm", 1, 0.80, 0.70),
-        run("lstm", 2, 0.82, 0.72),
+        run("vanilla_lstm", 1, 0.80, 0.70),
+        run("vanilla_lstm", 2, 0.82, 0.72),
         run("diversity_lstm", 1, 0.79, 0.20),
         run("diversity_lstm", 2, 0.81, 0.16),
         run("diversity_lstm", 3, 0.80, 0.18),
@@ -33,12 +33,12 @@ def test_groups_by_dataset_and_lstm_with_mean_and_seed_std(tmp_path):
         run("lstm", 1, 0.6, 0.9, model="han"),  # no state per token
     ]
     frame = mohankumar.comparison_table(runs).set_index("encoder")
-    assert list(frame.index) == ["diversity_lstm", "lstm", "orthogonal_lstm"]
+    assert list(frame.index) == ["diversity_lstm", "orthogonal_lstm", "vanilla_lstm"]
     assert frame.loc["diversity_lstm", "seeds"] == 3
     assert frame.loc["diversity_lstm", "conicity ↓"] == pytest.approx(0.18)
     assert frame.loc["diversity_lstm", "conicity ↓ std"] == pytest.approx(np.std([0.20, 0.16, 0.18], ddof=1))
-    assert frame.loc["lstm", "accuracy"] == pytest.approx(0.81)
-    assert frame.loc["lstm", "τ(attention, gradient) ↑"] == pytest.approx(0.15)
+    assert frame.loc["vanilla_lstm", "accuracy"] == pytest.approx(0.81)
+    assert frame.loc["vanilla_lstm", "τ(attention, gradient) ↑"] == pytest.approx(0.15)
     assert np.isnan(frame.loc["orthogonal_lstm", "conicity ↓"])
     assert np.isnan(frame.loc["orthogonal_lstm", "accuracy std"])  # one seed: no spread
     shown = mohankumar.comparison_display(frame.reset_index()).set_index("encoder")
