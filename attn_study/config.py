@@ -177,6 +177,7 @@ SCHEMA: dict[str, dict[str, Callable]] = {
         "shuffle_labels": boolean,
         "num_workers": integer(0),
         "rnn_hidden_size": integer(1),
+        "cnn_filters": integer(1),
         "decoder_dim": integer(1),
         "embedding_dim": integer(1),
     },

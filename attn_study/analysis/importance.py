@@ -76,29 +76,35 @@ def rows_of(batch: dict, rows: torch.Tensor, width: int | None = None) -> dict:
     return sub
 
 
-def equal_length_chunks(lengths: torch.Tensor, chunk_size: int | None = None) -> list[torch.Tensor]:
-    """Indices of ``lengths`` in chunks of one length each (at most ``chunk_size``), shortest first.
+def equal_length_chunks(lengths: torch.Tensor, chunk_size: int | None = None, slack: float = 0.0) -> list[torch.Tensor]:
+    """Indices of ``lengths`` in chunks of similar length (at most ``chunk_size``), shortest first: a chunk holds
+    lengths from its shortest L up to (1 + ``slack``)·L; with ``slack=0``, one length each (no padding at all).
 
-    A chunk of one length has no padding: the encoder does no work on it, and a recurrent encoder runs
-    torch's fused kernels (differentiating a packed batch of mixed lengths costs a full-size slice gradient
-    per time step, O(T²) of the time)."""
+    The chunks bound the padding an encoder runs over (at most ``slack`` of a chunk's tokens): padding never
+    changes a real position's value (the encoders' contract), only costs time."""
     order = torch.argsort(lengths, stable=True)
-    values, counts = torch.unique_consecutive(lengths[order], return_counts=True)
-    chunks = []
-    for rows in torch.split(order, counts.tolist()):
-        step = len(rows) if chunk_size is None else max(int(chunk_size), 1)
-        chunks += list(torch.split(rows, step))
+    ordered = lengths[order].tolist()
+    chunks, start = [], 0
+    step = len(ordered) if chunk_size is None else max(int(chunk_size), 1)
+    for end in range(1, len(ordered) + 1):
+        if end == len(ordered) or ordered[end] > ordered[start] * (1 + slack) or end - start == step:
+            chunks.append(order[start:end])
+            start = end
     return chunks
 
 
+#: padding allowed in a gradient method's chunks (``by_length``): a length-bucketed batch is one or two chunks
+GRADIENT_SLACK = 0.125
+
+
 def by_length(batch: dict, compute) -> list[torch.Tensor]:
-    """``compute(rows, sub_batch)`` on the batch's instances grouped by length (``equal_length_chunks``: no
-    padding), its results put back in the batch's order: each (n, L) result as (B, T) with 0 beyond L, each (n,)
-    as (B,)."""
+    """``compute(rows, sub_batch)`` on the batch's instances in chunks of similar length (``equal_length_chunks``
+    with ``GRADIENT_SLACK``: little padding, full-size matrix products), each cut to its longest text, the
+    results put back in the batch's order: each (n, L) result as (B, T) with 0 beyond L, each (n,) as (B,)."""
     out: list[torch.Tensor] = []
     t = batch["mask"].shape[1]
-    for rows in equal_length_chunks(batch["lengths"]):
-        width = int(batch["lengths"][rows[0]])
+    for rows in equal_length_chunks(batch["lengths"], slack=GRADIENT_SLACK):
+        width = int(batch["lengths"][rows].max())
         results = [r.detach() for r in compute(rows, rows_of(batch, rows, width))]
         if not out:
             out = [r.new_zeros((len(batch["lengths"]), t) if r.dim() == 2 else len(batch["lengths"])) for r in results]
@@ -312,7 +318,7 @@ def deletion_probabilities(model, batch: dict, chunk_size: int = 512):
     elif shortcuts and isinstance(encoder, CNNEncoder):
         deleted = _loo_convolution(model, batch, inst, pos, src, chunk_size)
     elif shortcuts and _one_layer_rnn(encoder) and _encodes_embeddings(model) and not model.training:
-        deleted = _loo_recurrent(model, batch, inst, pos, src, chunk_size)
+        deleted = _loo_recurrent(model, batch, inst, pos, chunk_size)
     else:  # the deletions of one length together (no padding), as the model sees them: a sequence one shorter
         deleted = None
         for rows in equal_length_chunks(batch["lengths"][inst], chunk_size):
@@ -449,11 +455,16 @@ def _lstm_cells(rnn, embedded, hidden, mask, reverse: bool) -> torch.Tensor:
     return cells
 
 
-def _loo_recurrent(model, batch, inst, pos, src, chunk_size):
+def _loo_recurrent(model, batch, inst, pos, chunk_size):
     """As a full re-run, for a one-layer (bidirectional) LSTM or GRU: deleting token p leaves the forward
     direction's states before p, and the backward direction's after it, as they were; the forward direction
     is run over the tokens after p from its state at p − 1 (c recovered by :func:`_lstm_cells`), the backward
-    one over the tokens before p, in reverse, from its state at p + 1."""
+    one over the tokens before p, in reverse, from its state at p + 1.
+
+    The deletions of one position p run together (at most ``chunk_size`` at a time; results in the given order):
+    every row then reads exactly p tokens backward and the rest of its text forward, and its new states are the
+    original ones with the re-run ones beside them (slices, no scatter) — the L(L − 1) recurrent steps per
+    instance that exact deletions need, and little else."""
     enc = model.encode(batch)
     rnn = model.encoder.rnn
     size, directions = rnn.hidden_size, 2 if rnn.bidirectional else 1
@@ -464,37 +475,46 @@ def _loo_recurrent(model, batch, inst, pos, src, chunk_size):
     for d in range(directions):
         h = enc.hidden[..., d * size : (d + 1) * size]
         c = _lstm_cells(rnn, enc.embedded, h, real, reverse=d == 1) if isinstance(rnn, nn.LSTM) else None
-        states.append((h, c))
-    results = []
-    for s in range(0, len(inst), chunk_size):
-        i, p = inst[s : s + chunk_size], pos[s : s + chunk_size]
-        new_len = enc.lengths[i] - 1
-        width = int(new_len.max())
-        new_mask = positions[None, :width] < new_len[:, None]
-        hidden = enc.hidden[i[:, None], src[p, :width]] * new_mask.unsqueeze(-1)  # every state where it was
-        for d in range(directions):
-            # forward: the tokens after p, from the state at p − 1; backward: those before p, from the state at p + 1
-            count = new_len - p if d == 0 else p
-            start = p - 1 if d == 0 else p + 1
-            rows = (count > 0).nonzero(as_tuple=True)[0]
-            if len(rows) == 0:
-                continue
-            k = torch.arange(int(count[rows].max()), device=i.device)
-            read = p[rows, None] + 1 + k[None, :] if d == 0 else p[rows, None] - 1 - k[None, :]  # original positions
-            valid = k[None, :] < count[rows, None]
-            inputs = enc.embedded[i[rows, None], read.clamp(0, t_max - 1)] * valid.unsqueeze(-1)
-            inside = (start[rows] >= 0) & (start[rows] < enc.lengths[i[rows]])
-            first = [
-                x[i[rows], start[rows].clamp(0, t_max - 1)] * inside.unsqueeze(-1) for x in states[d] if x is not None
-            ]
-            out = run_direction(rnn, d == 1, inputs, first)  # each row read from its first item
-            target = read - (1 if d == 0 else 0)  # the new positions: one less after the deletion
-            r, j = valid.nonzero(as_tuple=True)
-            hidden[rows[r], target[r, j], d * size : (d + 1) * size] = out[r, j]
-        scores = model.scorer(hidden, None if enc.query is None else enc.query[i])
-        attended_after = enc.mask[i[:, None], src[p, :width]] & new_mask  # boundary tokens stay unattended
-        results.append(_output_from_states(model, enc, i, hidden, scores, attended_after))
-    return torch.cat(results)
+        states.append(tuple(x for x in (h, c) if x is not None))
+    order = torch.argsort(pos, stable=True)
+    values, counts = torch.unique_consecutive(pos[order], return_counts=True)
+    deleted = None
+    for p, group in zip(values.tolist(), torch.split(order, counts.tolist())):
+        for rows in torch.split(group, max(int(chunk_size), 1)):
+            i = inst[rows]
+            hidden = enc.hidden.new_empty(len(i), t_max - 1, enc.hidden.shape[-1])  # the text without token p
+            _forward_after(rnn, enc, states[0], i, p, hidden[..., :size])
+            if directions == 2:
+                _backward_before(rnn, enc, states[1], i, p, hidden[..., size:])
+            new_mask = positions[None, : t_max - 1] < (enc.lengths[i] - 1)[:, None]
+            attended_after = torch.cat([enc.mask[i, :p], enc.mask[i, p + 1 :]], 1) & new_mask  # boundary tokens: no
+            scores = model.scorer(hidden, None if enc.query is None else enc.query[i])
+            probs = _output_from_states(model, enc, i, hidden, scores, attended_after)
+            if deleted is None:
+                deleted = probs.new_empty((len(inst), probs.shape[1]))
+            deleted[rows] = probs
+    return deleted
+
+
+def _forward_after(rnn, enc, states, i, p: int, out: torch.Tensor) -> None:
+    """Writes into ``out`` (n, T − 1, H) the forward direction's states of instances ``i`` with token p deleted:
+    the original ones before p, then the tokens after p read from the state at p − 1 (zeros for p = 0). Rows
+    shorter than the batch read padding at their end, which changes none of their real states."""
+    out[:, :p] = enc.hidden[i, :p, : rnn.hidden_size]
+    if p + 1 < enc.mask.shape[1]:
+        start = tuple(x[i, p - 1] for x in states) if p > 0 else None
+        out[:, p:] = run_direction(rnn, False, enc.embedded[i, p + 1 :], start)
+
+
+def _backward_before(rnn, enc, states, i, p: int, out: torch.Tensor) -> None:
+    """Writes into ``out`` (n, T − 1, H) the backward direction's states of instances ``i`` with token p
+    deleted: the tokens before p read in reverse from the state at p + 1 (zeros where p is the text's last
+    token), then the original ones after p."""
+    out[:, p:] = enc.hidden[i, p + 1 :, rnn.hidden_size :]
+    if p > 0:
+        inside = ((p + 1) < enc.lengths[i]).unsqueeze(-1).to(out.dtype)
+        start = tuple(x[i, min(p + 1, enc.mask.shape[1] - 1)] * inside for x in states)
+        out[:, :p] = run_direction(rnn, True, enc.embedded[i, :p].flip(1), start).flip(1)
 
 
 def _embedding_forward(model, batch: dict, target: torch.Tensor | None = None):
