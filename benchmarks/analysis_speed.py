@@ -41,7 +41,7 @@ import torch
 
 from attn_study.analysis import importance
 
-FAMILIES = ("faithfulness", "jain_wallace")
+FAMILIES = ("faithfulness", "jain_wallace")  # the default of --families; any family of the registry can be named
 
 
 def analysis_for(run_dir: Path, family: str):
@@ -120,19 +120,19 @@ class Counter:
             return wrapped
 
         def direction(original):  # leave-one-out's one-direction re-runs of a recurrent encoder
-            def wrapped(rnn, reverse, inputs, lengths, state):
+            def wrapped(rnn, reverse, inputs, state=None, layer=0):
                 self.count("one-direction runs")
-                self.count("tokens run in one direction", int(lengths.sum()))
-                return original(rnn, reverse, inputs, lengths, state)
+                self.count("tokens run in one direction", int(inputs.shape[0] * inputs.shape[1]))
+                return original(rnn, reverse, inputs, state, layer)
 
             return wrapped
 
-        self._patch(importance, "_run_direction", direction)
+        self._patch(importance, "run_direction", direction)
         self._patch(self.model, "decode_many", decode_many)
         self._patch(torch.autograd, "grad", backward)
         self._patch(torch.Tensor, "backward", backward)
-        module, functions = LABELLED[self.family]
-        module = importlib.import_module(module)
+        module, functions = LABELLED.get(self.family, (None, []))
+        module = importlib.import_module(module) if module else None
         for name, label in functions:
 
             def labelled(original, label=label):
