@@ -15,7 +15,7 @@ from attn_study.analysis.importance import ImportanceOptions, predict
 from attn_study.errors import UserError
 from attn_study.models import attention, encoders
 from attn_study.roar import job, masking, scores
-from tests.helpers import token_batch, tiny_model
+from tests.helpers import tiny_model, token_batch
 
 
 @pytest.mark.parametrize(
@@ -154,12 +154,14 @@ def test_a_recursive_step_builds_on_the_job_one_step_below(tmp_path):
     """Steps of 0.1: the job at 0.2 builds on 0.1 (0.2 − 0.1 in floats is 0.1 exactly; 0.3 − 0.1 is not 0.2); the
     job at 0.4 finds no job at 0.3 and is refused, though 0.2 is below it; without a step it takes 0.2."""
     sweep = _sweep(tmp_path)
-    assert job.resolve_source(_cfg(0.2, 0.1), sweep / "roar.fraction=0.2,seed=13") == sweep / "roar.fraction=0.1,seed=13"
-    assert job.resolve_source(_cfg(0.1, 0.1), sweep / "roar.fraction=0.1,seed=13") == sweep / "roar.fraction=0,seed=13"
+
+    def source(fraction, step):
+        return job.resolve_source(_cfg(fraction, step), sweep / f"roar.fraction={fraction},seed=13").name
+
+    assert source(0.2, 0.1) == "roar.fraction=0.1,seed=13" and source(0.1, 0.1) == "roar.fraction=0,seed=13"
     with pytest.raises(UserError, match=r"roar.fraction=0.3 \(one roar.step=0.1 below"):
-        job.resolve_source(_cfg(0.4, 0.1), sweep / "roar.fraction=0.4,seed=13")
-    assert job.resolve_source(_cfg(0.4, None), sweep / "roar.fraction=0.4,seed=13") == sweep / "roar.fraction=0.2,seed=13"
-    assert job.resolve_source(_cfg(0.4, 0.2), sweep / "roar.fraction=0.4,seed=13") == sweep / "roar.fraction=0.2,seed=13"
+        source(0.4, 0.1)
+    assert source(0.4, None) == "roar.fraction=0.2,seed=13" and source(0.4, 0.2) == "roar.fraction=0.2,seed=13"
 
 
 @pytest.mark.parametrize(
