@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 import torch
@@ -131,37 +129,7 @@ def test_the_gold_labels_importance_is_the_gold_classs():
         scores.one_hot_gradient_norm(torch.nn.Linear(2, 2), batch, torch.tensor([gold]))
 
 
-# -- the step: each recursive step's source one step below ---------------------------------------------------------
-
-JOBS = {
-    f"roar.fraction={k},seed=13": [f"roar.fraction={k}", "seed=13", "sweep=roar"] for k in ("0", "0.1", "0.2", "0.4")
-}
-
-
-def _sweep(tmp_path):
-    (tmp_path / "sweep.json").write_text(json.dumps({"jobs": JOBS}))
-    for name, overrides in JOBS.items():
-        (tmp_path / name / ".hydra").mkdir(parents=True)
-        (tmp_path / name / ".hydra" / "overrides.yaml").write_text("\n".join(f"- {o}" for o in overrides))
-    return tmp_path
-
-
-def _cfg(fraction, step):
-    return OmegaConf.create({"roar": {"fraction": fraction, "recursive": True, "source": None, "step": step}})
-
-
-def test_a_recursive_step_builds_on_the_job_one_step_below(tmp_path):
-    """Steps of 0.1: the job at 0.2 builds on 0.1 (0.2 − 0.1 in floats is 0.1 exactly; 0.3 − 0.1 is not 0.2); the
-    job at 0.4 finds no job at 0.3 and is refused, though 0.2 is below it; without a step it takes 0.2."""
-    sweep = _sweep(tmp_path)
-
-    def source(fraction, step):
-        return job.resolve_source(_cfg(fraction, step), sweep / f"roar.fraction={fraction},seed=13").name
-
-    assert source(0.2, 0.1) == "roar.fraction=0.1,seed=13" and source(0.1, 0.1) == "roar.fraction=0,seed=13"
-    with pytest.raises(UserError, match=r"roar.fraction=0.3 \(one roar.step=0.1 below"):
-        source(0.4, 0.1)
-    assert source(0.4, None) == "roar.fraction=0.2,seed=13" and source(0.4, 0.2) == "roar.fraction=0.2,seed=13"
+# -- the step (its sweep job one step below: tests/roar/test_source.py) and the options' checks ---------------------
 
 
 @pytest.mark.parametrize(
