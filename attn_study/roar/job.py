@@ -6,7 +6,10 @@ and applied to every split before the model is built.
 - ``roar.recursive=true`` (Madsen et al.): the source is the previous step (a ROAR run at a smaller fraction,
   or the unmasked run); this run keeps the source's masks and masks more by the source model's importance.
 - ``roar.source=null``: a sweep job's source is the job of the same sweep (its ``sweep.json``) whose overrides
-  are this job's but ``roar.fraction`` — 0 (ROAR), or the largest fraction below this one (recursive).
+  are this job's but ``roar.fraction`` — 0 (ROAR), or the one at k − ``roar.step`` (recursive; with
+  ``roar.step=null``, the largest fraction below this one).
+- ``roar.label``, ``roar.gradient`` (``scores.py``) and ``roar.rounding`` (``masking.py``): the conventions that
+  change which tokens are masked; ``roar=recursive`` defaults to Madsen et al.'s.
 
 The masks are a function of the source's model, the method and the seed: a relaunch reuses the file while the
 source is the same finished run (its path and finishing time), and a finished ROAR run is read back from it.
@@ -28,7 +31,7 @@ from attn_study import layout, saved
 from attn_study.data.example import SPLITS
 from attn_study.errors import UserError
 from attn_study.io import atomic_open, read_json
-from attn_study.roar import masking
+from attn_study.roar import masking, scores
 from attn_study.sweep import state
 from attn_study.sweep.naming import SWEEP_RECORD, changes_results, override_key
 
@@ -60,7 +63,14 @@ def prepare(cfg: DictConfig, datamodule, run_dir: str | Path, load) -> dict | No
     method, fraction = str(roar.method), float(roar.fraction)
     if method not in methods():
         raise UserError(f"roar.method={method}: no such importance method; choose from {methods()}")
-    described = {"method": method, "fraction": fraction, "recursive": bool(roar.recursive), "token": str(roar.token)}
+    chosen = check_conventions(roar)
+    described = {
+        "method": method,
+        "fraction": fraction,
+        "recursive": bool(roar.recursive),
+        "token": str(roar.token),
+        **chosen,
+    }
     if fraction == 0:
         return {**described, "source": None, "masked_share": dict.fromkeys(SPLITS, 0.0)}
     data = datamodule.data
@@ -95,6 +105,42 @@ def prepare(cfg: DictConfig, datamodule, run_dir: str | Path, load) -> dict | No
     }
 
 
+def conventions(roar) -> dict:
+    """``roar``'s conventions (``conf/roar/``), with the values a config written before they existed meant."""
+    step = roar.get("step")
+    return {
+        "label": str(roar.get("label") or "predicted"),
+        "gradient": str(roar.get("gradient") or "jain_wallace"),
+        "rounding": str(roar.get("rounding") or "half_up"),
+        "step": None if step is None else float(step),
+    }
+
+
+def check_conventions(roar) -> dict:
+    """:func:`conventions`, each refused in one line unless it is one of its choices; ``roar.step`` only for
+    recursive ROAR, and ``roar.fraction`` a whole number of steps."""
+    out = conventions(roar)
+    for name, allowed in (
+        ("label", scores.LABELS),
+        ("gradient", scores.GRADIENTS),
+        ("rounding", masking.ROUNDINGS),
+    ):
+        if out[name] not in allowed:
+            raise UserError(f"roar.{name}={out[name]}: choose from {list(allowed)}")
+    step, fraction = out["step"], float(roar.fraction)
+    if step is not None:
+        if not roar.recursive:
+            raise UserError(f"roar.step={step:g}: a step is recursive ROAR's (roar=recursive); leave it null for ROAR")
+        if not 0 < step <= 1:
+            raise UserError(f"roar.step={step:g}: give a share in (0, 1], or null (any smaller fraction)")
+        if abs(fraction / step - round(fraction / step)) > 1e-6:
+            raise UserError(
+                f"roar.fraction={fraction:g} is not a whole number of roar.step={step:g} steps (recursive ROAR steps "
+                f"{step:g}, {2 * step:g}, ...); choose such a fraction, or set roar.step=null"
+            )
+    return out
+
+
 def summary_keys(described: dict | None) -> dict:
     """The run's ``summary.json`` keys of its masking: ``data/masked_share/<split>``."""
     if not described:
@@ -108,11 +154,15 @@ def _settings(cfg: DictConfig, source: Path) -> dict:
     status = state.read_status(source)
     source_cfg = saved.run_config(source)
     source_roar = source_cfg.get("roar") or {}
+    chosen = conventions(roar)
     return {
         "method": str(roar.method),
         "fraction": float(roar.fraction),
         "recursive": bool(roar.recursive),
         "token": str(roar.token),
+        "label": chosen["label"],
+        "gradient": chosen["gradient"],
+        "rounding": chosen["rounding"],
         "ig_steps": int(roar.ig_steps),
         "seed": int(cfg.seed),
         "source": str(source.resolve()),
@@ -153,13 +203,19 @@ def resolve_source(cfg: DictConfig, run_dir: str | Path) -> Path:
         other = theirs.pop("roar.fraction", None)
         if other is not None and theirs == mine:
             steps[float(other)] = name
-    below = [f for f in steps if f < fraction]
-    wanted = (max(below) if below else None) if roar.recursive else 0.0
+    step = conventions(roar)["step"]
+    if not roar.recursive:
+        wanted, says = 0.0, "zero roar.fraction"
+    elif step is not None:  # the job one step below, matched to float precision (0.3 − 0.1 is 0.19999999999999998)
+        wanted = next((f for f in steps if abs(f - (fraction - step)) < 1e-9), round(fraction - step, 9))
+        says = f"roar.fraction={wanted:g} (one roar.step={step:g} below this job's {fraction:g})"
+    else:
+        below = [f for f in steps if f < fraction]
+        wanted, says = (max(below) if below else None), "a smaller roar.fraction"
     if wanted not in steps:
         raise UserError(
-            f"roar.source is not set and this sweep has no job with {'a smaller' if roar.recursive else 'zero'} "
-            f"roar.fraction and otherwise this job's overrides: add roar.fraction={'0,' if not below else ''}… to "
-            "the sweep, or give roar.source"
+            f"roar.source is not set and this sweep has no job with {says} and otherwise this job's overrides: add "
+            "that roar.fraction to the sweep, or give roar.source"
         )
     return run_dir.parent / steps[wanted]
 
@@ -206,6 +262,12 @@ def compute(cfg: DictConfig, datamodule, run_dir, source: Path, settings: dict, 
             f"roar.source={source} is masked at roar.fraction={before:g}, not below this step's "
             f"{float(roar.fraction):g}; give the previous step's run"
         )
+    step = conventions(roar)["step"]
+    if roar.recursive and step is not None and abs(before - (float(roar.fraction) - step)) > 1e-9:
+        raise UserError(
+            f"roar.source={source} is masked at roar.fraction={before:g}, and with roar.step={step:g} this step's "
+            f"source is the run at {float(roar.fraction) - step:g}; give that run, or set roar.step=null"
+        )
     data = datamodule.data
     earlier = (
         _masks_by_position(read_json(masks_file(source)), data, masks_file(source))
@@ -236,8 +298,9 @@ def _device(cfg: DictConfig) -> torch.device:
 
 def score_and_choose(loaded, cfg: DictConfig, settings: dict, data) -> dict[str, list]:
     """Per split, the positions this step masks in each instance (``masking.choose``), scored by the source's
-    model on the source's data (the same as this run's, masked as the source was)."""
-    from attn_study.analysis.importance import ImportanceOptions, importance, predict, token_mask
+    model on the source's data (the same as this run's, masked as the source was), for the class and with the
+    gradient ``settings`` name (``scores.scores``)."""
+    from attn_study.analysis.importance import ImportanceOptions, token_mask
 
     roar = cfg.roar
     method, fraction, seed = settings["method"], settings["fraction"], settings["seed"]
@@ -256,23 +319,21 @@ def score_and_choose(loaded, cfg: DictConfig, settings: dict, data) -> dict[str,
         for batch in loaded.datamodule.loader(split, batch_size=int(roar.batch_size)):
             batch = {k: v.to(device) for k, v in batch.items()}
             if method == TRUTH:
-                scores = batch["rationale"].double()
-            elif method == "random":  # the model plays no part: no forward pass
-                scores, _ = importance(method, model, batch, None, None, options)
+                values = batch["rationale"].double()
             else:
-                _, alpha, probs = predict(model, batch)
-                scores, _ = importance(method, model, batch, alpha, probs, options)
+                values = scores.scores(method, model, batch, settings["label"], settings["gradient"], options)
             text = token_mask(batch)
             eligible = (text & (batch["ids"] != token_id)).cpu().numpy()
-            scores, text = scores.detach().double().cpu().numpy(), text.cpu().numpy()
+            values, text = values.detach().double().cpu().numpy(), text.cpu().numpy()
             for r, (index, length) in enumerate(zip(batch["index"].tolist(), batch["lengths"].tolist())):
                 chosen[index] = masking.choose(
-                    scores[r, :length],
+                    values[r, :length],
                     eligible[r, :length],
                     int(text[r, :length].sum() - eligible[r, :length].sum()),
                     int(text[r, :length].sum()),
                     fraction,
                     masking.tie_keys(seed, split, index, length),
+                    settings["rounding"],
                 )
         out[split] = chosen
     return out

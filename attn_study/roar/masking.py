@@ -1,9 +1,11 @@
 """Which tokens a ROAR step masks, and the masks applied to a processed dataset.
 
 Per instance with n text tokens (``<sos>``/``<eos>`` never count and are never masked) and m of them masked
-already (recursive ROAR: by the earlier steps), a step at fraction k masks ``round(k n) − m`` more (round half
-up; none when that is ≤ 0): the unmasked text tokens with the highest scores, exact ties broken by a uniform
-key drawn from (seed, split, instance index), so the masks are a function of the scores and the seed alone.
+already (recursive ROAR: by the earlier steps), a step at fraction k leaves ``[k n]`` masked, so it masks
+``[k n] − m`` more (none when that is ≤ 0): the unmasked text tokens with the highest scores, exact ties broken by a
+uniform key drawn from (seed, split, instance index), so the masks are a function of the scores and the seed alone.
+``[k n]`` is ``roar.rounding``'s: ``half_up`` (round(k n), halves up) or ``floor`` (⌊k n⌋, Madsen et al.'s code:
+``int(k/100 · n)`` of the n unpadded text tokens).
 """
 
 from __future__ import annotations
@@ -19,9 +21,13 @@ from attn_study.errors import DataError
 STREAM = 0x40A2
 
 
-def masked_count(fraction: float, n: int) -> int:
-    """round(k n), halves up: how many of an instance's n text tokens a step at fraction k leaves masked."""
-    return int(math.floor(fraction * n + 0.5 + 1e-9))
+ROUNDINGS = ("half_up", "floor")
+
+
+def masked_count(fraction: float, n: int, rounding: str = "half_up") -> int:
+    """How many of an instance's n text tokens a step at fraction k leaves masked: round(k n) with halves up
+    (``half_up``), or ⌊k n⌋ (``floor``); 1e-9 absorbs k n's float error (0.1 · 30 = 3.0000000000000004)."""
+    return int(math.floor(fraction * n + (0.5 if rounding == "half_up" else 0.0) + 1e-9))
 
 
 def tie_keys(seed: int, split: str, index: int, size: int) -> np.ndarray:
@@ -30,11 +36,17 @@ def tie_keys(seed: int, split: str, index: int, size: int) -> np.ndarray:
 
 
 def choose(
-    scores: np.ndarray, eligible: np.ndarray, already: int, n_text: int, fraction: float, keys: np.ndarray
+    scores: np.ndarray,
+    eligible: np.ndarray,
+    already: int,
+    n_text: int,
+    fraction: float,
+    keys: np.ndarray,
+    rounding: str = "half_up",
 ) -> np.ndarray:
-    """The positions to mask in one instance: the ``round(k n) − already`` eligible positions with the highest
+    """The positions to mask in one instance: the ``[k n] − already`` eligible positions with the highest
     ``scores`` (NaN lowest), ties by the lowest ``keys``; sorted."""
-    wanted = max(masked_count(fraction, n_text) - already, 0)
+    wanted = max(masked_count(fraction, n_text, rounding) - already, 0)
     candidates = np.flatnonzero(eligible)
     if wanted == 0 or len(candidates) == 0:
         return np.zeros(0, dtype=np.int64)

@@ -253,6 +253,7 @@ def trained(tmp_path_factory):
         "analysis=[faithfulness]",
         "analysis.faithfulness.ig_steps=8",
         "analysis.faithfulness.tests=[removal,rationale,soft,auc_tp]",
+        "analysis.faithfulness.auc_tp_classes=predicted",  # the signed methods' class sums are 0 (issue 38 §7)
         "logger=csv",
     )
     return run, run_job(cfg, run)
@@ -354,7 +355,7 @@ def test_every_curve_and_rationale_score_equals_its_definition_instance_by_insta
     methods = ["attention", "gradient", "input_x_gradient", "loo"]
     with analysis_mode(model):
         frame = (
-            Faithfulness(batch_size=2, methods=methods)
+            Faithfulness(batch_size=2, methods=methods, hard_rationale_k="oracle")
             .measure(model, data, "test", np.arange(len(texts)), ["removal", "rationale"])
             .frame.set_index("index")
         )
@@ -404,7 +405,7 @@ def test_rankings_left_to_the_tie_break_are_counted_and_iou_f1_has_its_interval(
     model = tiny_model(scorer=attention.UniformScorer, double=True)
     texts = [[5, 6, 7, 8], [9, 10], [11], [12, 13, 14, 15, 16]]
     batch = collate([{"index": i, "ids": t, "label": 0, "rationale": (0,)} for i, t in enumerate(texts)], num_classes=2)
-    analysis = Faithfulness(methods=["attention", "gradient"], fractions=[0.5])
+    analysis = Faithfulness(methods=["attention", "gradient"], fractions=[0.5], hard_rationale_k="oracle")
     with analysis_mode(model):
         measured = analysis.measure(model, StubData(batch), "test", np.arange(4), ["removal", "rationale"])
     summary = analysis.summarise(measured, ["removal", "rationale"])
@@ -564,7 +565,9 @@ def test_soft_and_auc_tp_columns_do_not_depend_on_the_batch():
     batch = collate([{"index": i, "ids": t, "label": i % 3} for i, t in enumerate(texts)], num_classes=3)
     frames = []
     for size in (5, 2, 1):
-        analysis = Faithfulness(batch_size=size, soft_samples=3, methods=["attention", "loo", "random"])
+        analysis = Faithfulness(
+            batch_size=size, soft_samples=3, methods=["attention", "loo", "random"], auc_tp_classes="predicted"
+        )
         with analysis_mode(model):
             data = StubData(batch, 3, serve_order=[3, 0, 4, 2, 1])
             frames.append(
@@ -586,7 +589,7 @@ def test_soft_metrics_and_auc_tp_end_to_end(trained):
             low, mean, high = (summary[f"ff/{method}/{name}/{s}"] for s in ("ci_low", "mean", "ci_high"))
             assert 0 <= low <= mean <= high <= 1, (method, name)
         low, value, high = (summary[f"ff/{method}/auc_tp/{s}"] for s in ("ci_low", "value", "ci_high"))
-        assert 0 <= low <= value <= high <= 1, method
+        assert 0 <= low <= value <= high <= 100, method  # k in percent: Atanasova et al.'s scale
         assert summary[f"ff/{method}/auc_tp/k0"] == summary["ff/random/auc_tp/k0"]  # nothing masked: the model
         assert summary[f"ff/{method}/auc_tp/k100"] == summary["ff/random/auc_tp/k100"]  # everything masked
     assert summary["ff/loo/auc_tp/ci_high"] < summary["ff/random/auc_tp/ci_low"]
@@ -618,3 +621,246 @@ def test_the_report_ranks_soft_metrics_up_and_auc_tp_down(tmp_path):
         cells = dict(zip(columns, (c.strip() for c in row.split("|"))))
         best = cells["method"] == "attention"  # the lowest AUC-TP and the lowest Soft-NC
         assert cells["rank (AUC-TP)"] == ("1" if best else "3") and cells["rank (Soft-NC)"] == ("3" if best else "1")
+
+
+# -- issue 38 §7: the references' conventions (AUC-TP: Atanasova et al.'s code; ERASER's hard rationales) ----------
+
+
+def test_auc_tp_masks_floor_k_n_tokens_counting_the_boundary_tokens():
+    """Atanasova et al. mask int(k · n) of the n tokens, [CLS] and [SEP] counted: with <sos> … <eos> around ten text
+    tokens n = 12, so k = 0.5 masks 6 (⌈k·L⌉: 5) and k = 0.9 masks 10 (⌈k·L⌉: 9), never more than the text; seven
+    tokens without boundary tokens: k = 0.1 masks 0 (⌈k·L⌉: 1), 0.3 masks 2 (3)."""
+    from attn_study.families.faithfulness.callback import masked_counts
+
+    wrapped = token_batch([list(range(4, 14))], boundary=True)
+    plain = token_batch([list(range(4, 11))])
+    for batch, fraction, floor_all, ceil_text in (
+        (wrapped, 0.5, 6, 5),
+        (wrapped, 0.9, 10, 9),
+        (wrapped, 1.0, 10, 10),
+        (wrapped, 0.1, 1, 1),
+        (plain, 0.1, 0, 1),
+        (plain, 0.3, 2, 3),
+        (plain, 0.7, 4, 5),
+    ):
+        assert masked_counts(batch, fraction, "floor_all").item() == floor_all, fraction
+        assert masked_counts(batch, fraction, "ceil_text").item() == ceil_text, fraction
+
+
+def test_auc_tp_with_atanasovas_counts_worked_by_hand():
+    """The closed-form model (only token 7 matters, predicted 1 with it, 0 without): ten text tokens between <sos>
+    and <eos>, the signal ranked last among them, is masked once ⌊k · 12⌋ ≥ 10 — at k = 0.9 and 1 — where ⌈k · 10⌉
+    masks it at k = 1 only; seven tokens, the signal ranked first: ⌊0.1 · 7⌋ = 0 keeps it at k = 0.1."""
+    from attn_study.families.faithfulness.callback import threshold_predictions
+
+    model = one_token_model(20.0, -1.0)
+    fractions = [round(0.1 * k, 1) for k in range(11)]
+    wrapped = token_batch([[3, 4, 5, 6, 8, 9, 10, 11, 12, SIGNAL]], boundary=True)
+    last = {"last": torch.tensor([[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0, 11]])}  # text positions 1..10, the signal at 10
+    floor = threshold_predictions(model, wrapped, last, fractions, count="floor_all")["last"]
+    ceil = threshold_predictions(model, wrapped, last, fractions, count="ceil_text")["last"]
+    assert floor[0].tolist() == [1] * 9 + [0, 0] and ceil[0].tolist() == [1] * 10 + [0]
+    plain = token_batch([[SIGNAL, 3, 4, 5, 6, 8, 9]])
+    first = {"first": torch.arange(7)[None]}
+    assert threshold_predictions(model, plain, first, [0.1], count="floor_all")["first"].tolist() == [[1]]
+    assert threshold_predictions(model, plain, first, [0.1], count="ceil_text")["first"].tolist() == [[0]]
+
+
+def test_auc_tp_is_the_area_with_k_in_percent():
+    """Atanasova et al.'s ``auc(thresholds, scores)`` has the thresholds 0, 10, …, 100: the summary's AUC-TP is 100
+    times the area over k in [0, 1] — here the hand-worked 0.1·(1 + 1/6)/2 + 0.9/6 of ``test_auc_tp_worked_by_hand``
+    (four instances of class 1 predicted 0 from k = 0.1 on, one of class 0 always predicted 0)."""
+    from attn_study.families.faithfulness.callback import Faithfulness
+
+    analysis = Faithfulness(methods=["attention"], tests=["auc_tp"], auc_tp_classes="predicted")
+    columns = {f"attention_tp_k{10 * j}": [1 if j == 0 else 0] * 4 + [0] for j in range(11)}
+    frame = pd.DataFrame({"label": [1, 1, 1, 1, 0], **columns})
+    out = analysis._auc_tp(frame)
+    assert out["ff/attention/auc_tp/value"] == pytest.approx(100 * (0.1 * (1 + 1 / 6) / 2 + 0.9 / 6))
+    assert out["ff/attention/auc_tp/k10"] == pytest.approx(1 / 6)  # the curve stays a macro F1 in [0, 1]
+
+
+def linear_three_class_model():
+    """noenc, uniform attention (no attention parameters), three classes: z = W ē + b, ē the mean embedding, so
+    ∂p_c/∂e_t = p_c (W_c − Σ_k p_k W_k) / n."""
+    return tiny_model(encoders.NoEncoder, scorer=attention.UniformScorer, num_classes=3, double=True, seed=3)
+
+
+def test_class_summed_scores_are_each_classs_scores_summed():
+    """Σ_c |∂p_c/∂e_t · e_t| (gradient) and Σ_c ‖∂p_c/∂e_t‖₂ (grad_norm) against the closed form of the linear
+    three-class model; for two classes, twice the class-1 score; attention explains no class: its own scores."""
+    from attn_study.analysis import importance
+    from attn_study.families.faithfulness.callback import class_summed_scores
+
+    model = linear_three_class_model()
+    text = [4, 9, 13, 17, 21]
+    batch = token_batch([text])
+    emb, n = model.embedding.weight[text], len(text)
+    w, b = model.output.weight, model.output.bias
+    p = torch.softmax(w @ emb.mean(0) + b, 0)
+    directions = [p[c] * (w[c] - (p[:, None] * w).sum(0)) / n for c in range(3)]  # ∂p_c/∂e_t, the same for every t
+    gradient = sum((emb @ d).abs() for d in directions)
+    norms = sum(d.norm() for d in directions).expand(n)
+    got = class_summed_scores("gradient", model, batch, None)[0]
+    np.testing.assert_allclose(got.numpy(), gradient.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(class_summed_scores("grad_norm", model, batch, None)[0].numpy(), norms, rtol=1e-10)
+    alpha = torch.full((1, n), 1 / n, dtype=torch.float64)
+    assert class_summed_scores("attention", model, batch, alpha) is alpha
+    binary = tiny_model(num_classes=2, double=True, seed=2)
+    predicted = importance.gradient_norm_importance(binary, batch, normalise=False)  # of the predicted log-odds
+    summed = class_summed_scores("grad_norm", binary, batch, None)
+    prob = float(predict(binary, batch)[2].max())
+    np.testing.assert_allclose(summed.numpy(), 2 * prob * (1 - prob) * predicted.numpy(), rtol=1e-9)
+
+
+def test_auc_tp_ranks_by_the_class_summed_scores_and_refuses_signed_methods():
+    """With ``auc_tp_classes=sum`` (the default) the AUC-TP predictions are those of the class-summed ranking (here
+    it differs from the predicted class's on a three-class model); a signed method, whose classes' scores sum to 0,
+    is refused in one line."""
+    from attn_study.analysis import importance
+    from attn_study.analysis.callback import analysis_mode
+    from attn_study.analysis.seeding import instance_draws
+    from attn_study.errors import UserError
+    from attn_study.families.faithfulness.callback import (
+        Faithfulness,
+        class_summed_scores,
+        threshold_predictions,
+    )
+    from tests.helpers import StubData
+
+    model = tiny_model(partial(encoders.RNNEncoder, hidden_size=4), num_classes=3, double=True, seed=6)
+    model.output.weight.mul_(3.0)  # confident enough that masking changes predictions
+    model.embedding.weight.mul_(2.0)
+    texts = [
+        [5, 6, 7, 8, 9, 10, 11, 12, 13, 14],
+        [12, 13, 14, 15, 16, 17],
+        [16, 17, 18, 19, 20, 21, 2],
+        [4, 9, 5, 11, 3],
+    ]
+    batch = token_batch(texts, labels=[0, 1, 2, 1])
+    fractions = [round(0.1 * k, 1) for k in range(11)]
+    frames = {}
+    for classes in ("sum", "predicted"):
+        analysis = Faithfulness(methods=["grad_norm"], tests=["auc_tp"], auc_tp_classes=classes)
+        with analysis_mode(model):
+            frames[classes] = analysis.measure(model, StubData(batch, 3), "test", np.arange(4), ["auc_tp"]).frame
+    text = importance.token_mask(batch)
+    tiebreak = instance_draws(batch["index"], batch["mask"], 0, "faithfulness_ties")
+    order = ranking(class_summed_scores("grad_norm", model, batch, None).double(), text, tiebreak)
+    expected = threshold_predictions(model, batch, {"grad_norm": order}, fractions)["grad_norm"]
+    columns = [f"grad_norm_tp_k{10 * j}" for j in range(11)]
+    np.testing.assert_array_equal(frames["sum"][columns].to_numpy(), expected.numpy())
+    assert not np.array_equal(frames["predicted"][columns].to_numpy(), expected.numpy())
+    signed = Faithfulness(methods=["attention", "loo", "integrated_gradients"], tests=["removal", "auc_tp"])
+    with pytest.raises(UserError, match="auc_tp_classes=sum: integrated_gradients, loo score") as err:
+        signed.check_model(model)  # before training
+    assert "\n" not in str(err.value)
+    with pytest.raises(UserError, match="auc_tp_classes=sum"):
+        signed.measure(model, StubData(batch, 3), "test", np.arange(4), ["auc_tp"])
+    Faithfulness(methods=["attention", "loo"], tests=["removal"]).check_model(model)  # no auc_tp: nothing summed
+
+
+def test_hard_rationale_of_another_size_than_the_truth_worked_by_hand():
+    """Truth {0, 3} of six tokens, the ranking 0, 1, 2, …: the top 3 select {0, 1, 2}, one hit — precision 1/3,
+    recall 1/2, token F1 2·1/(3 + 2) = 0.4 (ERASER's instance F1); one selected span [0, 3) against the true spans
+    [0, 1) (IOU 1/3) and [3, 4) (0): no match at 0.5. The top 2 ({0, 1}): F1 1/2, the span [0, 2) matches [0, 1) at
+    IOU 1/2: IOU precision 1, recall 1/2."""
+    truth = torch.tensor([[True, False, False, True, False, False]])
+    text, order = torch.ones_like(truth), torch.arange(6)[None]
+    f1, precision, recall = hard_rationale_scores(order, truth, text, sizes=torch.tensor([3]))
+    assert (f1.item(), precision.item(), recall.item()) == pytest.approx((0.4, 0.0, 0.0))
+    f1, precision, recall = hard_rationale_scores(order, truth, text, sizes=torch.tensor([2]))
+    assert (f1.item(), precision.item(), recall.item()) == pytest.approx((0.5, 1.0, 0.5))
+    assert hard_rationale_scores(order, truth, text)[0].item() == pytest.approx(0.5)  # the oracle: top |truth| = 2
+
+
+def test_the_datasets_k_is_the_train_splits_mean_rationale_share():
+    """Texts of 4 and 10 tokens whose rationales cover 1 and 5 (shares 1/4 and 1/2), one without a rationale and one
+    with an empty one (left out): k_d = 3/8, whether or not <sos>/<eos> wrap the texts; sizes ⌈k_d · L⌉, a count,
+    the oracle."""
+    from types import SimpleNamespace
+
+    from attn_study.families.faithfulness.callback import dataset_rationale_share, hard_rationale_sizes
+
+    for boundary in (False, True):
+        extra = 2 if boundary else 0
+        split = SimpleNamespace(
+            ids=[np.zeros(4 + extra), np.zeros(10 + extra), np.zeros(6 + extra), np.zeros(5 + extra)],
+            rationales=[(1,), (0, 2, 4, 6, 8), None, ()],
+            boundary=boundary,
+        )
+        assert dataset_rationale_share(split) == pytest.approx(3 / 8)
+    assert math.isnan(dataset_rationale_share(SimpleNamespace(ids=[np.zeros(3)], rationales=None, boundary=False)))
+    text = torch.arange(10)[None, :] < torch.tensor([4, 10])[:, None]
+    truth = torch.zeros(2, 10, dtype=torch.bool)
+    truth[0, 1], truth[1, :5] = True, True
+    assert hard_rationale_sizes(text, truth, 3 / 8).tolist() == [2, 4]  # ⌈1.5⌉, ⌈3.75⌉
+    assert hard_rationale_sizes(text, truth, 6).tolist() == [4, 6]
+    assert hard_rationale_sizes(text, truth, "oracle").tolist() == [1, 5]
+
+
+@pytest.mark.parametrize("value", [1.0, 0, -2, "truth", 1.5, True])
+def test_hard_rationale_k_is_checked_in_one_line(value):
+    from attn_study.errors import UserError
+    from attn_study.families.faithfulness.callback import Faithfulness
+
+    with pytest.raises(UserError, match="hard_rationale_k") as err:
+        Faithfulness(hard_rationale_k=value)
+    assert "\n" not in str(err.value)
+    assert Faithfulness(hard_rationale_k=2).hard_rationale_k == 2 and Faithfulness().hard_rationale_k == "dataset"
+
+
+def test_hard_rationales_at_a_fixed_fraction_instance_by_instance():
+    """``hard_rationale_k=0.5``: each instance's hard rationale is its top ⌈L/2⌉ tokens, token F1 2·hits / (⌈L/2⌉ +
+    |truth|), worked out from each method's scores (tests/reference.py), instance by instance."""
+    from attn_study.analysis.callback import analysis_mode
+    from attn_study.data.datamodule import collate
+    from attn_study.families.faithfulness.callback import Faithfulness
+    from tests import reference as ref
+    from tests.helpers import StubData
+
+    model = tiny_model(partial(encoders.RNNEncoder, hidden_size=4), num_classes=3, double=True, seed=5)
+    texts = [[5, 6, 7, 8, 9, 10, 11, 12, 13, 14], [12, 13, 14, 15], [16, 17, 18, 19, 20, 21, 2]]
+    truths = [(1, 4), (0,), (2, 3, 5)]
+    items = [{"index": i, "ids": t, "label": i % 3, "rationale": r} for i, (t, r) in enumerate(zip(texts, truths))]
+    batch = collate(items, num_classes=3)
+    with analysis_mode(model):
+        frame = (
+            Faithfulness(methods=["attention", "loo"], hard_rationale_k=0.5)
+            .measure(model, StubData(batch, 3), "test", np.arange(3), ["rationale"])
+            .frame.set_index("index")
+        )
+    for i, text in enumerate(texts):
+        size = math.ceil(len(text) / 2)
+        assert frame.loc[i, "hard_size"] == size
+        for method, values in (
+            ("attention", ref.attention(model, text)),
+            ("loo", ref.signed_leave_one_out(model, text)),
+        ):
+            hits = len(set(np.argsort(-values, kind="stable")[:size].tolist()) & set(truths[i]))
+            assert frame.loc[i, f"{method}_token_f1"] == pytest.approx(2 * hits / (size + len(truths[i]))), (i, method)
+
+
+def test_the_default_hard_rationale_k_is_the_synthetic_train_splits_share(trained):
+    """End to end (the default ``hard_rationale_k=dataset``): the k recorded is the train split's mean rationale
+    share, and each instance's hard rationale has ⌈k·L⌉ tokens."""
+    from attn_study import assemble
+    from attn_study.families.faithfulness.callback import dataset_rationale_share
+
+    run, summary = trained
+    share = dataset_rationale_share(assemble.load(run).datamodule.split("train"))
+    assert 0 < share < 0.5 and summary["ff/rationale/hard_k"] == pytest.approx(share)
+    frame = pd.read_parquet(run / "analysis" / "faithfulness" / "instances.parquet")
+    np.testing.assert_array_equal(frame["hard_size"], np.ceil(frame["length"] * share - 1e-9))
+    assert summary["ff/rationale/hard_size/mean"] == pytest.approx(frame["hard_size"].mean())
+
+
+def test_the_references_conventions_are_the_defaults(make_cfg):
+    """``analysis=[faithfulness]`` ranks AUC-TP by class-summed scores and masks ⌊k·n⌋ tokens (Atanasova et al.'s
+    code), and cuts hard rationales at the dataset's k (ERASER); the callback built from it says the same."""
+    from hydra.utils import instantiate
+
+    node = make_cfg("analysis=[faithfulness]").analysis.faithfulness
+    assert (node.auc_tp_classes, node.auc_tp_count, node.hard_rationale_k) == ("sum", "floor_all", "dataset")
+    built = instantiate(node)
+    assert (built.auc_tp_classes, built.auc_tp_count, built.hard_rationale_k) == ("sum", "floor_all", "dataset")

@@ -215,3 +215,50 @@ def test_the_report_shows_randomised_labels_beside_the_cascade():
     shown = display(table([Run(Path("/r"), "complete", config=config, summary=summary)]))
     assert shown.loc[0, "ρ decoder"] == "0.900 [0.800, 1.000]"
     assert shown.loc[0, "ρ randomised labels"] == "0.300 [0.200, 0.400]"
+
+
+# -- issue 38 §7: the magnitude of each correlation is the headline -------------------------------------------------
+
+
+def test_each_correlation_has_its_magnitude_per_instance():
+    """A sign flip of every score: ρ = τ = −1, their magnitudes 1; a partial agreement keeps its ρ; NaN stays NaN."""
+    mask = torch.ones(2, 4, dtype=torch.bool)
+    before = torch.tensor([[1.0, 2.0, 3.0, -2.0], [1.0, 2.0, 3.0, 4.0]], dtype=torch.float64)
+    after = torch.tensor([[-1.0, -2.0, -3.0, 2.0], [2.0, 1.0, 4.0, 3.0]], dtype=torch.float64)
+    out = correlations(before, after, mask)
+    assert out["rho"].tolist() == pytest.approx([-1.0, 0.6])  # 1 − 6·4 / (4·15): ranks 2, 1, 4, 3
+    assert out["rho_magnitude"].tolist() == pytest.approx([1.0, 0.6])
+    assert out["tau"][0].item() == pytest.approx(-1.0) and out["tau_magnitude"][0].item() == pytest.approx(1.0)
+    assert out["rho_abs_magnitude"].tolist() == pytest.approx(out["rho_abs"].abs().tolist())
+    constant = correlations(before[:1], torch.ones(1, 4, dtype=torch.float64), mask[:1])
+    assert math.isnan(constant["rho_magnitude"].item())
+
+
+def test_a_flipped_prediction_makes_the_signed_rho_negative_and_its_magnitude_one(monkeypatch, tmp_path):
+    """The closed-form model (noenc, uniform attention, one logit z = w·ē + b) with only its bias moved far enough
+    to flip every prediction — the tokens' effects unchanged: each model explains its own class, so leave-one-out's
+    p(c'|x) − p(c'|x₋ₜ) = σ-differences of the other sign, the same ranking reversed: ρ = −1 for every instance,
+    |ρ| = 1, the headline key and the figure's panel."""
+    from attn_study.families.sanity import callback
+    from attn_study.families.sanity.figures import PANELS, sanity_figure
+    from tests.helpers import StubData, token_batch
+
+    model = tiny_model(encoders.NoEncoder, scorer=attention.UniformScorer, double=True, seed=4)
+    texts = [[4, 5, 6, 7, 8], [9, 10, 11, 12], [13, 14, 15, 16, 17, 18]]
+    batch = token_batch(texts)
+    z = model.decode(model.encode(batch), model.attend(model.encode(batch)))[:, 0]
+    assert (z > 0).all() or (z < 0).all()  # one predicted class: a shift of the bias flips every prediction
+    shift = 2 * float(z.abs().max()) + 1
+    flipped = copy.deepcopy(model)
+    flipped.output.bias.sub_(shift if z[0] > 0 else -shift)
+    monkeypatch.setattr(callback, "cascade", lambda model, stages, seed: [("decoder", flipped, 1)])
+    analysis = Sanity(methods=["loo"], stages=["decoder"])
+    measured = analysis.measure(model, StubData(batch), "test", np.arange(3), ["cascading"])
+    summary = analysis.summarise(measured, ["cascading"])
+    assert summary["sn/decoder/same_prediction/mean"] == 0.0
+    assert summary["sn/loo/decoder/spearman/mean"] == pytest.approx(-1.0)
+    assert summary["sn/loo/decoder/spearman_magnitude/mean"] == pytest.approx(1.0)
+    assert summary["sn/loo/decoder/kendall_magnitude/mean"] == pytest.approx(1.0)
+    assert PANELS == ("rho_magnitude", "rho_abs_magnitude")
+    headline = measured.frame[[c for c in measured.frame if c.endswith("_magnitude")]]
+    assert sanity_figure(headline, ["loo"], ["decoder"], tmp_path / "cascade.png", "toy") is not None

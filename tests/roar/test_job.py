@@ -20,7 +20,8 @@ SMALL = [*TINY, "logger=none", "encoder=average", "encoder.hidden_size=8"]
 
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory):
-    """An unmasked run and two recursive steps built on it (k = 0.2 by gradient, then k = 0.5)."""
+    """An unmasked run and two recursive steps built on it (k = 0.1 by gradient, then k = 0.2: Madsen et al.'s
+    defaults — steps of 0.1, ⌊k n⌋ tokens, the gold label's one-hot gradient norm)."""
     import os
 
     root = tmp_path_factory.mktemp("roar")
@@ -28,7 +29,7 @@ def chain(tmp_path_factory):
     from tests.helpers import compose_config
 
     run(compose_config(*SMALL), root / "base")
-    for name, fraction, source in (("r20", 0.2, "base"), ("r50", 0.5, "r20")):
+    for name, fraction, source in (("r10", 0.1, "base"), ("r20", 0.2, "r10")):
         cfg = compose_config(
             *SMALL,
             "roar=recursive",
@@ -45,43 +46,49 @@ def masks(run_dir):
 
 
 def test_each_recursive_step_keeps_the_earlier_masks_and_adds_its_own(chain):
-    first, second = masks(chain / "r20"), masks(chain / "r50")
+    first, second = masks(chain / "r10"), masks(chain / "r20")
     base = assemble.load(chain / "base")
     for split in ("train", "dev", "test"):
         lengths = [len(ids) for ids in base.datamodule.split(split).ids]
         for n, a, b in zip(lengths, first[split]["positions"], second[split]["positions"]):
             assert set(a) <= set(b)
-            assert len(a) == int(np.floor(0.2 * n + 0.5)) and len(b) == int(np.floor(0.5 * n + 0.5))
-    status = json.loads((chain / "r50" / "status.json").read_text())["roar"]
+            assert len(a) == int(np.floor(0.1 * n + 1e-9)) and len(b) == int(np.floor(0.2 * n + 1e-9))
+    status = json.loads((chain / "r20" / "status.json").read_text())["roar"]
     assert (
-        status["recursive"] and status["source"] == str((chain / "r20").resolve()) and status["source_fraction"] == 0.2
+        status["recursive"] and status["source"] == str((chain / "r10").resolve()) and status["source_fraction"] == 0.1
+    )
+    assert (status["label"], status["gradient"], status["rounding"], status["step"]) == (
+        "gold",
+        "one_hot_norm",
+        "floor",
+        0.1,
     )
 
 
 def test_a_finished_roar_run_reads_its_masked_data_back(chain):
-    loaded = assemble.load(chain / "r50")
+    loaded = assemble.load(chain / "r20")
     mask = loaded.datamodule.vocab.stoi["<mask>"]
     for split in ("train", "test"):
         ids = loaded.datamodule.split(split).ids
-        assert [np.flatnonzero(x == mask).tolist() for x in ids] == masks(chain / "r50")[split]["positions"]
+        assert [np.flatnonzero(x == mask).tolist() for x in ids] == masks(chain / "r20")[split]["positions"]
 
 
 def test_a_relaunch_reuses_the_masks_of_the_same_source(chain, make_cfg, monkeypatch, tmp_path):
     def never(*args, **kwargs):
         raise AssertionError("masks computed again")
 
-    shutil.copytree(chain / "r20", tmp_path / "r20")
+    shutil.copytree(chain / "r10", tmp_path / "r10")
     monkeypatch.setattr(job, "compute", never)
     cfg = make_cfg(
         *SMALL,
         "roar=recursive",
         "roar.method=gradient",
-        "roar.fraction=0.2",
+        "roar.fraction=0.1",
         f"roar.source={chain / 'base'}",
         "force=true",
     )
-    run(cfg, tmp_path / "r20")  # trained again; the masks file is the same source's: reused
-    assert masks(tmp_path / "r20") == masks(chain / "r20")
+    run(cfg, tmp_path / "r10")  # trained again; the masks file is the same source's: reused
+    assert masks(tmp_path / "r10") == masks(chain / "r10")
 
 
 @pytest.mark.parametrize(
@@ -89,8 +96,9 @@ def test_a_relaunch_reuses_the_masks_of_the_same_source(chain, make_cfg, monkeyp
     [
         (["roar.source=MISSING"], "not complete"),
         (["roar.source=BASE", "seed=14"], "differs from this run"),  # another seed: other synthetic data
-        (["roar.source=R20"], "is itself masked"),
-        (["roar=recursive", "roar.source=R50", "roar.fraction=0.3"], "not below this step's 0.3"),
+        (["roar.source=R10"], "is itself masked"),
+        (["roar=recursive", "roar.source=R20", "roar.fraction=0.2"], "not below this step's 0.2"),
+        (["roar=recursive", "roar.source=R10", "roar.fraction=0.3"], "this step's source is the run at 0.2"),
         (["roar.fraction=0.3"], "roar.source is not set"),
         (["roar.source=BASE", "roar.method=gradients"], "no such importance method"),
     ],
@@ -98,7 +106,7 @@ def test_a_relaunch_reuses_the_masks_of_the_same_source(chain, make_cfg, monkeyp
 def test_a_source_that_cannot_be_built_on_is_refused_in_one_line_before_training(
     chain, make_cfg, tmp_path, overrides, says
 ):
-    names = {"MISSING": tmp_path / "nothing", "BASE": chain / "base", "R20": chain / "r20", "R50": chain / "r50"}
+    names = {"MISSING": tmp_path / "nothing", "BASE": chain / "base", "R10": chain / "r10", "R20": chain / "r20"}
     overrides = [o.split("=")[0] + "=" + str(names.get(o.split("=")[1], o.split("=")[1])) for o in overrides]
     cfg = make_cfg(*SMALL, "roar=roar", "roar.method=gradient", "roar.fraction=0.3", *overrides)
     with pytest.raises(UserError, match=says) as err:

@@ -17,16 +17,16 @@ JOBS = {
 }
 
 
-def _sweep(tmp_path):
-    (tmp_path / "sweep.json").write_text(json.dumps({"jobs": JOBS}))
-    for name, overrides in JOBS.items():
+def _sweep(tmp_path, jobs=JOBS):
+    (tmp_path / "sweep.json").write_text(json.dumps({"jobs": jobs}))
+    for name, overrides in jobs.items():
         (tmp_path / name / ".hydra").mkdir(parents=True)
         (tmp_path / name / ".hydra" / "overrides.yaml").write_text("\n".join(f"- {o}" for o in overrides))
     return tmp_path
 
 
-def _cfg(fraction, recursive, source=None):
-    return OmegaConf.create({"roar": {"fraction": fraction, "recursive": recursive, "source": source}})
+def _cfg(fraction, recursive, source=None, step=None):
+    return OmegaConf.create({"roar": {"fraction": fraction, "recursive": recursive, "source": source, "step": step}})
 
 
 @pytest.mark.parametrize(
@@ -71,3 +71,24 @@ def test_a_job_waits_for_its_source_until_it_completes(tmp_path, monkeypatch):
     (source / "status.json").write_text(json.dumps({"state": "failed", "finished": 1e12}))  # failed while waiting
     job.wait_for(source, minutes=0.05)
     assert len(sleeps) == 1
+
+
+# -- issue 38 §7: Madsen et al.'s step ------------------------------------------------------------------------------
+
+STEPS = {
+    f"roar.fraction={k},seed=13": [f"roar.fraction={k}", "seed=13", "sweep=roar"] for k in ("0", "0.1", "0.2", "0.4")
+}
+
+
+def test_a_recursive_step_builds_on_the_job_one_step_below(tmp_path):
+    """Steps of 0.1: the job at 0.2 builds on 0.1 (0.2 − 0.1 in floats is 0.1 exactly; 0.3 − 0.1 is not 0.2); the
+    job at 0.4 finds no job at 0.3 and is refused, though 0.2 is below it; without a step it takes 0.2."""
+    sweep = _sweep(tmp_path, STEPS)
+
+    def source(fraction, step):
+        return job.resolve_source(_cfg(fraction, True, step=step), sweep / f"roar.fraction={fraction},seed=13").name
+
+    assert source(0.2, 0.1) == "roar.fraction=0.1,seed=13" and source(0.1, 0.1) == "roar.fraction=0,seed=13"
+    with pytest.raises(UserError, match=r"roar.fraction=0.3 \(one roar.step=0.1 below"):
+        source(0.4, 0.1)
+    assert source(0.4, None) == "roar.fraction=0.2,seed=13" and source(0.4, 0.2) == "roar.fraction=0.2,seed=13"

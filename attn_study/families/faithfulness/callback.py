@@ -14,8 +14,10 @@ AOPC = their mean over the k (as ERASER's released scorer averages its threshold
 comprehensiveness and low sufficiency are faithful. Where the data has ground-truth rationales, the
 scores are also compared with them as ERASER's scorer does: AUPRC (scikit-learn's ``auc(recall,
 precision)``, the trapezoid rule, tied scores entering together) and AP (``average_precision_score``), each
-beside its exact chance level; and the top |truth| tokens of the ranking as a hard rationale: token F1
-and IOU F1 (spans matching at IOU ≥ ``iou_threshold``, ERASER's 0.5); and the attention's mass on the rationale,
+beside its exact chance level; and the top ⌈k_d·L⌉ tokens of the ranking as a hard rationale, k_d fixed per
+dataset (``hard_rationale_k``; ERASER's k_d, the average human rationale length of the dataset, by default; the
+top |truth| of each instance is the oracle): token F1 and IOU F1 (spans matching at IOU ≥ ``iou_threshold``,
+ERASER's 0.5); and the attention's mass on the rationale,
 Σ_{t ∈ truth} α_t (``ff/attention/rationale_mass``, Mohankumar et al.'s measure). With attention among the
 methods, each other method's agreement with it: Kendall τ-b between the two score vectors over the text's tokens,
 per instance (``ff/<method>/tau_attention``; ``random`` left out).
@@ -44,6 +46,10 @@ from attn_study.analysis.aggregation import AGGREGATIONS, AggregationOptions, ch
 from attn_study.analysis.callback import AnalysisCallback, Measured, record_rows, whole
 from attn_study.analysis.importance import (
     ImportanceOptions,
+    _logits_from_leaf,
+    by_length,
+    grad_context,
+    gradient_importance,
     importance,
     kept_probabilities,
     predict,
@@ -93,6 +99,53 @@ def top_counts(lengths: torch.Tensor, fraction) -> torch.Tensor:
     """⌈k·L⌉ in exact arithmetic (0.1 · 30 is 3, not 3.0000000000000004 → 4)."""
     k = Fraction(str(fraction))
     return (lengths * k.numerator + k.denominator - 1) // k.denominator
+
+
+def floor_counts(lengths: torch.Tensor, fraction) -> torch.Tensor:
+    """⌊k·n⌋ in exact arithmetic (0.7 · 10 is 7, not 7.000000000000001)."""
+    k = Fraction(str(fraction))
+    return (lengths * k.numerator) // k.denominator
+
+
+#: how many tokens AUC-TP masks at a fraction k (``auc_tp_count``)
+AUC_TP_COUNTS = ("floor_all", "ceil_text")
+
+
+def masked_counts(batch: dict, fraction, count: str) -> torch.Tensor:
+    """(B,) the tokens AUC-TP masks at fraction k: ``floor_all``, Atanasova et al.'s ⌊k·n⌋ with n every token of the
+    sequence (``<sos>``/``<eos>`` counted, as their code counts [CLS] and [SEP]), at most the L text tokens (the
+    boundary tokens are never ranked nor masked); ``ceil_text``: ⌈k·L⌉, the rationale sizes of the removal test."""
+    text = token_mask(batch).sum(1)
+    if count == "ceil_text":
+        return top_counts(text, fraction)
+    return torch.minimum(floor_counts(batch["lengths"], fraction), text)
+
+
+#: where the analysis rationale's size comes from (``hard_rationale_k``), besides a fraction or a count
+HARD_K_CHOICES = ("dataset", "oracle")
+
+
+def dataset_rationale_share(split) -> float:
+    """k_d: the mean share of an instance's text tokens that its rationale covers, over the instances of ``split``
+    with a non-empty rationale (ERASER's average human rationale length of a dataset, as a fraction); NaN with none."""
+    rationales = getattr(split, "rationales", None) or []
+    shares = []
+    for ids, rationale in zip(split.ids, rationales):
+        if rationale:
+            length = len(ids) - (2 if split.boundary else 0)
+            shares.append(len(rationale) / length)
+    return float(np.mean(shares)) if shares else math.nan
+
+
+def hard_rationale_sizes(text: torch.Tensor, truth: torch.Tensor, k) -> torch.Tensor:
+    """(B,) how many of each instance's top tokens form its hard rationale: ``oracle``, |truth|; a fraction k in
+    (0, 1), ⌈k·L⌉ (ERASER's baseline code: ``math.ceil(n · threshold)``); a whole count, min(k, L)."""
+    lengths = text.sum(1)
+    if k == "oracle":
+        return (truth & text).sum(1)
+    if isinstance(k, int):
+        return torch.clamp(lengths, max=k)
+    return top_counts(lengths, k)
 
 
 def precision_recall_areas(
@@ -165,21 +218,23 @@ def _runs(selected: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def hard_rationale_scores(
-    order: torch.Tensor, truth: torch.Tensor, text: torch.Tensor, threshold: float = 0.5
+    order: torch.Tensor, truth: torch.Tensor, text: torch.Tensor, threshold: float = 0.5, sizes=None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """ERASER's hard-rationale scores of the top |truth| tokens of the ranking ``order`` (B, T): (token F1,
-    IOU precision, IOU recall) (B,), NaN without truth.
+    """ERASER's hard-rationale scores of the top ``sizes`` (B,) tokens of the ranking ``order`` (B, T) (default: the
+    top |truth|, the oracle): (token F1, IOU precision, IOU recall) (B,), NaN without truth.
 
-    Token F1 is the F1 of the selected tokens against the true ones; with as many selected as are true,
-    precision = recall = F1 = precision@|truth|. IOU: the selected and the true tokens as spans (maximal
+    Token F1 is the F1 of the selected tokens against the true ones, 2PR / (P + R) = 2·hits / (|selected| + |truth|)
+    (0 without a hit; ERASER's instance-level token F1); with as many selected as are true, precision = recall = F1 =
+    precision@|truth|. IOU: the selected and the true tokens as spans (maximal
     contiguous runs); a selected span matches when its intersection-over-union with some true span is ≥
     ``threshold``; IOU precision = matches / selected spans, IOU recall = matches / true spans (ERASER's
     ``partial_match_score``; its IOU F1 is the F1 of their means over instances)."""
     truth = truth & text
     positives = truth.sum(1)
-    selected = (rank_of(order) < positives[:, None]) & text
+    sizes = positives if sizes is None else sizes
+    selected = (rank_of(order) < sizes[:, None]) & text
     hits = (selected & truth).sum(1).double()
-    token_f1 = hits / positives.clamp_min(1)
+    token_f1 = 2 * hits / (selected.sum(1) + positives).clamp_min(1)
     pred_id, n_pred = _runs(selected)
     true_id, n_true = _runs(truth)
     width = int(max(int(n_pred.max()) if len(n_pred) else 0, int(n_true.max()) if len(n_true) else 0, 1))
@@ -324,17 +379,17 @@ def soft_scores(
 
 @torch.no_grad()
 def threshold_predictions(
-    model, batch: dict, orders: dict[str, torch.Tensor], fractions, chunk_size: int = 512
+    model, batch: dict, orders: dict[str, torch.Tensor], fractions, chunk_size: int = 512, count: str = "floor_all"
 ) -> dict[str, torch.Tensor]:
-    """{method: predicted class (B, K)} with the top ⌈k·L⌉ tokens of its ranking masked (their embeddings set to
-    0, in place) at each fraction k; every distinct masked-token set of the batch is run once."""
+    """{method: predicted class (B, K)} with the top tokens of its ranking masked (their embeddings set to 0, in
+    place) at each fraction k, as many as ``count`` says (:func:`masked_counts`); every distinct masked-token set of
+    the batch is run once."""
     mask, text = batch["mask"], token_mask(batch)
     b = mask.shape[0]
-    lengths = text.sum(1)
     keeps = []
     for order in orders.values():
         ranks = rank_of(order)
-        keeps += [~((ranks < top_counts(lengths, k)[:, None]) & text) for k in fractions]
+        keeps += [~((ranks < masked_counts(batch, k, count)[:, None]) & text) for k in fractions]
     keep = torch.stack(keeps).reshape(-1, mask.shape[1])  # (M·K·B, T)
     inst = torch.arange(b, device=mask.device).repeat(len(keeps))
     unique, inverse = torch.unique(torch.cat([inst[:, None], keep.long()], 1), dim=0, return_inverse=True)
@@ -344,6 +399,40 @@ def threshold_predictions(
     )
     predicted = probs.argmax(-1)[inverse].reshape(len(orders), len(fractions), b)
     return {name: predicted[m].T for m, name in enumerate(orders)}
+
+
+#: methods whose scores for the classes sum to zero: signed scores of a distribution (Σ_c p_c = 1)
+CLASS_SUM_ZERO = ("input_x_gradient", "integrated_gradients", "loo")
+
+
+def class_gradient_norms(model, batch: dict) -> torch.Tensor:
+    """Σ_c ‖∂p_c/∂e_t‖₂ (B, T) over the classes c, through the attention (two classes: 2‖∂p_1/∂e_t‖₂)."""
+
+    def compute(rows, sub):
+        with torch.enable_grad(), grad_context(sub["mask"].device):
+            emb, logits = _logits_from_leaf(model, sub, detach_attention=False)
+            probs = model.probabilities(logits)
+            outputs, factor = ([1], 2.0) if probs.shape[1] == 2 else (range(probs.shape[1]), 1.0)
+            total = torch.zeros(emb.shape[:2], device=emb.device, dtype=emb.dtype)
+            for c in outputs:
+                (grad,) = torch.autograd.grad(probs[:, c].sum(), emb, retain_graph=True)
+                total = total + factor * grad.norm(dim=-1)
+        return (total,)
+
+    (scores,) = by_length(batch, compute)
+    return scores * token_mask(batch)
+
+
+def class_summed_scores(method: str, model, batch: dict, scores: torch.Tensor) -> torch.Tensor:
+    """Atanasova et al.'s saliency summed over the classes, Σ_c s(x, c), s(x, c) the method's score for class c
+    (``keys.FF_METHODS`` with ŷ replaced by c): ``gradient`` Σ_c |∂p_c/∂e_t · e_t|, ``grad_norm`` Σ_c ‖∂p_c/∂e_t‖₂;
+    a method that explains no class (attention, random, a Transformer's layer attention) keeps its ``scores``.
+    ``CLASS_SUM_ZERO``'s sum is 0 whatever the input: refused before (``Faithfulness.__init__``)."""
+    if method == "gradient":
+        return gradient_importance(model, batch, detach_attention=True, normalise=False, classes="sum")
+    if method == "grad_norm":
+        return class_gradient_norms(model, batch)
+    return scores
 
 
 def _trapezoid(y: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -379,9 +468,9 @@ def area_under_threshold_performance(
     predictions: np.ndarray, labels: np.ndarray, fractions, measure: str, num_classes: int
 ) -> tuple[tuple[float, float, float], np.ndarray]:
     """((AUC-TP, CI low, CI high), performance at each fraction (K,)) — Atanasova et al. (2020): the area under
-    the model's performance against the fraction k of the tokens masked (trapezoid rule, k from 0 to 1: a mean
-    performance), with the percentile-bootstrap interval over instances (the whole curve recomputed per
-    resample). Lower is more faithful."""
+    the model's performance against ``fractions`` (trapezoid rule: with k from 0 to 1, a mean performance; the
+    family passes k in percent, as their ``auc(thresholds, scores)``), with the percentile-bootstrap interval over
+    instances (the whole curve recomputed per resample). Lower is more faithful."""
     x = np.asarray(fractions, dtype=float)
     columns = performance_columns(predictions, labels, measure, num_classes)
 
@@ -409,6 +498,7 @@ class Faithfulness(AnalysisCallback):
     TESTS = ("removal", "rationale", "soft", "auc_tp")
     VAL_TESTS = ("removal", "rationale")
     AUC_TP_MEASURES = ("macro_f1", "accuracy")
+    AUC_TP_CLASSES = ("sum", "predicted")
     TRACKED = families.TRACKED["faithfulness"]
 
     def __init__(
@@ -423,6 +513,9 @@ class Faithfulness(AnalysisCallback):
         soft_clip: bool = True,
         auc_tp_fractions=(0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
         auc_tp_measure: str = "macro_f1",
+        auc_tp_classes: str = "sum",
+        auc_tp_count: str = "floor_all",
+        hard_rationale_k="dataset",
         **common,
     ):
         super().__init__(**common)
@@ -445,6 +538,14 @@ class Faithfulness(AnalysisCallback):
                 f"{self._option('auc_tp_measure')}={auc_tp_measure}: choose from {list(self.AUC_TP_MEASURES)}"
             )
         self.auc_tp_measure = str(auc_tp_measure)
+        for option, value, allowed in (
+            ("auc_tp_classes", auc_tp_classes, self.AUC_TP_CLASSES),
+            ("auc_tp_count", auc_tp_count, AUC_TP_COUNTS),
+        ):
+            if value not in allowed:
+                raise UserError(f"{self._option(option)}={value}: choose from {list(allowed)}")
+        self.auc_tp_classes, self.auc_tp_count = str(auc_tp_classes), str(auc_tp_count)
+        self.hard_rationale_k = self._hard_k(hard_rationale_k)
         self.iou_threshold = float(iou_threshold)
         if not 0 < self.iou_threshold <= 1:
             raise UserError(f"{self._option('iou_threshold')}={iou_threshold}: give an IOU in (0, 1]")
@@ -458,7 +559,56 @@ class Faithfulness(AnalysisCallback):
         self.ig_steps = whole(self._option("ig_steps"), ig_steps)
         self.internal_batch_size = whole(self._option("internal_batch_size"), internal_batch_size)
 
+    def _hard_k(self, value):
+        """``hard_rationale_k`` checked: ``dataset``, ``oracle``, a fraction in (0, 1) or a whole count ≥ 1."""
+        if value in HARD_K_CHOICES:
+            return str(value)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            return int(value)
+        if isinstance(value, float) and 0 < value < 1:
+            return float(value)
+        raise UserError(
+            f"{self._option('hard_rationale_k')}={value}: give dataset (the mean rationale share of the train split), "
+            "oracle (each instance's |truth|), a fraction in (0, 1) or a whole count >= 1"
+        )
+
+    def rationale_k(self, data):
+        """The hard rationale's k for ``data``: ``hard_rationale_k``, ``dataset`` being the train split's mean
+        rationale share (:func:`dataset_rationale_share`); refused in one line where the train split has none."""
+        if self.hard_rationale_k != "dataset":
+            return self.hard_rationale_k
+        try:
+            share = dataset_rationale_share(data.split("train"))
+        except KeyError:  # a dataset without a train split
+            share = math.nan
+        if math.isnan(share):
+            raise UserError(
+                f"{self._option('hard_rationale_k')}=dataset: the train split has no rationales to average; give a "
+                "fraction, a count or oracle"
+            )
+        return share
+
+    def check(self, model, data=None) -> None:
+        """Also, before training, that ``hard_rationale_k=dataset`` has train rationales where the analysed split
+        has rationales."""
+        super().check(model, data)
+        if data is not None and "rationale" in self.tests and getattr(data.split(self.split), "rationales", None):
+            self.rationale_k(data)
+
+    def check_class_sum(self, tests) -> None:
+        """AUC-TP of class-summed scores (``auc_tp_classes=sum``) is refused in one line for ``CLASS_SUM_ZERO``'s
+        methods: their scores for the classes sum to 0 whatever the input."""
+        summed_to_zero = [m for m in self.methods if m in CLASS_SUM_ZERO]
+        if "auc_tp" in tests and self.auc_tp_classes == "sum" and summed_to_zero:
+            option = self._option("auc_tp_classes")
+            raise UserError(
+                f"{option}=sum: {', '.join(summed_to_zero)} score a class's probability with a sign, and over the "
+                f"classes (Σ_c p_c = 1) their scores sum to 0; set {option}=predicted, or leave them out of "
+                f"{self._option('methods')}"
+            )
+
     def check_model(self, model) -> None:
+        self.check_class_sum(self.tests)
         if not getattr(model, "token_attention", True):
             raise UserError(
                 f"analysis=faithfulness ranks tokens, and {type(model).__name__}'s final attention is "
@@ -483,6 +633,8 @@ class Faithfulness(AnalysisCallback):
         split_data = data.split(split)
         rows: dict[int, dict] = {}
         seconds = dict.fromkeys(["predict", *self.methods, *tests], 0.0)
+        self.check_class_sum(tests)
+        hard_k = None  # the hard rationales' k (``rationale_k``), once the data shows rationales
         for batch in self.batches(model, data, split, indices, "+".join(tests)):
             started = time.time()
             _, alpha, probs = predict(model, batch)
@@ -516,7 +668,15 @@ class Faithfulness(AnalysisCallback):
                 seconds["soft"] += time.time() - started
             if "auc_tp" in tests:
                 started = time.time()
-                predicted = threshold_predictions(model, batch, orders, self.auc_tp_fractions, self.internal_batch_size)
+                tp_orders = orders
+                if self.auc_tp_classes == "sum":  # Atanasova et al.: each method's scores summed over the classes
+                    tp_orders = {
+                        m: ranking(torch.nan_to_num(class_summed_scores(m, model, batch, s).double()), text, tiebreak)
+                        for m, s in scores.items()
+                    }
+                predicted = threshold_predictions(
+                    model, batch, tp_orders, self.auc_tp_fractions, self.internal_batch_size, self.auc_tp_count
+                )
                 for method, classes in predicted.items():
                     for j, fraction in enumerate(self.auc_tp_fractions):
                         columns[f"{method}_tp_{ff_fraction(fraction)}"] = classes[:, j]
@@ -525,6 +685,9 @@ class Faithfulness(AnalysisCallback):
                 started = time.time()
                 truth = batch["rationale"] & text
                 columns["rationale_size"] = truth.sum(1)
+                hard_k = self.rationale_k(data) if hard_k is None else hard_k
+                sizes = hard_rationale_sizes(text, truth, hard_k)
+                columns["hard_size"] = sizes
                 columns["chance_auprc"], columns["chance_ap"] = chance_areas(text.sum(1), truth.sum(1))
                 columns["attention_rationale_mass"] = (alpha * truth).sum(1)  # Σ α_t over the rationale's tokens
                 for method, order in orders.items():
@@ -535,11 +698,11 @@ class Faithfulness(AnalysisCallback):
                         columns[f"{method}_token_f1"],
                         columns[f"{method}_iou_precision"],
                         columns[f"{method}_iou_recall"],
-                    ) = hard_rationale_scores(order, truth, text, self.iou_threshold)
+                    ) = hard_rationale_scores(order, truth, text, self.iou_threshold, sizes)
                 seconds["rationale"] += time.time() - started
             record_rows(rows, split_data, batch, probs, columns)
         frame = pd.DataFrame([rows[int(i)] for i in indices])
-        return Measured(frame, seconds)
+        return Measured(frame, seconds, extras={"hard_k": hard_k})
 
     # -- summaries -------------------------------------------------------------------------------
 
@@ -567,6 +730,11 @@ class Faithfulness(AnalysisCallback):
             for name in ("chance_auprc", "chance_ap"):
                 chance = summarise(frame[name].to_numpy(float))
                 out.update({ff("rationale", name, k): chance[k] for k in MEAN_STATS})
+            hard = summarise(frame["hard_size"].to_numpy(float))  # tokens in each instance's hard rationale
+            out.update({ff("rationale", "hard_size", k): hard[k] for k in MEAN_STATS})
+            hard_k = measured.extras.get("hard_k")
+            if isinstance(hard_k, float):  # the fraction k_d the hard rationales were cut at
+                out[ff("rationale", "hard_k")] = hard_k
             for method in self.methods:  # ERASER's IOU F1: the F1 of the mean IOU precision and recall
                 pr = frame[[f"{method}_iou_precision", f"{method}_iou_recall"]].to_numpy(float)
                 value, low, high = bootstrap_ci_of(lambda m: _f1(m[..., 0], m[..., 1]), pr)
@@ -614,16 +782,18 @@ class Faithfulness(AnalysisCallback):
         return out
 
     def _auc_tp(self, frame: pd.DataFrame) -> dict:
-        """``ff/<method>/auc_tp/{value,ci_low,ci_high}`` and the performance at each fraction (``…/auc_tp/k<k>``)."""
+        """``ff/<method>/auc_tp/{value,ci_low,ci_high}``, the area with k in percent (Atanasova et al.'s scale: 0 to
+        100), and the performance at each fraction (``…/auc_tp/k<k>``)."""
         out = {}
         labels = frame["label"].to_numpy(int)
         curves = {
             m: frame[[f"{m}_tp_{ff_fraction(f)}" for f in self.auc_tp_fractions]].to_numpy(int) for m in self.methods
         }
         classes = 1 + max([int(labels.max(initial=0))] + [int(p.max(initial=0)) for p in curves.values()])
+        percent = [100 * f for f in self.auc_tp_fractions]  # Atanasova et al.'s thresholds 0, 10, …, 100: ×100
         for method, predictions in curves.items():
             (value, low, high), curve = area_under_threshold_performance(
-                predictions, labels, self.auc_tp_fractions, self.auc_tp_measure, classes
+                predictions, labels, percent, self.auc_tp_measure, classes
             )
             out.update({ff(method, "auc_tp", "value"): value, ff(method, "auc_tp", "ci_low"): low})
             out[ff(method, "auc_tp", "ci_high")] = high

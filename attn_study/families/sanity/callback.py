@@ -5,9 +5,12 @@ Cascading randomisation: the trained model's parameters are re-initialised stage
 decoder, then also the attention scorer, then also the encoder, then also the embeddings (``keys.STAGES``) — and
 every method explains each randomised model's prediction on the same instances. Per instance and stage, the rank
 correlation between the explanation of the trained model and that of the randomised one over the text's tokens:
-Spearman ρ and Kendall τ-b, of the signed scores and (as Adebayo et al.) of their absolute values. An explanation
-that stays the same when the model it explains is destroyed (correlation ≈ 1) explains nothing about the model;
-``random``, drawn per instance from the seed without looking at the model, stays at exactly 1.
+Spearman ρ and Kendall τ-b, of the signed scores and (as Adebayo et al.) of their absolute values, and each one's
+magnitude |ρ| — the headline: each model explains its own prediction, so where the randomisation flips it a signed
+method's explanation flips its sign with the class, and ρ is negative for an explanation that did not otherwise
+change; |ρ| does not depend on which class is explained. An explanation that stays the same when the model it
+explains is destroyed (|ρ| ≈ 1) explains nothing about the model; ``random``, drawn per instance from the seed
+without looking at the model, stays at exactly 1.
 
 Re-initialisation: every submodule of a stage that has torch's ``reset_parameters`` calls it (its own
 initialiser: Linear kaiming-uniform, LSTM/GRU uniform ±1/√H, Embedding N(0, 1) with the padding row 0); a
@@ -21,7 +24,8 @@ Randomised labels (test ``labels``): the same comparison with a model of the sam
 train and dev labels (``label_run``: a run made with ``dataset.shuffle_labels=true`` on the same data), which has
 learnt no relation between text and label; keys under ``sn/<method>/labels/…``.
 
-Metric keys ``sn/<method>/<stage>/{spearman,kendall,spearman_abs,kendall_abs}/…`` with 95 % bootstrap intervals;
+Metric keys ``sn/<method>/<stage>/<statistic>/…`` (``keys.STATISTICS``: ``spearman``, ``kendall``, ``spearman_abs``,
+``kendall_abs`` and each with ``_magnitude``, the headline ``spearman_magnitude``) with 95 % bootstrap intervals;
 ``sn/<stage>/same_prediction``: the share of predictions the randomisation left unchanged.
 """
 
@@ -129,12 +133,14 @@ def spearman_rho(x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor) -> torch.
 
 
 def correlations(before: torch.Tensor, after: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
-    """{``rho``, ``tau``, ``rho_abs``, ``tau_abs``: (B,)} between two explanations (B, T) over ``mask``."""
+    """{``rho``, ``tau``, ``rho_abs``, ``tau_abs``: (B,)} between two explanations (B, T) over ``mask``, and each
+    one's magnitude per instance (``rho_magnitude`` = |ρ|, …; NaN stays NaN)."""
     a, b = snap_ties(before, mask), snap_ties(after, mask)
     out = {}
     for suffix, (x, y) in (("", (a, b)), ("_abs", (a.abs(), b.abs()))):
         out[f"rho{suffix}"] = spearman_rho(x, y, mask)
         out[f"tau{suffix}"] = kendall_tau_b(x, y, mask)[0].double()
+    out.update({f"{name}_magnitude": values.abs() for name, values in list(out.items())})
     return out
 
 

@@ -10,9 +10,9 @@ import pandas as pd
 
 from attn_study.figures.common import column_curve, new_figure, save_png
 
-from .keys import STATISTICS
+from .keys import HEADLINE, STATISTICS
 
-PANELS = ("rho", "rho_abs")
+PANELS = HEADLINE  # |ρ| and |ρ| of |scores| (the signed ρ: sn/<method>/<stage>/spearman/… and the instances' file)
 
 
 def stage_labels(stages) -> list[str]:
@@ -30,7 +30,8 @@ def draw_cascade(ax, curves: dict[str, np.ndarray], stages, ylabel: str) -> None
     ax.set_xticks(x, stage_labels(stages), fontsize=7)
     ax.set_xlabel("parameters re-initialised (cumulative, from the top)")
     ax.set_ylabel(ylabel, fontsize=8)
-    ax.set_ylim(-1.05, 1.05)
+    signed = any(np.nanmin(values) < 0 for values in curves.values() if np.isfinite(values).any())
+    ax.set_ylim(-1.05 if signed else -0.05, 1.05)  # a magnitude lies in [0, 1]
     ax.axhline(0, color="grey", lw=0.8, ls="--")
     ax.grid(alpha=0.3)
 

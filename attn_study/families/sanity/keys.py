@@ -26,6 +26,13 @@ STATISTICS = {
     "rho_abs": ("spearman_abs", "Spearman ρ of |scores|"),
     "tau_abs": ("kendall_abs", "Kendall τ-b of |scores|"),
 }
+#: each statistic's magnitude per instance, |ρ| (the headline: a randomised model explains its own prediction, so
+#: where the randomisation flips it a signed method's explanation changes sign and ρ is negative)
+STATISTICS.update(
+    {f"{suffix}_magnitude": (f"{part}_magnitude", f"|{header}|") for suffix, (part, header) in list(STATISTICS.items())}
+)
+#: the headline statistics: what the family's figure draws
+HEADLINE = ("rho_magnitude", "rho_abs_magnitude")
 
 
 def sn(*parts) -> str:
