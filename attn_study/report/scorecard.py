@@ -79,12 +79,19 @@ OUTCOMES = (REPRODUCED, EXPLAINED, UNEXPLAINED, NOT_COMPARABLE, NO_VERDICT, NOT_
 
 
 def cross_run_measures() -> dict[str, CrossRunMeasure]:
-    """Every family report's cross-run measures (its ``cross_run_measures()``), by name."""
+    """Every family report's cross-run measures (its ``cross_run_measures()``), by name; a name two families export
+    is an error (a copied family's report keeps the original's names until renamed)."""
     found: dict[str, CrossRunMeasure] = {}
-    for family in REGISTRY.values():
+    owner: dict[str, str] = {}
+    for name, family in REGISTRY.items():
         module = family.module("report")
-        if module is not None and hasattr(module, "cross_run_measures"):
-            found.update(module.cross_run_measures())
+        for measure, value in (module.cross_run_measures() if hasattr(module, "cross_run_measures") else {}).items():
+            if measure in owner:
+                raise RuntimeError(
+                    f"attn_study/families/{name}/report.py: cross_run_measures() exports {measure!r}, which "
+                    f"{owner[measure]}'s report exports too; give each measure its own name"
+                )
+            found[measure], owner[measure] = value, name
     return found
 
 

@@ -139,6 +139,9 @@ def test_a_cross_run_measure_is_asked_of_every_family(monkeypatch):
     monkeypatch.setattr(sc, "REGISTRY", {"silent": SimpleNamespace(module=lambda part: SimpleNamespace())})
     cell = number(sc.judge(runs), **where)
     assert cell["outcome"] == sc.NOT_RUN and cell["reason"].startswith("not computed")
+    monkeypatch.setattr(sc, "REGISTRY", {"planted": family, "copy": family})  # a copied family keeps the name
+    with pytest.raises(RuntimeError, match="families/copy/report.py: .*'meister_table2_tau_b'.* planted's"):
+        sc.judge(runs)
 
 
 def test_the_scorecard_and_the_runs_name_no_family():
