@@ -20,23 +20,12 @@ from attn_study.report.cli import build_report
 from attn_study.report.coverage import available_data, configured_data, coverage, summary_line
 from attn_study.report.runs import CrossRunMeasure, Run, code_label, code_note
 from tests.report.paper_runs import CODE_A, CODE_B, paper_sweep
-
-GLOVE = "glove.6B.50d.txt.gz"
+from tests.report.test_scorecard import SETTING
 
 
 def run(i: int, summary: dict, *, settings: dict | None = None, code: dict | None = None, **setting) -> Run:
-    config = {
-        "dataset": "sst",
-        "model": "flat",
-        "encoder": "lstm",
-        "attention": "additive",
-        "projection": "softmax",
-        "recipe": "jain_wallace",
-        "embeddings": GLOVE,
-        "lam": None,
-        "seed": 13 + i,
-        **setting,
-    }
+    """A complete run at J&W's SST BiLSTM setting (``test_scorecard.SETTING``) but where ``setting`` says."""
+    config = {**SETTING, "seed": 13 + i, **setting}
     flat = {k.replace(".", "/"): v for k, v in (settings or {}).items()}
     return Run(Path(f"/r{i}"), "complete", config=config, summary=summary, settings=flat, code=code or CODE_A)
 

@@ -82,19 +82,7 @@ STATISTICS = {
     "count",
 }
 #: the columns that identify one number: no two rows of a file may share them
-IDENTITY = [
-    "dataset",
-    "model",
-    "encoder",
-    "attention",
-    "projection",
-    "lam",
-    "settings",
-    "cls",
-    "statistic",
-    "key",
-    "measure",
-]
+IDENTITY = [c for c in COLUMNS if c not in ("paper", "source", "row", "column", "value", "note")]
 MEASURE_PREFIX = {"jain_wallace": "jw_", "serrano_smith": "ss_", "meister": "meister_", "mohankumar": "mohankumar_"}
 
 

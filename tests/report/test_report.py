@@ -18,6 +18,7 @@ from attn_study.io import write_json_atomic
 from attn_study.report.cli import build_report
 from attn_study.report.render import latex_escape, markdown, mean_ci, seed_spread
 from tests.helpers import REPO, cli_env
+from tests.report.paper_runs import jw_instances
 
 
 def make_run(
@@ -77,19 +78,6 @@ def jw_summary(base: float, acc: float) -> dict:
             out[f"jw/{name}/class_{k}/sig_frac"] = 0.5 + k / 10
             out[f"jw/{name}/class_{k}/n"] = 10
     return out
-
-
-def jw_instances(seed: int) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    n = 20
-    return pd.DataFrame(
-        {
-            "prediction": np.arange(n) % 2,
-            "tau_grad": rng.uniform(-1, 1, n),
-            "tau_loo": rng.uniform(-1, 1, n),
-            "tau_grad_loo": rng.uniform(-1, 1, n),
-        }
-    )
 
 
 @pytest.fixture
