@@ -58,18 +58,21 @@ def available_data(runs: list[Run], conf: Path = CONF) -> set[str]:
 
 
 def _kind(reason: str) -> str:
-    """A reason's kind: its words before the colon (``data absent``, ``compute``, ``settings``, …)."""
-    return reason.split(":", 1)[0] if ":" in reason else reason
+    """A reason's kind: its words before the first colon (``data absent``, ``compute``, ``settings``, …)."""
+    return reason.split(":", 1)[0]
 
 
 def _why(group: pd.DataFrame) -> str:
-    """The reasons of a group's numbers that are not reproduced, compact: per outcome, each reason and its count."""
+    """The reasons of a group's numbers that are not reproduced, compact: per outcome, per kind of reason its
+    details, each with its count (``not run — data absent: snli is not here (9)``)."""
     parts = []
     for outcome in OUTCOMES[1:]:
-        reasons = Counter(group.loc[group["outcome"] == outcome, "reason"])
-        if reasons:
-            listed = "; ".join(f"{reason} ({n})" if n > 1 else reason for reason, n in sorted(reasons.items()))
-            parts.append(f"{outcome}: {listed}")
+        kinds: dict[str, list[str]] = {}
+        for reason, n in Counter(group.loc[group["outcome"] == outcome, "reason"]).items():
+            detail = reason.split(":", 1)[1].strip()
+            kinds.setdefault(_kind(reason), []).append(f"{detail} ({n})" if n > 1 else detail)
+        if kinds:
+            parts.append(f"{outcome} — " + "; ".join(f"{k}: {', '.join(d)}" for k, d in kinds.items()))
     return " | ".join(parts)
 
 

@@ -341,13 +341,18 @@ def write_table(
     return {"stem": stem, "caption": caption, "frame": shown, "kinds": kinds}
 
 
+#: a table of this many columns or more is printed smaller (``table.wide``)
+WIDE = 12
+
+
 def html_table(frame: pd.DataFrame, kinds: dict | None = None) -> str:
     head = "".join(f"<th>{html_label(str(c))}</th>" for c in frame.columns)
     body = "".join(
         "<tr>" + "".join(f"<td>{html_label(c, breaks=True)}</td>" for c in cells) + "</tr>"
         for cells in _cells(frame, kinds)
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    wide = " class='wide'" if len(frame.columns) >= WIDE else ""  # smaller print, so that it fits 1280 pixels
+    return f"<table{wide}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 #: a one-letter symbol's subscript or superscript as the papers write it: ``τ_g``, ``τ_{loo}``, ``g_{h_i}``, ``x^2``;
@@ -420,10 +425,11 @@ def thumbnail(path: Path, href: str, width: int = 220) -> str:
     )
 
 
-STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;padding:0 1.5em;max-width:1200px;color:#222}
+STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;padding:0 1.5em;max-width:1240px;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:12px}
 th,td{border:1px solid #ccc;padding:2px 4px;text-align:left;vertical-align:top;overflow-wrap:break-word}
 th{background:#f2f2f2}img{max-width:100%;margin:.5em 0}h2{border-bottom:1px solid #ddd;padding-bottom:.2em}
+table.wide{font-size:11px}table.wide th,table.wide td{padding:1px 3px}
 .bad td{background:#fff0f0}.note{color:#555;font-size:13px}.mixed{color:#8a4b00}
 h3{margin:1.2em 0 .2em}ul.summary{font-size:13px;padding-left:1.2em}ul.summary li{margin:.15em 0}
 table.paper th{font-weight:600}

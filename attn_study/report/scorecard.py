@@ -216,7 +216,7 @@ def _explanation(row, said: str, causes: pd.DataFrame) -> str | None:
         found = found[found[column] == getattr(row, column)]
     for cause in found.itertuples(index=False):
         if not cause.when or cause.when in said:
-            return f"{cause.cause} (measured: {cause.measured_in})"
+            return f"{cause.cause} ({cause.measured_in})"
     return None
 
 
@@ -224,7 +224,7 @@ def _not_run(row, runs: list[Run], measures, available: set[str] | None) -> str:
     """Why no run gives the row's number: the report does not compute it, the data is not here, or no run of
     the setting (that computed it) was made."""
     if not row.key and row.measure not in measures:
-        return f"not computed: no family's report computes {row.measure}"
+        return f"not computed: {row.measure}"
     if row.dataset and available is not None and row.dataset not in available:
         return f"data absent: {row.dataset} is not here"
     setting = [r for r in runs if all(not getattr(row, k) or str(r.config.get(k)) == getattr(row, k) for k in SETTING)]
@@ -308,16 +308,16 @@ def judge(runs: list[Run], available: set[str] | None = None) -> pd.DataFrame:
 
 
 def _outcome(row, said: str, causes: pd.DataFrame) -> tuple[str, str]:
+    """The outcome of a verdict and its reason, ``<kind>: <detail>``."""
     if said == "reproduced":
         return REPRODUCED, ""
     if said.startswith("not reproduced"):
         cause = _explanation(row, said, causes)
-        if cause:
-            return EXPLAINED, cause
-        return UNEXPLAINED, said.removeprefix("not reproduced ").strip("()") + "; no measured cause"
+        direction = said.removeprefix("not reproduced ").strip("()")
+        return (EXPLAINED, f"measured: {cause}") if cause else (UNEXPLAINED, f"no measured cause: {direction}")
     if said.startswith("1 seed"):
         return NO_VERDICT, f"compute: {said} (a verdict needs 2 seeds)"
-    return NO_VERDICT, said
+    return NO_VERDICT, f"no value: {said}"
 
 
 #: the columns of the scorecard's files, in order

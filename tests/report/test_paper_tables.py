@@ -173,7 +173,7 @@ def test_explained_only_from_a_recorded_measured_cause(monkeypatch):
     monkeypatch.setattr(sc, "explanations", lambda: pd.DataFrame([{**cause, "when": "ours lower"}]))
     explained = number(sc.judge(runs), **where)
     assert explained["outcome"] == sc.EXPLAINED
-    assert explained["reason"] == "a planted cause (measured: docs/reproduction.md#x)"
+    assert explained["reason"] == "measured: a planted cause (docs/reproduction.md#x)"
 
 
 def test_not_run_says_data_absent_or_compute_and_one_seed_has_no_verdict():
@@ -194,7 +194,7 @@ def test_not_run_says_data_absent_or_compute_and_one_seed_has_no_verdict():
     frame = coverage(judged)
     table1 = frame[(frame["table"] == "Table 1") & (frame["paper"] == "Jain & Wallace (2019)")].set_index("dataset")
     assert table1.loc["sst", ["numbers", "no verdict", "not run"]].tolist() == [1, 1, 0]
-    assert table1.loc["snli", "why"] == "not run: data absent: snli is not here"
+    assert table1.loc["snli", "why"] == "not run — data absent: snli is not here"
     assert int(frame["numbers"].sum()) == len(sc.references())  # every published number is counted once
 
 
