@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from attn_study.report.render import captioned_table
-from attn_study.report.runs import Run, code_label, without_empty_variant
+from attn_study.report.runs import Run, code_label, code_note, without_empty_variant
 
 #: how the columns are printed (render.FORMATS)
 KINDS = {"training time": "duration", "last attempt": "duration"}
@@ -74,4 +74,5 @@ def sections(runs: list[Run], work: Path) -> list[tuple[str, str]]:
         )
     if "code" in frame:
         caption += "; code: the commit of the code that made the run (+ changes: with uncommitted changes)"
-    return [("Accuracy", captioned_table(frame, work, "accuracy", caption, kinds=KINDS))]
+    note = code_note([r for r in runs if r.state == "complete"], "These models")
+    return [("Accuracy", note + captioned_table(frame, work, "accuracy", caption, kinds=KINDS))]
