@@ -374,22 +374,21 @@ def code_note(runs: list[Run], what: str = "These runs") -> str:
     return f"<p class='note mixed'>{what} come from {len(versions)} code versions: {listed}.</p>"
 
 
+def _config_key(run: Run) -> tuple:
+    """What makes two runs the same experiment: their model keys and config identity."""
+    return tuple(str(run.config.get(k)) for k in MODEL_KEYS), json.dumps(run.identity, sort_keys=True, default=str)
+
+
 def latest_per_model(runs: list[Run]) -> tuple[list[Run], list[tuple[Run, Run]]]:
     """Complete runs, one per config identity — the most recently finished, whatever code made it —, and each
     older duplicate with the run that replaces it."""
     best: dict[tuple, Run] = {}
     replaced = []
     for run in sorted((r for r in runs if r.state == "complete"), key=lambda r: r.finished):
-        key = (tuple(str(run.config.get(k)) for k in MODEL_KEYS), json.dumps(run.identity, sort_keys=True, default=str))
-        if key in best:
-            replaced.append(best[key])
-        best[key] = run
-    return list(best.values()), [(old, _replacement(old, best)) for old in replaced]
-
-
-def _replacement(old: Run, best: dict[tuple, Run]) -> Run:
-    key = (tuple(str(old.config.get(k)) for k in MODEL_KEYS), json.dumps(old.identity, sort_keys=True, default=str))
-    return best[key]
+        if _config_key(run) in best:
+            replaced.append(best[_config_key(run)])
+        best[_config_key(run)] = run
+    return list(best.values()), [(old, best[_config_key(old)]) for old in replaced]
 
 
 def replaced_table(replaced: list[tuple[Run, Run]], root: Path) -> pd.DataFrame:

@@ -256,3 +256,5 @@ def test_the_report_writes_the_coverage_and_names_code_versions(tmp_path):
     resumed = accuracy[accuracy["encoder"] == "diversity_lstm"].iloc[0]
     assert resumed["attempts"] == 2 and resumed["last attempt"] == 1200 and resumed["training time"] == 240
     assert np.isfinite(accuracy["training time"]).all()
+    assert set(accuracy["code"]) == {"aaaaaaaa", "bbbbbbbb + changes"}  # shown per model: the runs mix versions
+    assert "attempts: how many times the job was started" in page and "These models come from 2 code versions" in page
