@@ -1,15 +1,19 @@
-"""The test metrics of every model: one row per complete run (Jain & Wallace's Table 1 reports the BiLSTM's)."""
+"""The test metrics of every model: one row per complete run (Jain & Wallace's Table 1 reports the BiLSTM's),
+with its training time over every attempt, its last attempt's wall time, and the code that made it when the
+runs come from several."""
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from attn_study.report.render import html_table, write_table
-from attn_study.report.runs import Run, without_empty_variant
+from attn_study.report.render import captioned_table
+from attn_study.report.runs import Run, code_label, code_note, without_empty_variant
+
+#: how the columns are printed (render.FORMATS)
+KINDS = {"training time": "duration", "last attempt": "duration"}
 
 
 def _selection(run: Run) -> str:
@@ -30,9 +34,11 @@ def accuracy_table(runs: list[Run]) -> pd.DataFrame:
             "selected on": _selection(r).removesuffix("_best"),
             "its best dev value": r.summary.get(_selection(r), np.nan),
             "epochs": r.summary.get("train/epochs", np.nan),
-            "minutes": r.summary.get("run/seconds", np.nan) / 60,
-            "attempts": r.summary.get("run/attempts", 1),
+            "training time": r.summary.get("train/seconds", np.nan),
+            "last attempt": r.finished - r.started if r.started and r.finished >= r.started else np.nan,
+            "attempts": r.summary.get("run/attempts", r.attempts),
             "paper test/acc": (r.config.get("paper_accuracy") or np.nan) / 100,
+            "code": code_label(r.code),
         }
         for r in runs
         if r.state == "complete"
@@ -43,8 +49,10 @@ def accuracy_table(runs: list[Run]) -> pd.DataFrame:
     frame = frame.sort_values(["dataset", "model", "encoder", "attention", "projection", "variant", "seed"])
     if frame["paper test/acc"].isna().all():  # only runs of a recipe that knows the paper's accuracy have it
         frame = frame.drop(columns="paper test/acc")
-    if (frame["attempts"].fillna(1) == 1).all():  # minutes of a resumed run add up its attempts (run/seconds)
+    if (frame["attempts"].fillna(1) == 1).all():  # no run was resumed: the last attempt is the whole run
         frame = frame.drop(columns="attempts")
+    if frame["code"].nunique() == 1:  # one code version: said once, in the Runs section
+        frame = frame.drop(columns="code")
     return without_empty_variant(frame)
 
 
@@ -54,7 +62,17 @@ def sections(runs: list[Run], work: Path) -> list[tuple[str, str]]:
         return []
     caption = (
         "Test metrics of every model (best-on-dev checkpoint) over its whole test split (test n instances); "
-        "a family's table that shows an accuracy is over the instances that family analysed (its n)"
+        "a family's table that shows an accuracy is over the instances that family analysed (its n). "
+        "Training time: the model's training over every attempt (an attempt that was interrupted counts up to "
+        "its last checkpoint, the work after it being lost); last attempt: the wall time of the attempt that "
+        "finished the run, start to end, testing and analyses included"
     )
-    table = write_table(frame, work, "accuracy", caption)
-    return [("Accuracy", f"<p>{html.escape(caption)}.</p>" + html_table(table["frame"]))]
+    if "attempts" in frame:
+        caption += (
+            "; attempts: how many times the job was started — an interrupted job resumes from its last "
+            "checkpoint, so a run with 2 or more attempts took longer than its last attempt"
+        )
+    if "code" in frame:
+        caption += "; code: the commit of the code that made the run (+ changes: with uncommitted changes)"
+    note = code_note([r for r in runs if r.state == "complete"], "These models")
+    return [("Accuracy", note + captioned_table(frame, work, "accuracy", caption, kinds=KINDS))]

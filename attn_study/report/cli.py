@@ -15,10 +15,9 @@ from attn_study import layout
 from attn_study.errors import UserError
 from attn_study.families import REGISTRY
 from attn_study.io import make_temporary_dir
-from attn_study.report import accuracy, mohankumar, roar
-from attn_study.report.render import captioned_table, embedded_png, html_page, html_table, thumbnail, write_table
-from attn_study.report.runs import collect, latest_per_model, status_table
-from attn_study.report.scorecard import scorecard
+from attn_study.report import accuracy, mohankumar, paper_tables, roar
+from attn_study.report.render import embedded_png, html_page, html_table, thumbnail, write_table
+from attn_study.report.runs import code_note, collect, latest_per_model, replaced_table, status_table
 from attn_study.report.training import training_figures
 
 
@@ -29,7 +28,7 @@ def build_report(root: Path, out_dir: Path | None = None) -> Path:
     runs, missing = collect(root)
     if not runs and not missing:
         raise UserError(f"attn-study-report: no runs under {root} (a run directory has .hydra/config.yaml)")
-    used, older = latest_per_model(runs)
+    used, replaced = latest_per_model(runs)
     try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         work = make_temporary_dir(out_dir.parent, prefix=f".{out_dir.name}.partial-")
@@ -39,7 +38,7 @@ def build_report(root: Path, out_dir: Path | None = None) -> Path:
             "write to with --out"
         ) from None
     try:
-        sections = _write_all(root, work, out_dir, runs, missing, used, older)
+        sections = _write_all(root, work, out_dir, runs, missing, used, replaced)
         (work / "index.html").write_text(html_page(f"attn_study report: {root.name}", sections))
         shutil.rmtree(out_dir, ignore_errors=True)
         os.replace(work, out_dir)
@@ -49,16 +48,18 @@ def build_report(root: Path, out_dir: Path | None = None) -> Path:
     return out_dir
 
 
-def _write_all(root, work, out_dir, runs, missing, used, older) -> list[tuple[str, str]]:
-    """The report's sections: the runs, the accuracies, each family's (in registry order), the statistics
-    tracked during training and links to every run's own figures."""
-    sections = [("Runs", _runs_section(root, work, runs, missing, older))]
+def _write_all(root, work, out_dir, runs, missing, used, replaced) -> list[tuple[str, str]]:
+    """The report's sections: the runs, the accuracies, the papers' tables (with the coverage), each family's
+    (in registry order, with a line when its runs come from several code versions), the statistics tracked
+    during training and links to every run's own figures."""
+    sections = [("Runs", _runs_section(root, work, runs, missing, replaced))]
     sections += accuracy.sections(used, work)
-    sections.append(("Paper vs this project", _scorecard_section(used, work)))
+    sections += paper_tables.sections(used, runs, work)
     for family in REGISTRY.values():
         report = family.module("report")
         if report is not None:
-            sections += report.sections(used, work)
+            note = code_note([r for r in used if family.name in r.config.get("analysis", [])])
+            sections += [(title, note + body) for title, body in report.sections(used, work)]
     sections += mohankumar.sections(used, work)
     sections += roar.sections(used, work)  # runs built on runs: ROAR (attn_study/roar/)
     curves = training_figures(used, work)
@@ -72,29 +73,8 @@ def _write_all(root, work, out_dir, runs, missing, used, older) -> list[tuple[st
     return sections
 
 
-def _scorecard_section(used, work) -> str:
-    """Every published number the runs compute, ours beside it, with a verdict (``report.scorecard``)."""
-    frame = scorecard(used)
-    if frame.empty:
-        datasets = sorted({str(r.config.get("dataset")) for r in used})
-        return (
-            f"<p>No published number of the seed papers is for these runs' settings (datasets: "
-            f"{html.escape(', '.join(datasets))}).</p>"
-        )
-    caption = (
-        "Paper vs this project: each published number beside ours (mean over seeds, the seeds' std, n; "
-        "the mean bootstrap interval over instances), and a verdict — reproduced when the paper's value "
-        "lies within ours ± (2 seed std + the interval's half-width + the paper's rounding), never on one "
-        "seed; not comparable when no run of the cell was at the paper's settings (recipe, pretrained embeddings, "
-        "the paper's data, no smoke sweep, the papers' experiment files, standard training, no command-line "
-        "setting that changes what is measured), and the cell says what differs; runs at other settings "
-        "beside runs at the paper's are left out and counted"
-    )
-    return captioned_table(frame, work, "scorecard", caption)
-
-
-def _runs_section(root, work, runs, missing, older) -> str:
-    """Every run found with its state; those not in the tables named, with why."""
+def _runs_section(root, work, runs, missing, replaced) -> str:
+    """Every run found with its state and code; those not in the tables named, with why."""
     status = status_table(runs, missing, root)
     write_table(status, work, "runs", "Every run found, with its state")
     problems = status[status["state"] != "complete"]
@@ -109,11 +89,14 @@ def _runs_section(root, work, runs, missing, older) -> str:
             "<p>Not in the tables (failed, unfinished or never started):</p>"
             + html_table(problems[["run", "state", "error"]])
         )
-    if older:
+    lines.append(code_note([r for r in runs if r.state == "complete"], "The complete runs"))
+    if replaced:
         lines.append(
-            "<p class='note'>Also not in the tables: older complete runs of a model that a newer run "
-            "replaces: " + ", ".join(html.escape(str(r.path.relative_to(root))) for r in older) + "</p>"
+            "<p>Also not in the tables: complete runs of a config that a later run of the same config replaces "
+            "(the later finished is used, whatever code made it; <code>replaced.csv</code>):</p>"
+            + html_table(replaced_table(replaced, root))
         )
+        write_table(replaced_table(replaced, root), work, "replaced", "Runs replaced by a later run of their config")
     return "".join(lines)
 
 

@@ -1,9 +1,13 @@
 """Tables as Markdown, CSV and LaTeX; one self-contained HTML page (figures embedded as data URIs).
 
-Numbers are printed one way everywhere: "—" only for a missing value (the caption says why), ±inf as
-"∞"/"−∞" (LaTeX ``$\\infty$``), a nonzero value that would round to 0 in scientific notation (``4.0e-04``),
-p-values (:func:`format_p`, a column named ``p``, ``… p``, ``p …``) with 3 decimals from 0.001 up and
-two significant digits below (``1.1e-09``), counts as integers. CSV files hold numbers only."""
+Numbers are printed one way per kind, everywhere (:data:`FORMATS`; a table names its columns' kinds, and
+p-value and count columns are also known by their names): a mean, τ or entropy with 3 decimals
+(:func:`format_number`; a nonzero value that would round to 0 in scientific notation, ``4.0e-04``), a
+percentage as ``9.5 %`` (:func:`format_percent`), a fraction of instances as a percentage too
+(:func:`format_fraction`: 0.25 → ``25.0 %``), a ratio as ``2.0×`` (:func:`format_ratio`), a duration as
+``4 min 05 s`` (:func:`format_duration`), a count as an integer, a p-value with 3 decimals from 0.001 up
+and two significant digits below (:func:`format_p`, ``1.1e-09``); "—" only for a missing value (the
+caption says why), ±inf as "∞"/"−∞" (LaTeX ``$\\infty$``). CSV files hold the numbers themselves."""
 
 from __future__ import annotations
 
@@ -44,10 +48,53 @@ def format_number(value, digits: int = 3) -> str:
     return f"{value:.{digits}f}"
 
 
-def _cell(value, digits: int = 3) -> str:
-    if isinstance(value, (int, float, np.integer, np.floating, type(None))) or value is pd.NA:
-        return format_number(value, digits)
-    return str(value)
+def _special(value) -> str | None:
+    """What every kind prints alike: "—" for a missing value, "∞"/"−∞"; None for a finite number."""
+    if _missing(value):
+        return MISSING
+    if isinstance(value, (int, float, np.integer, np.floating)) and math.isinf(value):
+        return "∞" if value > 0 else "−∞"
+    return None
+
+
+def format_percent(value, digits: int = 1) -> str:
+    """A value already in percent: ``9.5 %`` (``digits`` decimals)."""
+    return _special(value) or f"{float(value):.{digits}f}\u00a0%"
+
+
+def format_fraction(value, digits: int = 1) -> str:
+    """A fraction of instances (0 … 1) as a percentage: 0.25 → ``25.0 %``, so that it never reads as a mean."""
+    return _special(value) or format_percent(100 * float(value), digits)
+
+
+def format_ratio(value, digits: int = 1) -> str:
+    """A ratio of two counts or shares: ``2.0×``."""
+    return _special(value) or f"{float(value):.{digits}f}×"
+
+
+def format_count(value) -> str:
+    """A count as an integer (``10``, never ``10.0``)."""
+    special = _special(value)
+    if special:
+        return special
+    return str(int(value)) if float(value) % 1 == 0 else format_number(value)
+
+
+def format_duration(seconds) -> str:
+    """Seconds as a reader wants them: ``1.2 s`` under 10 s, ``42 s``, ``4 min 05 s``, ``2 h 03 min``."""
+    special = _special(seconds)
+    if special:
+        return special
+    seconds = float(seconds)
+    if seconds < 10:
+        return f"{seconds:.1f}\u00a0s"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole}\u00a0s"
+    if whole < 3600:
+        return f"{whole // 60}\u00a0min {whole % 60:02d}\u00a0s"
+    minutes = round(seconds / 60)
+    return f"{minutes // 60}\u00a0h {minutes % 60:02d}\u00a0min"
 
 
 def format_p(p) -> str:
@@ -58,6 +105,18 @@ def format_p(p) -> str:
     if p >= 0.001:
         return f"{p:.3f}"
     return f"{p:.1e}" if p > 1e-300 else "< 1e-300"
+
+
+#: a column's kind → how its numbers are printed (text is printed as it is)
+FORMATS = {
+    "number": format_number,
+    "percent": format_percent,
+    "fraction": format_fraction,
+    "ratio": format_ratio,
+    "count": format_count,
+    "duration": format_duration,
+    "p": format_p,
+}
 
 
 def is_p_column(name) -> bool:
@@ -88,17 +147,36 @@ def with_integer_counts(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _cells(frame: pd.DataFrame):
-    """Each row of ``frame`` as printed strings (p-value columns by :func:`format_p`)."""
-    p_columns = [is_p_column(c) for c in frame.columns]
+def column_kind(name, kinds: dict | None = None) -> str:
+    """A column's kind (:data:`FORMATS`): as ``kinds`` names it, else a p-value or count column by its name, else
+    ``number``."""
+    if kinds and name in kinds:
+        return kinds[name]
+    return "p" if is_p_column(name) else "count" if is_count_column(name) else "number"
+
+
+def format_value(value, kind: str = "number") -> str:
+    """``value`` printed as its kind: text as it is, a bool as True/False, a number by :data:`FORMATS`."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    if kind == "number" and isinstance(value, (int, np.integer)):
+        return str(int(value))
+    return FORMATS[kind](value)
+
+
+def _cells(frame: pd.DataFrame, kinds: dict | None = None):
+    """Each row of ``frame`` as printed strings, each column by its kind (:func:`column_kind`)."""
+    columns = [column_kind(c, kinds) for c in frame.columns]
     for row in frame.itertuples(index=False):
-        yield [format_p(v) if is_p and not isinstance(v, str) else _cell(v) for v, is_p in zip(row, p_columns)]
+        yield [format_value(v, kind) for v, kind in zip(row, columns)]
 
 
-def markdown(frame: pd.DataFrame) -> str:
+def markdown(frame: pd.DataFrame, kinds: dict | None = None) -> str:
     header = "| " + " | ".join(map(str, frame.columns)) + " |"
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    rows = ["| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |" for cells in _cells(frame)]
+    rows = ["| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |" for cells in _cells(frame, kinds)]
     return "\n".join([header, rule, *rows]) + "\n"
 
 
@@ -221,7 +299,7 @@ def latex_escape(text: str) -> str:
 LATEX_PREAMBLE = r"\usepackage{booktabs}"
 
 
-def latex(frame: pd.DataFrame, caption: str) -> str:
+def latex(frame: pd.DataFrame, caption: str, kinds: dict | None = None) -> str:
     """A booktabs ``table`` environment (needs :data:`LATEX_PREAMBLE`); ±inf as ``$\\infty$``."""
     columns = "l" * len(frame.columns)
     lines = [
@@ -234,28 +312,96 @@ def latex(frame: pd.DataFrame, caption: str) -> str:
         " & ".join(latex_escape(str(c)) for c in frame.columns) + r" \\",
         r"\midrule",
     ]
-    lines += [" & ".join(latex_escape(c) for c in cells) + r" \\" for cells in _cells(frame)]
+    lines += [" & ".join(latex_escape(c) for c in cells) + r" \\" for cells in _cells(frame, kinds)]
     lines += [r"\bottomrule", r"\end{tabular}", rf"\caption{{{latex_escape(caption)}}}", r"\end{table}"]
     return "\n".join(lines) + "\n"
 
 
+def sentence(caption: str) -> str:
+    """A caption as a sentence: a full stop added unless it ends in one (or in ? or !)."""
+    caption = caption.rstrip()
+    return caption if caption.endswith((".", "?", "!")) else caption + "."
+
+
 def write_table(
-    frame: pd.DataFrame, out_dir: Path, stem: str, caption: str, display: pd.DataFrame | None = None
+    frame: pd.DataFrame,
+    out_dir: Path,
+    stem: str,
+    caption: str,
+    display: pd.DataFrame | None = None,
+    kinds: dict | None = None,
 ) -> dict:
     """``<stem>.csv`` (the numbers, full precision, counts as integers), ``.md`` and ``.tex`` (``display``, or
-    the frame)."""
+    the frame, each column printed as its kind: :func:`column_kind`)."""
     frame = with_integer_counts(frame)
     shown = frame if display is None else with_integer_counts(display)
     frame.to_csv(out_dir / f"{stem}.csv", index=False)
-    (out_dir / f"{stem}.md").write_text(f"**{caption}**\n\n" + markdown(shown))
-    (out_dir / f"{stem}.tex").write_text(latex(shown, caption))
-    return {"stem": stem, "caption": caption, "frame": shown}
+    (out_dir / f"{stem}.md").write_text(f"**{sentence(caption)}**\n\n" + markdown(shown, kinds))
+    (out_dir / f"{stem}.tex").write_text(latex(shown, sentence(caption), kinds))
+    return {"stem": stem, "caption": caption, "frame": shown, "kinds": kinds}
 
 
-def html_table(frame: pd.DataFrame) -> str:
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>" for cells in _cells(frame))
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+#: a table of this many columns or more is printed smaller (``table.wide``)
+WIDE = 12
+
+
+def html_table(frame: pd.DataFrame, kinds: dict | None = None) -> str:
+    head = "".join(f"<th>{html_label(str(c))}</th>" for c in frame.columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html_label(c, breaks=True)}</td>" for c in cells) + "</tr>"
+        for cells in _cells(frame, kinds)
+    )
+    wide = " class='wide'" if len(frame.columns) >= WIDE else ""  # smaller print, so that it fits 1280 pixels
+    return f"<table{wide}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+#: a one-letter symbol's subscript or superscript as the papers write it: ``τ_g``, ``τ_{loo}``, ``g_{h_i}``, ``x^2``;
+#: the symbol starts a word (after a space, ``(`` or ``{``: not in a path or a key); a Greek letter's script may be a
+#: word (``τ_loo``), a Latin letter's is one character (``i_p``, not ``every_n_epochs``)
+_SCRIPT = re.compile(r"(?<![^\s({])(\w)([_^])(\{|(?<=[^\x00-\x7f][_^])[^\W_]+|\w(?!\w))")
+
+
+#: where a long name (a run's folder, a key) may break across lines: after these characters
+_BREAKS = re.compile(r"([,/=_])")
+
+
+def html_label(text: str, breaks: bool = False) -> str:
+    """``text`` as HTML, the papers' TeX-like sub- and superscripts (``τ_{loo}``, ``H̃(g_{h_i}(x))``, ``τ_g``)
+    as ``<sub>``/``<sup>``: a reader never sees ``_{``. Only a one-letter symbol's script is one (``τ_g``, not
+    ``every_n_epochs`` or ``class_0``). ``breaks``: a long name may break after ``, / = _`` (``<wbr>``)."""
+
+    def escape(part: str) -> str:
+        part = html.escape(part)
+        return _BREAKS.sub(r"\1<wbr>", part) if breaks else part
+
+    out, i = [], 0
+    text = str(text)
+    while i < len(text):
+        match = _SCRIPT.search(text, i)
+        if match is None:
+            out.append(escape(text[i:]))
+            break
+        out.append(escape(text[i : match.start(2)]))
+        tag = "sub" if match.group(2) == "_" else "sup"
+        if match.group(3) == "{":
+            end = _closing_brace(text, match.end(3))
+            if end is None:  # unbalanced: printed as it is
+                out.append(escape(text[match.start(2) :]))
+                break
+            inner, i = text[match.end(3) : end], end + 1
+        else:
+            inner, i = match.group(3), match.end(3)
+        out.append(f"<{tag}>{html_label(inner)}</{tag}>")
+    return "".join(out)
+
+
+def _closing_brace(text: str, start: int) -> int | None:
+    depth = 1
+    for j in range(start, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        if depth == 0:
+            return j
+    return None
 
 
 def embedded_png(path: Path) -> str:
@@ -279,18 +425,26 @@ def thumbnail(path: Path, href: str, width: int = 220) -> str:
     )
 
 
-STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:13px}
-th,td{border:1px solid #ccc;padding:3px 7px;text-align:left}
+STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;padding:0 1.5em;max-width:1240px;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:12px}
+th,td{border:1px solid #ccc;padding:2px 4px;text-align:left;vertical-align:top;overflow-wrap:break-word}
 th{background:#f2f2f2}img{max-width:100%;margin:.5em 0}h2{border-bottom:1px solid #ddd;padding-bottom:.2em}
-.bad td{background:#fff0f0}.note{color:#555;font-size:13px}
+table.wide{font-size:11px}table.wide th,table.wide td{padding:1px 3px}
+.bad td{background:#fff0f0}.note{color:#555;font-size:13px}.mixed{color:#8a4b00}
+h3{margin:1.2em 0 .2em}ul.summary{font-size:13px;padding-left:1.2em}ul.summary li{margin:.15em 0}
+table.paper th{font-weight:600}
+details{display:inline-block;vertical-align:top;border-radius:3px;padding:0 3px}
+details summary{cursor:pointer;list-style:none}details summary::-webkit-details-marker{display:none}
+details .more{white-space:normal;max-width:22em;font-size:11px;color:#333;padding:2px 0}
+.v-ok{background:#d4efd4}.v-bad{background:#f6caca}.v-why{background:#fbe0b8}.v-nc{background:#e2e2e2}
+.v-nv{background:#fbf1bd}.v-nr{color:#777}.legend{display:inline-block;padding:0 6px;margin-right:6px}
 .thumb{display:inline-block;margin:4px;text-align:center;font-size:11px;vertical-align:top;max-width:230px}
 .thumb img{display:block;border:1px solid #ddd;margin:0 auto 2px}"""
 
 
 def html_page(title: str, sections: list[tuple[str, str]]) -> str:
     """``sections``: (heading, HTML body) pairs."""
-    body = "".join(f"<h2>{html.escape(h)}</h2>\n{content}\n" for h, content in sections)
+    body = "".join(f"<h2>{html_label(h)}</h2>\n{content}\n" for h, content in sections)
     return (
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
         f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>\n{body}</body></html>\n"
@@ -331,7 +485,9 @@ def seed_spread(a, b) -> str:
     return f"Δ {c['delta']:+.3f}, within seed spread"
 
 
-def captioned_table(frame: pd.DataFrame, work: Path, stem: str, caption: str, display=None) -> str:
+def captioned_table(
+    frame: pd.DataFrame, work: Path, stem: str, caption: str, display=None, kinds: dict | None = None
+) -> str:
     """The table written as files (:func:`write_table`) and as HTML under its caption."""
-    table = write_table(frame, work, stem, caption, display=display)
-    return f"<p>{html.escape(caption)}.</p>" + html_table(table["frame"])
+    table = write_table(frame, work, stem, caption, display=display, kinds=kinds)
+    return f"<p>{html_label(sentence(caption))}</p>" + html_table(table["frame"], kinds)

@@ -9,17 +9,23 @@ Runs are told apart by their config identity (what ``status.json`` records: the 
 the settings that do not change results), not by dataset / model / encoder / attention / projection /
 seed alone: only a run with the *same* identity replaces an older one. A run is labelled (``Run.variant``)
 by what makes its model differ from the others of its dataset / model / encoder / attention / projection,
-short: sparsegen's λ, the training variant (an adversary's λ), and any other model setting where it departs
-from the most common value (``lr=0.01``). The analyses' own options (``analysis.*``) describe the tests, not
-the model, and never label a row.
+short: sparsegen's λ, the training variant (with its λ where it has one), and any other model setting where it
+departs from the most common value (``lr=0.01``). The analyses' own options (``analysis.*``) describe the tests,
+not the model, and never label a row; a family's report reads any recorded setting with :meth:`Run.option`.
+
+Every run carries the code that made it (``status.json``'s ``code``: package version, git commit, uncommitted
+changes): :func:`code_label` names it, :func:`code_note` says when the runs of a table come from more than one,
+and :func:`latest_per_model` says which of two runs of one config it keeps, and why.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,6 +55,16 @@ class Run:
     labels: list = field(default_factory=list)
     summary: dict = field(default_factory=dict)  # null (undefined) values read as NaN
     identity: dict = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)  # the recorded config, flat (``encoder/hidden_size``)
+    code: dict = field(default_factory=dict)  # status.json's code: version, commit, dirty (empty: not recorded)
+    started: float = 0.0  # when its last attempt started
+    attempts: int = 1
+
+    def option(self, key: str, default=None):
+        """A setting of the run's recorded config (``encoder.self_attention_projection``); ``default`` where it has
+        none (a run made before the option existed) or it is null."""
+        value = self.settings.get(key.replace(".", "/"))
+        return default if value is None else value
 
     def label(self, k: int) -> str:
         return str(self.labels[k]) if 0 <= k < len(self.labels) else f"class {k}"
@@ -73,6 +89,22 @@ class Run:
         return f"{c['dataset']} {c['model']}-{c['encoder']}-{c['attention']}-{projection} {seed}{variant}"
 
 
+@dataclass(frozen=True)
+class CrossRunMeasure:
+    """A number a paper computes over several runs, as a family's report exports it (its
+    ``cross_run_measures()``: name → measure) for the scorecard to compare with the paper's:
+
+    - ``points(runs)``: the runs that are its points (e.g. every λ of a sparsegen grid);
+    - ``per_seed(points)``: one value per seed of those runs (the scorecard's mean ± seed std);
+    - ``spans``: the setting keys (dataset, model, encoder, attention, projection) its points vary over, which a
+      paper's row leaves to it."""
+
+    description: str
+    points: Callable[[list[Run]], list[Run]]
+    per_seed: Callable[[list[Run]], list[float]]
+    spans: tuple[str, ...] = ()
+
+
 def _identity(cfg, status: dict) -> dict:
     """The run's config identity: recorded in its status, else computed from its config."""
     if status.get("identity"):
@@ -82,6 +114,14 @@ def _identity(cfg, status: dict) -> dict:
     except Exception:  # a config that no longer resolves (an env var gone): its literal values
         container = OmegaConf.to_container(cfg, resolve=False)
         return state.flatten({k: v for k, v in container.items() if k not in state.NOT_RESULTS})
+
+
+def _settings(cfg) -> dict:
+    """The run's recorded config, flat, resolved where it still resolves (else its literal values)."""
+    try:
+        return state.flatten(OmegaConf.to_container(cfg, resolve=True))
+    except Exception:
+        return state.flatten(OmegaConf.to_container(cfg, resolve=False))
 
 
 def _labels(cfg, status: dict) -> list:
@@ -107,17 +147,16 @@ def _config(cfg) -> dict:
     out["lam"] = OmegaConf.select(cfg, "projection.lam", default=None, throw_on_resolution_failure=False)
     schedule = OmegaConf.select(cfg, "training.schedule", default="standard", throw_on_resolution_failure=False)
     weighted = OmegaConf.select(cfg, "training.instance_weighting", default=False, throw_on_resolution_failure=False)
-    options = ([] if schedule == "standard" else [str(schedule)]) + (["instance_weighting"] if weighted else [])
+    options = [] if schedule == "standard" else [str(schedule)]
+    lam = OmegaConf.select(cfg, "training.lam", default=None, throw_on_resolution_failure=False)
+    if options and lam is not None:  # a training variant with a λ of its own (conf/training/)
+        options = [f"{schedule} λ={lam}"]
+    options += ["instance_weighting"] if weighted else []
     tying = OmegaConf.select(cfg, "training.word_tying.weight", default=0, throw_on_resolution_failure=False)
     if tying:  # Tutek & Šnajder's word-level objective, on top of any schedule
         kind = OmegaConf.select(cfg, "training.word_tying.kind", default="predict", throw_on_resolution_failure=False)
         options.append(f"word tying ({kind}) λ={float(tying):g}")
     out["training"] = "+".join(options) or "standard"  # the training variant (conf/training)
-    if schedule == "model_consistent_adversary":  # Wiegreffe & Pinter's adversary: its lambda
-        out["adversary_lam"] = OmegaConf.select(cfg, "training.lam", default=None, throw_on_resolution_failure=False)
-    out["wp_base"] = OmegaConf.select(
-        cfg, "analysis.wiegreffe_pinter.base", default=None, throw_on_resolution_failure=False
-    )
     out["attention_source"] = OmegaConf.select(cfg, "attention.source", default=None, throw_on_resolution_failure=False)
     out["model_seed"] = OmegaConf.select(cfg, "model_seed", default=None, throw_on_resolution_failure=False)
     out["activation"] = OmegaConf.select(cfg, "encoder.activation", default=None, throw_on_resolution_failure=False)
@@ -177,6 +216,10 @@ def collect(root: Path) -> tuple[list[Run], list[dict]]:
             config={**_config(cfg), "overrides": _overrides(run_dir)},
             labels=_labels(cfg, status),
             identity=_identity(cfg, status),
+            settings=_settings(cfg),
+            code=status.get("code") if isinstance(status.get("code"), dict) else {},
+            started=status.get("started", 0.0),
+            attempts=int(status.get("attempt", 1) or 1),
         )
         if run.state == "running":
             run.error = "no final state: killed, lost or still running"
@@ -258,14 +301,12 @@ def _short_names(keys) -> dict[str, str]:
 
 
 def _named_parts(run: Run) -> dict[str, str]:
-    """The model-defining settings every row names when set: sparsegen's λ, the training variant (an
-    adversary's λ), a model seed apart from the data's (``model_seed``)."""
+    """The model-defining settings every row names when set: sparsegen's λ, the training variant (with its
+    λ), a model seed apart from the data's (``model_seed``)."""
     c, parts = run.config, {}
     if c.get("projection") == "sparsegen" and c.get("lam") is not None:
         parts["lam"] = f"λ={float(c['lam']):g}"
-    if c.get("adversary_lam") is not None:
-        parts["training"] = f"adversary λ={c['adversary_lam']}"
-    elif c.get("training", "standard") != "standard":
+    if c.get("training", "standard") != "standard":
         parts["training"] = str(c["training"])
     if c.get("model_seed") is not None:
         parts["model_seed"] = f"model seed {c['model_seed']}"
@@ -313,16 +354,63 @@ def _label_variants(runs: list[Run]) -> None:
         run.config["variant"] = ", ".join(parts.values())
 
 
-def latest_per_model(runs: list[Run]) -> tuple[list[Run], list[Run]]:
-    """Complete runs, one per config identity (the most recently finished), and the older duplicates."""
+def code_label(code: dict) -> str:
+    """The code a run was made with, short: the commit's first 8 characters (``+ changes``: uncommitted changes
+    to tracked files), else the package version; ``not recorded`` for a run made before runs recorded it."""
+    if not code:
+        return "not recorded"
+    commit = str(code.get("commit") or "unknown")
+    label = commit[:8] if commit != "unknown" else f"version {code.get('version', 'unknown')}"
+    return label + (" + changes" if code.get("dirty") else "")
+
+
+def code_note(runs: list[Run], what: str = "These runs") -> str:
+    """One HTML line when ``runs`` come from more than one code version (each version with its number of runs),
+    else empty."""
+    versions = Counter(code_label(r.code) for r in runs)
+    if len(versions) < 2:
+        return ""
+    listed = ", ".join(f"{html.escape(label)} ({n} run{'s' * (n > 1)})" for label, n in sorted(versions.items()))
+    return f"<p class='note mixed'>{what} come from {len(versions)} code versions: {listed}.</p>"
+
+
+def _config_key(run: Run) -> tuple:
+    """What makes two runs the same experiment: their model keys and config identity."""
+    return tuple(str(run.config.get(k)) for k in MODEL_KEYS), json.dumps(run.identity, sort_keys=True, default=str)
+
+
+def latest_per_model(runs: list[Run]) -> tuple[list[Run], list[tuple[Run, Run]]]:
+    """Complete runs, one per config identity — the most recently finished, whatever code made it —, and each
+    older duplicate with the run that replaces it."""
     best: dict[tuple, Run] = {}
-    older = []
+    replaced = []
     for run in sorted((r for r in runs if r.state == "complete"), key=lambda r: r.finished):
-        key = (tuple(str(run.config.get(k)) for k in MODEL_KEYS), json.dumps(run.identity, sort_keys=True, default=str))
-        if key in best:
-            older.append(best[key])
-        best[key] = run
-    return list(best.values()), older
+        if _config_key(run) in best:
+            replaced.append(best[_config_key(run)])
+        best[_config_key(run)] = run
+    return list(best.values()), [(old, best[_config_key(old)]) for old in replaced]
+
+
+def replaced_table(replaced: list[tuple[Run, Run]], root: Path) -> pd.DataFrame:
+    """Each complete run left out because a later run of the same config replaces it: both runs, their code
+    and why (the later one is kept; whether their code differs)."""
+    rows = []
+    for old, new in replaced:
+        same = code_label(old.code) == code_label(new.code)
+        rows.append(
+            {
+                "run left out": _relative(old.path, root),
+                "its code": code_label(old.code),
+                "replaced by": _relative(new.path, root),
+                "code used": code_label(new.code),
+                "why": "same config, finished later" + ("" if same else "; made by other code"),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _relative(path: Path, root: Path) -> str:
+    return str(path.relative_to(root)) if path != root and path.is_relative_to(root) else path.name
 
 
 def without_empty_variant(frame: pd.DataFrame) -> pd.DataFrame:
@@ -341,6 +429,7 @@ def status_table(runs: list[Run], missing: list[dict], root: Path) -> pd.DataFra
             "variant": r.config.get("variant", ""),
             "analysis": r.config["analysis"],
             "finished": time.strftime("%Y-%m-%d %H:%M", time.localtime(r.finished)) if r.finished else "",
+            "code": code_label(r.code),
             "error": r.error,
         }
         for r in runs

@@ -1,64 +1,62 @@
-"""Paper vs this project: every published number (``report/papers/<paper>.csv``) that a run here computes, beside
-ours, with a verdict.
+"""Paper vs this project: every published number (``report/papers/``, :mod:`attn_study.report.references`) beside
+ours, with a verdict and an outcome.
 
-Ours, per cell: the runs of the paper's setting (dataset, model, encoder, attention, projection, λ), one value per
-seed — mean, the seeds' standard deviation s and n; the mean's 95 % bootstrap interval over instances (a run's
-``…/ci_low``, ``…/ci_high``; averaged over seeds) where the key has one. The verdict:
+Ours, per cell: the runs of the paper's setting (dataset, model, encoder, attention, projection, λ and the row's
+``settings``), one value per seed — mean, the seeds' standard deviation s and n; the mean's 95 % bootstrap interval
+over instances (a run's ``…/ci_low``, ``…/ci_high``; averaged over seeds) where the key has one. A number taken
+over several runs (a row's ``measure``) is computed by the family's report that exports it
+(``cross_run_measures()``, asked of every family). The verdict:
 
 - *not comparable*, saying what differs, when no run of the cell is at the paper's settings (:func:`departures`):
-  made without the paper's recipe (``recipe=jain_wallace`` for Jain & Wallace and Meister et al.,
-  ``recipe=serrano_smith`` for Serrano & Smith: other preprocessing, splits or training, so a difference says
-  nothing about the method); with random embeddings where the paper's were pretrained (pretrained vectors other
-  than the paper's, e.g. GloVe for fastText, are compared, and the cell names them); on data that is only the
-  nearest to the paper's; from a smoke sweep (``sweeps/smoke*.yaml``) or an experiment file that is not the
-  papers' (``experiment=wiegreffe_pinter/base``); trained otherwise (a
-  training variant, shuffled labels, marker tokens, masked data, another run's attention or outputs); or with a
-  command-line setting that changes what is measured (``trainer.max_epochs=1``,
-  ``analysis.jain_wallace.max_instances=500``; where files are, loggers, threads and batch sizes do not).
-  Runs at other settings beside runs at the paper's are left out of the cell, and the verdict says so;
+  made without the paper's recipe (other preprocessing, splits or training, so a difference says nothing about
+  the method); with random embeddings where the paper's were pretrained (pretrained vectors other than the
+  paper's, e.g. GloVe for fastText, are compared, and the cell names them); on data that is only the nearest
+  to the paper's; from a smoke sweep (``sweeps/smoke*.yaml``) or an experiment file that is not the papers'; trained
+  otherwise (a training variant, shuffled labels, marker tokens, masked data, another run's attention or
+  outputs); with another value of a setting the row fixes (``encoder.self_attention_projection=softmax`` where
+  the paper's Transformer used sparsemax); or with a command-line setting that changes what is measured
+  (``trainer.max_epochs=1``, ``analysis.jain_wallace.max_instances=500``; where files are, loggers, threads and
+  batch sizes do not). Runs at other settings beside runs at the paper's are left out of the cell, and the
+  verdict says so;
 - with one seed: never *reproduced* — "1 seed: the paper's value inside / outside our interval";
 - with n ≥ 2 seeds: *reproduced* when the paper's value lies in ours ± (2 s + h + r), where h is the half-width
   of the bootstrap interval (instance sampling) and r half a unit of the paper's last printed digit (rounding);
   else *not reproduced* (ours higher / ours lower). The papers report one run each: the question is whether
   a run like theirs could have come from our seeds' spread (± 2 s), not whether the two means agree.
 
-The embeddings each cell used are named (the papers' fastText vectors cannot be obtained here).
+Each number's *outcome* (:data:`OUTCOMES`) sorts it for the coverage: reproduced; not reproduced, *explained* only
+where ``explanations.csv`` holds a measured cause for it (in the direction we differ), else *unexplained*; not
+comparable (reason: settings); no verdict (1 seed, or no finite value); not run — *data absent* (the dataset is
+not here), *compute* (no run of the setting computed it) or *not computed* (no family's report computes the
+measure).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from importlib import resources
+from collections import Counter
 
 import numpy as np
 import pandas as pd
 
-from attn_study.families.sparsity import report as sparsity_report
-from attn_study.report.runs import Run
+from attn_study.families import REGISTRY
+from attn_study.report.references import (
+    explanations,
+    papers,
+    printed_value,
+    references,
+    required_settings,
+    rounding,
+)
+from attn_study.report.runs import CrossRunMeasure, Run, code_label
 from attn_study.sweep.naming import changes_results, override_key
 
-PAPERS = ("jain_wallace", "serrano_smith", "meister")
-RECIPE = {"jain_wallace": "jain_wallace", "meister": "jain_wallace", "serrano_smith": "serrano_smith"}
-SETTING = ("dataset", "model", "encoder", "attention", "projection")
-#: what each paper's models started from (Serrano & Smith: Yang et al.'s word2vec trained on each corpus)
-PRETRAINED = {
-    "jain_wallace": "pretrained fastText",
-    "meister": "pretrained fastText, Jain & Wallace's code",
-    "serrano_smith": "word2vec trained on the corpus",
-}
+__all__ = ["departures", "judge", "references", "rounding", "scorecard", "verdict"]
 
-#: the experiment files (conf/experiment/) at the papers' settings: Meister et al. trained Jain & Wallace's models
-#: with their code, so one BiLSTM serves both; any other experiment (Wiegreffe & Pinter's) is named in the cell
-PAPER_EXPERIMENTS = {
-    "jain_wallace": ("jain_wallace_sst", "meister_bilstm", "meister_transformer"),
-    "meister": ("jain_wallace_sst", "meister_bilstm", "meister_transformer"),
-    "serrano_smith": (),
-}
-#: (paper, dataset) where the data here is the nearest to the paper's, not the same
-OTHER_DATA = {
-    ("serrano_smith", "imdb_rating"): "aclImdb's 8 ratings (paper's: Diao et al.'s 10-class IMDB)",
-}
+SETTING = ("dataset", "model", "encoder", "attention", "projection")
+#: options added after runs had been made: the value a run whose config lacks the option ran with
+ADDED_LATER = {"encoder.self_attention_projection": "softmax"}
 #: command-line settings that leave what a number measures as it is: the setting's own choices (matched against
 #: the paper's row), where the data and vectors are (the vectors are named in the cell), devices, batch sizes
 SAME_MEASURE = re.compile(
@@ -67,38 +65,49 @@ SAME_MEASURE = re.compile(
     r"|dataset\.(num_workers|eval_batch_size)|trainer\.(accelerator|devices)"
     r"|analysis\.\w+\.(batch_size|internal_batch_size|\w*chunk\w*|heatmaps|every_n_epochs|val_split|val_max_instances))"
 )
-#: cross-run numbers (a row's ``measure``) the scorecard computes, and how the cell names them
-MEASURES = {"meister_table2_tau_b": "Kendall τ-b(λ, run mean H̃(g_ŷ(x))) per seed"}
 #: trainer configs (conf/trainer/) that pick a device only
 SAME_TRAINERS = ("auto", "cpu", "gpu")
 
-
-def references() -> pd.DataFrame:
-    """Every published number, as printed (``value`` is text: its precision is the paper's)."""
-    folder = resources.files("attn_study.report") / "papers"
-    frames = [pd.read_csv(folder / f"{paper}.csv", dtype=str, keep_default_na=False) for paper in PAPERS]
-    return pd.concat(frames, ignore_index=True)
-
-
-def rounding(printed: str) -> float:
-    """Half a unit of the last printed digit: ``0.81`` → 0.005, ``12`` → 0.5."""
-    text = printed.strip().lstrip("<>~≈")
-    decimals = len(text.split(".", 1)[1]) if "." in text else 0
-    return 0.5 * 10.0**-decimals
+REPRODUCED = "reproduced"
+EXPLAINED = "not reproduced (explained)"
+UNEXPLAINED = "not reproduced (unexplained)"
+NOT_COMPARABLE = "not comparable"
+NO_VERDICT = "no verdict"
+NOT_RUN = "not run"
+#: every number's outcome, in the order the report counts them
+OUTCOMES = (REPRODUCED, EXPLAINED, UNEXPLAINED, NOT_COMPARABLE, NO_VERDICT, NOT_RUN)
 
 
-def _matching(runs: list[Run], row) -> list[Run]:
-    """The complete runs of the row's setting that hold its key (a cross-run measure: its runs)."""
+def cross_run_measures() -> dict[str, CrossRunMeasure]:
+    """Every family report's cross-run measures (its ``cross_run_measures()``), by name; a name two families export
+    is an error (a copied family's report keeps the original's names until renamed)."""
+    found: dict[str, CrossRunMeasure] = {}
+    owner: dict[str, str] = {}
+    for name, family in REGISTRY.items():
+        module = family.module("report")
+        for measure, value in (module.cross_run_measures() if hasattr(module, "cross_run_measures") else {}).items():
+            if measure in owner:
+                raise RuntimeError(
+                    f"attn_study/families/{name}/report.py: cross_run_measures() exports {measure!r}, which "
+                    f"{owner[measure]}'s report exports too; give each measure its own name"
+                )
+            found[measure], owner[measure] = value, name
+    return found
+
+
+def _matching(runs: list[Run], row, measures: dict[str, CrossRunMeasure]) -> list[Run]:
+    """The complete runs of the row's setting that hold its key (a cross-run measure: its points)."""
 
     def same(run, keys) -> bool:
         return all(not getattr(row, k) or str(run.config.get(k)) == getattr(row, k) for k in keys)
 
-    if row.measure == "meister_table2_tau_b":  # sparsegen's λ and sparsemax (λ = 0) runs of the model
-        candidates = sparsity_report.table2_runs([r for r in runs if r.state == "complete"])
-        return [r for r in candidates if same(r, [k for k in SETTING if k != "projection"])]
+    complete = [r for r in runs if r.state == "complete"]
+    if not row.key:
+        measure = measures[row.measure]
+        return [r for r in measure.points(complete) if same(r, [k for k in SETTING if k not in measure.spans])]
     found = []
-    for run in runs:
-        if run.state != "complete" or row.key not in run.summary or not same(run, SETTING):
+    for run in complete:
+        if row.key not in run.summary or not same(run, SETTING):
             continue
         if row.lam and (run.config.get("lam") is None or not math.isclose(float(run.config["lam"]), float(row.lam))):
             continue
@@ -106,17 +115,23 @@ def _matching(runs: list[Run], row) -> list[Run]:
     return found
 
 
-def departures(run: Run, paper: str, dataset: str) -> list[str]:
-    """How ``run`` departs from ``paper``'s settings, each in a few words (empty: at the paper's settings)."""
-    c = run.config
+def setting_value(run: Run, option: str):
+    """The run's value of a setting a paper's row fixes (an option added later: the value older runs had)."""
+    return run.option(option, ADDED_LATER.get(option))
+
+
+def departures(run: Run, paper: str, dataset: str, settings: dict | None = None) -> list[str]:
+    """How ``run`` departs from ``paper``'s settings (``papers.yaml``) and from the row's ``settings``, each in a
+    few words (empty: at the paper's settings)."""
+    c, about, settings = run.config, papers()[paper], settings or {}
     out = []
-    if str(c.get("recipe")) != RECIPE[paper]:
-        out.append(f"recipe {c.get('recipe')} (paper's: {RECIPE[paper]})")
+    if str(c.get("recipe")) != about["recipe"]:
+        out.append(f"recipe {c.get('recipe')} (paper's: {about['recipe']})")
     if c.get("embeddings") == "random":
-        theirs = "pretrained GloVe 840B" if (paper, dataset) == ("jain_wallace", "snli") else PRETRAINED[paper]
+        theirs = about["embeddings_per_dataset"].get(dataset, about["embeddings"])
         out.append(f"random embeddings (paper's: {theirs})")
-    if (paper, dataset) in OTHER_DATA:
-        out.append(f"other data: {OTHER_DATA[paper, dataset]}")
+    if dataset in about["other_data"]:
+        out.append(f"other data: {about['other_data'][dataset]}")
     if str(c.get("sweep")).startswith("smoke"):  # sweeps/smoke*.yaml: a few batches of small models
         out.append(f"smoke sweep {c['sweep']}")
     if c.get("training", "standard") != "standard":
@@ -129,37 +144,41 @@ def departures(run: Run, paper: str, dataset: str) -> list[str]:
         "explainer": "trained on another run's outputs",
     }
     out += [why for key, why in built_on.items() if c.get(key)]
+    for option, wanted in settings.items():
+        have = setting_value(run, option)
+        if wanted is not None and str(have) != wanted:
+            out.append(f"{option}={have} (paper's: {wanted})")
     for override in c.get("overrides", []):
         key = override_key(override)
-        if not changes_results(override) or SAME_MEASURE.fullmatch(key):
+        if not changes_results(override) or SAME_MEASURE.fullmatch(key) or key.lstrip("+~") in settings:
             continue
         value = override.split("=", 1)[1] if "=" in override else ""
-        if key == "trainer" and value in SAME_TRAINERS or key == "experiment" and value in PAPER_EXPERIMENTS[paper]:
+        if key == "trainer" and value in SAME_TRAINERS or key == "experiment" and value in about["experiments"]:
             continue
         out.append(override)
     return out
 
 
-def _ours(runs: list[Run], key: str, scale: float) -> dict:
-    """Mean, seed std and n of ``key`` (× ``scale``) over ``runs``, one value per run; a measure's (Meister et
-    al.'s Table 2: Kendall τ-b per seed over its runs) one per seed."""
-    if key == "meister_table2_tau_b":
-        values = np.array(sparsity_report.tau_per_seed(runs))
+def _ours(runs: list[Run], row, scale: float, measures: dict[str, CrossRunMeasure]) -> dict:
+    """Mean, seed std and n of the row's key (× ``scale``) over ``runs``, one value per run; a cross-run
+    measure's one per seed."""
+    if row.key:
+        values = np.array([float(r.summary[row.key]) for r in runs]) * scale
     else:
-        values = np.array([float(r.summary[key]) for r in runs]) * scale
+        values = np.array(measures[row.measure].per_seed(runs), dtype=float)
     values = values[np.isfinite(values)]
     out = {
         "n seeds": len(values),
         "ours": float(values.mean()) if len(values) else math.nan,
         "seed std": float(values.std(ddof=1)) if len(values) > 1 else math.nan,
+        "ci low": math.nan,
+        "ci high": math.nan,
     }
-    if key.endswith("/mean"):
-        stem = key[: -len("mean")]
+    if row.key.endswith("/mean"):
+        stem = row.key[: -len("mean")]
         lows = [float(r.summary.get(stem + "ci_low", math.nan)) * scale for r in runs]
         highs = [float(r.summary.get(stem + "ci_high", math.nan)) * scale for r in runs]
         out["ci low"], out["ci high"] = _mean_of_finite(lows), _mean_of_finite(highs)
-    else:
-        out["ci low"] = out["ci high"] = math.nan
     return out
 
 
@@ -168,68 +187,164 @@ def _mean_of_finite(values) -> float:
     return float(np.mean(finite)) if finite else math.nan
 
 
+def band(printed: str, ours: dict) -> float:
+    """The verdict's band around our mean: 2 seed std + the interval's half-width + the paper's rounding."""
+    half = (ours["ci high"] - ours["ci low"]) / 2 if math.isfinite(ours["ci high"]) else 0.0
+    std = ours["seed std"] if math.isfinite(ours["seed std"]) else math.nan
+    return 2 * std + half + rounding(printed)
+
+
 def verdict(paper: float, printed: str, ours: dict) -> str:
     """The rule of the module docstring, for one cell."""
     if not ours["n seeds"] or not math.isfinite(ours["ours"]):
         return "no finite value"
-    half = (ours["ci high"] - ours["ci low"]) / 2 if math.isfinite(ours["ci high"]) else 0.0
     if ours["n seeds"] == 1:
         if not math.isfinite(ours["ci low"]):
             return "1 seed: no interval"
         inside = ours["ci low"] - rounding(printed) <= paper <= ours["ci high"] + rounding(printed)
         return f"1 seed: the paper's value {'inside' if inside else 'outside'} our interval"
-    band = 2 * ours["seed std"] + half + rounding(printed)
-    if abs(paper - ours["ours"]) <= band:
+    if abs(paper - ours["ours"]) <= band(printed, ours):
         return "reproduced"
     return f"not reproduced (ours {'higher' if ours['ours'] > paper else 'lower'})"
 
 
-def scorecard(runs: list[Run]) -> pd.DataFrame:
-    """One row per published number some run here computes (see the module docstring)."""
+def _explanation(row, said: str, causes: pd.DataFrame) -> str | None:
+    """The measured cause of a number not reproduced (``explanations.csv``), in the direction we differ; None
+    when there is none."""
+    found = causes
+    for column in ("paper", "source", "dataset", "row", "column", "statistic"):
+        found = found[found[column] == getattr(row, column)]
+    for cause in found.itertuples(index=False):
+        if not cause.when or cause.when in said:
+            return f"{cause.cause} ({cause.measured_in})"
+    return None
+
+
+def _not_run(row, runs: list[Run], measures, available: set[str] | None) -> str:
+    """Why no run gives the row's number: the report does not compute it, the data is not here, or no run of
+    the setting (that computed it) was made."""
+    if not row.key and row.measure not in measures:
+        return f"not computed: {row.measure}"
+    if row.dataset and available is not None and row.dataset not in available:
+        return f"data absent: {row.dataset} is not here"
+    setting = [r for r in runs if all(not getattr(row, k) or str(r.config.get(k)) == getattr(row, k) for k in SETTING)]
+    if setting and row.key:
+        return f"compute: {len(setting)} run(s) of the setting, none with {row.key} (its test not run)"
+    return "compute: no run of the setting"
+
+
+def _setting(row) -> str:
+    return (
+        " ".join(getattr(row, k) for k in SETTING if getattr(row, k))
+        + (f" λ={row.lam}" if row.lam else "")
+        + (f" class {row.cls}" if row.cls else "")
+        + (f" ({row.settings})" if row.settings else "")
+    )
+
+
+def _counted(values) -> str:
+    """``softmax (3 runs), sparsemax (1 run)``: each value and how many runs had it."""
+    return ", ".join(f"{v} ({n} run{'s' * (n > 1)})" for v, n in sorted(Counter(map(str, values)).items()))
+
+
+def judge(runs: list[Run], available: set[str] | None = None) -> pd.DataFrame:
+    """Every published number with its outcome (:data:`OUTCOMES`) and reason, ours beside it where a run gives
+    it; ``available``: the datasets that are here (None: every one; a missing one makes its numbers "data
+    absent")."""
+    measures, causes = cross_run_measures(), explanations()
     rows = []
     for row in references().itertuples(index=False):
-        if not row.key and row.measure not in MEASURES:
-            continue
-        matching = _matching(runs, row)
+        entry = {
+            "paper": row.paper,
+            "source": row.source,
+            "row": row.row,
+            "column": row.column,
+            "dataset": row.dataset,
+            "cls": row.cls,
+            "setting": _setting(row),
+            "statistic": row.statistic,
+            "key": row.key or (measures[row.measure].description if row.measure in measures else row.measure),
+            "paper value": row.value,
+            "n seeds": 0,
+            "runs left out": 0,
+            "unverified": row.note.startswith("UNVERIFIED"),
+            "code labels": (),
+        }
+        matching = _matching(runs, row, measures) if row.key or row.measure in measures else []
         if not matching:
+            rows.append({**entry, "outcome": NOT_RUN, "reason": _not_run(row, runs, measures, available)})
             continue
-        try:
-            paper = float(row.value.strip().lstrip("<>~≈"))
-        except ValueError:
-            continue
-        scale = 100.0 if row.statistic == "percent" and row.key.startswith("test/") else 1.0
-        why = [departures(r, row.paper, row.dataset) for r in matching]
+        settings = required_settings(row.settings)
+        why = [departures(r, row.paper, row.dataset, settings) for r in matching]
         at_paper = [r for r, w in zip(matching, why) if not w]
         others = list(dict.fromkeys(w for ws in why for w in ws))  # every reason once, in order
         used = at_paper or matching
-        ours = _ours(used, row.key or row.measure, scale)
+        scale = 100.0 if row.statistic == "percent" and row.key.startswith("test/") else 1.0
+        ours = _ours(used, row, scale, measures)
+        entry |= {
+            **ours,
+            "band": band(row.value, ours) if ours["n seeds"] > 1 else math.nan,
+            "embeddings": "/".join(sorted({str(r.config.get("embeddings")) for r in used})),
+            "named settings": "; ".join(
+                f"{option}: {_counted(setting_value(r, option) for r in used)}" for option in settings
+            ),
+            "code": _counted(code_label(r.code) for r in used),
+            "code labels": tuple(code_label(r.code) for r in used),
+            "runs left out": len(matching) - len(at_paper) if at_paper else 0,
+        }
         if not at_paper:
             said = f"not comparable: {'; '.join(others)}"
+            outcome, reason = NOT_COMPARABLE, f"settings: {'; '.join(others)}"
         else:
-            said = verdict(paper, row.value, ours)
-            left = len(matching) - len(at_paper)
-            if left:
+            said = verdict(printed_value(row.value), row.value, ours)
+            outcome, reason = _outcome(row, said, causes)
+            if entry["runs left out"]:
+                left = entry["runs left out"]
                 said += f"; {left} run{'s' * (left > 1)} at other settings left out ({'; '.join(others)})"
-        rows.append(
-            {
-                "paper": row.paper,
-                "source": row.source,
-                "row": row.row,
-                "column": row.column,
-                "setting": " ".join(getattr(row, k) for k in SETTING if getattr(row, k))
-                + (f" λ={row.lam}" if row.lam else "")
-                + (f" class {row.cls}" if row.cls else ""),
-                "statistic": row.statistic,
-                "key": row.key or MEASURES[row.measure],
-                "paper value": row.value,
-                **ours,
-                "embeddings": "/".join(sorted({str(r.config.get("embeddings")) for r in used})),
-                "verdict": said
-                + (
-                    " (the paper's value is unverified: see report/papers/README.md)"
-                    if row.note.startswith("UNVERIFIED")
-                    else ""
-                ),
-            }
-        )
+        if entry["unverified"]:
+            said += " (the paper's value is unverified: see report/papers/README.md)"
+        rows.append({**entry, "verdict": said, "outcome": outcome, "reason": reason})
     return pd.DataFrame(rows)
+
+
+def _outcome(row, said: str, causes: pd.DataFrame) -> tuple[str, str]:
+    """The outcome of a verdict and its reason, ``<kind>: <detail>``."""
+    if said == "reproduced":
+        return REPRODUCED, ""
+    if said.startswith("not reproduced"):
+        cause = _explanation(row, said, causes)
+        direction = said.removeprefix("not reproduced ").strip("()")
+        return (EXPLAINED, f"measured: {cause}") if cause else (UNEXPLAINED, f"no measured cause: {direction}")
+    if said.startswith("1 seed"):
+        return NO_VERDICT, f"compute: {said} (a verdict needs 2 seeds)"
+    return NO_VERDICT, f"no value: {said}"
+
+
+#: the columns of the scorecard's files, in order
+COLUMNS = [
+    "paper",
+    "source",
+    "row",
+    "column",
+    "setting",
+    "statistic",
+    "key",
+    "paper value",
+    "n seeds",
+    "ours",
+    "seed std",
+    "ci low",
+    "ci high",
+    "band",
+    "embeddings",
+    "named settings",
+    "code",
+    "verdict",
+    "outcome",
+]
+
+
+def scorecard(runs: list[Run], available: set[str] | None = None) -> pd.DataFrame:
+    """One row per published number some run here computes, with its verdict (the module docstring)."""
+    judged = judge(runs, available)
+    return judged[judged["outcome"] != NOT_RUN].reindex(columns=COLUMNS).reset_index(drop=True)

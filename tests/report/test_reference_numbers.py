@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 import attn_study
 from attn_study import keys
@@ -18,7 +19,13 @@ from attn_study.families.serrano_smith import keys as ss_keys
 from attn_study.families.sparsity import keys as sp_keys
 
 PAPERS = Path(attn_study.__file__).parent / "report" / "papers"
-FILES = {"jain_wallace": "jain_wallace.csv", "serrano_smith": "serrano_smith.csv", "meister": "meister.csv"}
+REPO = Path(attn_study.__file__).parents[1]
+FILES = {
+    "jain_wallace": "jain_wallace.csv",
+    "serrano_smith": "serrano_smith.csv",
+    "meister": "meister.csv",
+    "mohankumar": "mohankumar.csv",
+}
 COLUMNS = [
     "paper",
     "source",
@@ -30,6 +37,7 @@ COLUMNS = [
     "attention",
     "projection",
     "lam",
+    "settings",
     "cls",
     "statistic",
     "value",
@@ -55,8 +63,8 @@ DATASETS = {
     "yelp",
     "imdb_rating",
 }
-MODELS = {"flat", "han"}
-ENCODERS = {"lstm", "average", "cnn", "gru", "conv", "noenc", "transformer"}
+MODELS = {"flat", "han", "pair"}
+ENCODERS = {"lstm", "average", "cnn", "gru", "conv", "noenc", "transformer", "diversity_lstm", "orthogonal_lstm"}
 ATTENTIONS = {"additive", "dot"}
 PROJECTIONS = {"softmax", "sparsemax", "entmax15", "sparsegen"}
 STATISTICS = {
@@ -74,8 +82,8 @@ STATISTICS = {
     "count",
 }
 #: the columns that identify one number: no two rows of a file may share them
-IDENTITY = ["dataset", "model", "encoder", "attention", "projection", "lam", "cls", "statistic", "key", "measure"]
-MEASURE_PREFIX = {"jain_wallace": "jw_", "serrano_smith": "ss_", "meister": "meister_"}
+IDENTITY = [c for c in COLUMNS if c not in ("paper", "source", "row", "column", "value", "note")]
+MEASURE_PREFIX = {"jain_wallace": "jw_", "serrano_smith": "ss_", "meister": "meister_", "mohankumar": "mohankumar_"}
 
 
 def load(paper: str) -> pd.DataFrame:
@@ -154,7 +162,7 @@ def _expected_key(row) -> set[str]:
     out |= {ss_keys.ss_flip_cell(t, c) for t in ss_keys.SINGLE_TABLES for c in ss_keys.CELLS}
     out |= {sp_keys.sp("entropy", name, stat) for name in sp_keys.SP_DISTRIBUTIONS}
     out |= {sp_keys.sp("tau", name, stat) for name in sp_keys.SP_CORRELATIONS}
-    out |= {"test/acc", "test/f1", "data/test_size"}
+    out |= {"test/acc", "test/f1", "data/test_size", "test/conicity/mean"}
     return out
 
 
@@ -166,7 +174,7 @@ def test_keys_are_built_from_keys_py(table):
             # a per-run key needs the run's setting
             for field in ("dataset", "model", "encoder", "attention", "projection"):
                 assert getattr(row, field) != "", (row.key, field)
-        if row.key.startswith("test/"):
+        if row.key.startswith("test/") and row.key != "test/conicity/mean":
             assert row.statistic in {"accuracy", "f1", "micro_f1", "percent"}
         if row.key.startswith("ss/"):
             assert row.statistic == "percent"
@@ -298,3 +306,107 @@ def test_spot_check(paper, where, printed):
     found = frame[mask]
     assert len(found) == 1, (where, len(found))
     assert found.value.iloc[0] == printed
+
+
+def test_the_question_conditioned_tasks_are_keyed_to_the_pair_model():
+    """Jain & Wallace's QA and NLI models attend over the passage (premise) conditioned on the question
+    (hypothesis): their rows are the pair model's, which dataset=babi1..3, cnn_qa and snli run."""
+    jw = load("jain_wallace")
+    pair = jw[jw.dataset.isin(["babi1", "babi2", "babi3", "cnn_qa", "snli"])]
+    assert len(pair) == 5 + 9 * (1 + 3 + 3) and set(pair.model) == {"pair"}  # Table 1; Table 2: CNN, bAbI, SNLI
+    assert set(jw[~jw.index.isin(pair.index) & (jw.dataset != "")].model) == {"flat"}
+    for dataset in ("babi1", "babi2", "babi3", "cnn_qa", "snli"):
+        assert "override /model: pair" in dataset_config(dataset), dataset
+
+
+def dataset_config(name: str) -> str:
+    """``conf/dataset/<name>.yaml`` with the dataset configs it builds on (its defaults list), as text."""
+    text = (REPO / "conf" / "dataset" / f"{name}.yaml").read_text()
+    bases = re.findall(r"^\s+- (\w+)\s*$", text, flags=re.M)
+    return text + "".join(dataset_config(b) for b in bases if (REPO / "conf" / "dataset" / f"{b}.yaml").is_file())
+
+
+def test_settings_name_real_options_and_the_transformer_self_attention():
+    """``settings`` is ``option=value; …`` (``*``: any value, named); Meister's Transformer rows fix the
+    self-attention's projection: sparsemax in the sparse row, softmax in the softmax row."""
+    for paper in FILES:
+        for text in load(paper).settings:
+            for part in filter(None, text.split(";")):
+                assert re.fullmatch(r"\s*[a-z_]+(\.[a-z_]+)+=([a-z0-9_.\-]+|\*)\s*", part), (paper, part)
+    me = load("meister")
+    table1 = me[(me.source == "Table 1") & (me.encoder == "transformer")]
+    assert set(table1[table1.projection == "sparsemax"].settings) == {"encoder.self_attention_projection=sparsemax"}
+    assert set(table1[table1.projection == "softmax"].settings) == {"encoder.self_attention_projection=softmax"}
+    assert (me[me.encoder != "transformer"].settings == "").all()
+
+
+def test_every_paper_file_is_described_in_papers_yaml():
+    described = yaml.safe_load((PAPERS / "papers.yaml").read_text())
+    assert set(described) == set(FILES)
+    recipes = {p.stem for p in (REPO / "conf" / "recipe").glob("*.yaml")}
+    experiments = {
+        str(p.relative_to(REPO / "conf" / "experiment").with_suffix(""))
+        for p in (REPO / "conf" / "experiment").rglob("*.yaml")
+    }
+    for paper, about in described.items():
+        assert about["recipe"] in recipes, paper
+        assert set(about["experiments"]) <= experiments, paper
+        assert set(about["other_data"]) <= DATASETS and set(about["embeddings_per_dataset"]) <= DATASETS, paper
+        assert about["title"] and about["embeddings"], paper
+
+
+def test_each_explanation_keys_one_number_and_cites_a_section_of_the_docs():
+    """A cause in explanations.csv explains exactly one published number, in a direction the verdict can take,
+    and cites a heading that exists in docs/ (``docs/<page>.md#<anchor>``)."""
+    causes = pd.read_csv(PAPERS / "explanations.csv", dtype=str, keep_default_na=False)
+    assert list(causes.columns) == [
+        "paper",
+        "source",
+        "dataset",
+        "row",
+        "column",
+        "statistic",
+        "when",
+        "cause",
+        "measured_in",
+    ]
+    numbers = pd.concat([load(paper) for paper in FILES])
+    for cause in causes.itertuples():
+        found = numbers
+        for column in ("paper", "source", "dataset", "row", "column", "statistic"):
+            found = found[found[column] == getattr(cause, column)]
+        assert len(found) == 1, cause
+        assert cause.when in ("", "ours higher", "ours lower") and cause.cause, cause
+        page, _, anchor = cause.measured_in.partition("#")
+        assert page.startswith("docs/") and (REPO / page).is_file(), cause.measured_in
+        assert anchor in doc_anchors(REPO / page), cause.measured_in
+
+
+def doc_anchors(page: Path) -> set[str]:
+    """GitHub's anchors of a Markdown page's headings (lower case, punctuation dropped, spaces as -)."""
+    headings = re.findall(r"^#+\s+(.*)$", page.read_text(), flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+MOHANKUMAR = [
+    # docs/faithful_by_design.md: "SST accuracy vanilla 81.79 / 80.3, diversity 79.95 / 80.0, orthogonal 80.05 / 77.6;
+    # conicity vanilla 0.68 / 0.71, diversity 0.20 / 0.19. IMDB accuracy 89.49 / 89.3, 88.54 / 87.8, 88.71 / 88.3;
+    # conicity 0.69 / 0.60, 0.08 / 0.09" (original / rerun): the original column
+    ("sst", "lstm", "test/acc", "81.79"),
+    ("sst", "diversity_lstm", "test/acc", "79.95"),
+    ("sst", "orthogonal_lstm", "test/acc", "80.05"),
+    ("imdb", "diversity_lstm", "test/acc", "88.54"),
+    ("sst", "diversity_lstm", "test/conicity/mean", "0.20"),
+    ("imdb", "lstm", "test/conicity/mean", "0.69"),
+    ("imdb", "diversity_lstm", "test/conicity/mean", "0.08"),
+]
+
+
+@pytest.mark.parametrize("dataset, encoder, key, printed", MOHANKUMAR)
+def test_mohankumar_numbers_are_the_original_column_quoted_in_the_docs(dataset, encoder, key, printed):
+    frame = load("mohankumar")
+    found = frame[(frame.dataset == dataset) & (frame.encoder == encoder) & (frame.key == key)]
+    assert found.value.tolist() == [printed]
+    assert printed in (REPO / "docs" / "faithful_by_design.md").read_text()
+    # no conicity of the Orthogonal LSTM: the only source here gives none
+    assert frame[(frame.encoder == "orthogonal_lstm") & (frame.key == "test/conicity/mean")].empty

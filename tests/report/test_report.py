@@ -18,6 +18,7 @@ from attn_study.io import write_json_atomic
 from attn_study.report.cli import build_report
 from attn_study.report.render import latex_escape, markdown, mean_ci, seed_spread
 from tests.helpers import REPO, cli_env
+from tests.report.paper_runs import jw_instances
 
 
 def make_run(
@@ -79,19 +80,6 @@ def jw_summary(base: float, acc: float) -> dict:
     return out
 
 
-def jw_instances(seed: int) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    n = 20
-    return pd.DataFrame(
-        {
-            "prediction": np.arange(n) % 2,
-            "tau_grad": rng.uniform(-1, 1, n),
-            "tau_loo": rng.uniform(-1, 1, n),
-            "tau_grad_loo": rng.uniform(-1, 1, n),
-        }
-    )
-
-
 @pytest.fixture
 def sweep(tmp_path):
     root = tmp_path / "sweep"
@@ -138,7 +126,9 @@ def test_table2_has_the_runs_numbers_per_dataset_and_class(sweep):
     md = (out / "table2_additive-softmax.md").read_text()
     rows = [line for line in md.splitlines() if line.startswith("| sst") or line.startswith("| imdb")]
     assert len(rows) == 4
-    assert "| sst | pos | 0.40 ± 0.20 | 0.60 | 10 | 0.70 ± 0.20 | 0.60 | 10 | 0.45 ± 0.20 | 0.60 | 10 |" in md
+    # the significant fraction as a share of instances (60.0 %), never like a mean (0.60)
+    pct = "60.0\u00a0%"
+    assert f"| sst | pos | 0.40 ± 0.20 | {pct} | 10 | 0.70 ± 0.20 | {pct} | 10 | 0.45 ± 0.20 | {pct} | 10 |" in md
     header = md.splitlines()[2]
     assert all(h in header for h in ("τ_g BiLSTM", "τ_g Average", "τ_loo BiLSTM"))
     assert r"$\pm$" in (out / "table2_additive-softmax.tex").read_text()
@@ -342,7 +332,7 @@ def test_meister_table2_is_kendall_tau_b_over_pooled_instances_and_over_run_mean
     support = pd.read_csv(out / "sp_support.csv").set_index("projection")
     assert support.loc["sparsemax", ["mean", "std", "n"]].tolist() == pytest.approx([0.31, 0.01, 2])
     assert str(support["n"].dtype) == "int64"  # a count, never 2.0
-    assert "| sparsemax | 0.310 ± 0.010 (2) |" in (out / "sp_support.md").read_text()
+    assert "| sparsemax | 31.0\u00a0% ± 1.0\u00a0% (2) |" in (out / "sp_support.md").read_text()
 
 
 def test_runs_that_differ_in_another_setting_are_their_own_rows(tmp_path):
@@ -393,7 +383,12 @@ def test_runs_that_differ_in_another_setting_are_their_own_rows(tmp_path):
     rows = {(v, c): m for v, c, m in zip(table["variant"], table["class"], table["tau_g_bilstm_mean"])}
     assert rows[("", "neg")] == pytest.approx(0.35) and rows[("lr=0.01", "neg")] == pytest.approx(0.5)
     runs = pd.read_csv(out / "runs.csv")
-    assert "older complete runs" in (out / "index.html").read_text() and len(runs) == 4
+    assert len(runs) == 4
+    replaced = pd.read_csv(out / "replaced.csv")  # the one left out, named with the run kept and why
+    assert replaced[["run left out", "replaced by", "why"]].values.tolist() == [
+        ["lstm", "lstm-again", "same config, finished later"]
+    ]
+    assert "lstm-again" in (out / "index.html").read_text()
 
 
 def test_an_unreadable_summary_or_sweep_record_is_listed_and_the_rest_reported(sweep):
@@ -582,7 +577,14 @@ def test_rows_are_labelled_by_model_differences_not_by_analysis_options(tmp_path
     )
     out = build_report(root)
     accuracy = pd.read_csv(out / "accuracy.csv").fillna("")
-    assert sorted(accuracy["variant"]) == ["", "", "adversary λ=0.5", "instance_weighting", "λ=-1", "λ=0.5"]
+    assert sorted(accuracy["variant"]) == [
+        "",
+        "",
+        "instance_weighting",
+        "model_consistent_adversary λ=0.5",
+        "λ=-1",
+        "λ=0.5",
+    ]
     assert not any("analysis." in v for v in pd.read_csv(out / "runs.csv")["variant"].fillna(""))
 
 

@@ -27,6 +27,7 @@ from attn_study.report.render import (
     MISSING,
     captioned_table,
     embedded_png,
+    format_fraction,
     format_number,
     mean_ci,
     seed_comparison,
@@ -164,7 +165,7 @@ def table2_display(frame: pd.DataFrame) -> pd.DataFrame:
         out[f"{header} mean [95% CI] ± std"] = [
             (MISSING if np.isnan(m) else f"{mean_ci(m, lo, hi, 2)} ± {format_number(s, 2)}") for m, lo, hi, s in cells
         ]
-        out[f"{header} sig. frac."] = [format_number(v, 2) for v in frame[f"{stem}_sig_frac"]]
+        out[f"{header} sig. frac."] = [format_fraction(v) for v in frame[f"{stem}_sig_frac"]]
         out[f"{header} n"] = frame[f"{stem}_n"]
     return out
 
@@ -350,7 +351,10 @@ def sections(runs: list[Run], work: Path) -> list[tuple[str, str]]:
                 f"Table 2 ({attention}, {projection}) across seeds: mean and standard deviation over seeds "
                 "of each seed's mean τ"
             )
-            body += captioned_table(seeds, work, f"{stem}_seeds", caption, display=table2_across_seeds_display(seeds))
+            kinds = {f"{header} sig. frac.": "fraction" for header in TABLE2_HEADERS.values()}
+            body += captioned_table(
+                seeds, work, f"{stem}_seeds", caption, display=table2_across_seeds_display(seeds), kinds=kinds
+            )
         name = f"{attention}-{projection}.png"
         figures = (
             difference_figure(used, attention, projection, "loo", work / f"fig3_{name}"),
@@ -369,7 +373,12 @@ def sections(runs: list[Run], work: Path) -> list[tuple[str, str]]:
             "no instance of that class, whose cells are —)"
         )
         body = _constant_note(used) + captioned_table(
-            frame, work, "jw_permutation_adversarial", caption, display=permutation_adversarial_display(frame)
+            frame,
+            work,
+            "jw_permutation_adversarial",
+            caption,
+            display=permutation_adversarial_display(frame),
+            kinds={"JSD > 0.5": "fraction", "no adversary within ε": "fraction"},
         )
         out.append(("Jain & Wallace: permuted and adversarial attention", body))
     elif _constant_note(used):

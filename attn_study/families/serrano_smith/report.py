@@ -22,6 +22,10 @@ from attn_study.report.runs import Run, without_empty_variant
 from . import keys
 from .keys import CELL_HEADERS, CELLS, RANKING_LABELS, SINGLE_TABLES
 
+#: how the tables' numbers are printed (render.FORMATS): the flip cells are percent of instances
+FLIP_KINDS = {header: "percent" for header in CELL_HEADERS.values()}
+MULTI_KINDS = {"never flips": "fraction", "gradient sooner / attention sooner": "ratio"}
+
 
 def ss_runs(runs: list[Run]) -> list[Run]:
     return sorted(
@@ -169,14 +173,16 @@ def sections(runs: list[Run], work: Path) -> list[tuple[str, str]]:
             "Serrano & Smith Table 2: erasing the top item i* vs a random item r; percent of instances "
             "by which erasures flip the decision"
         )
-        body += captioned_table(flips, work, "ss_flip_table", caption)
+        body += captioned_table(flips, work, "ss_flip_table", caption, kinds=FLIP_KINDS)
     if not multi.empty:
         caption = (
             "Serrano & Smith multi-weight erasure: fraction of items removed before the decision flips; "
             "gradient sooner / attention sooner: ∞ when attention never flips the decision sooner but the "
             "gradient does; — where neither ever does"
         )
-        body += captioned_table(multi, work, "ss_fraction_removed", caption, display=multi_display(multi))
+        body += captioned_table(
+            multi, work, "ss_fraction_removed", caption, display=multi_display(multi), kinds=MULTI_KINDS
+        )
     for dataset in sorted({r.config["dataset"] for r in used}):
         path = fraction_removed_figure(used, dataset, work / f"ss_fraction_removed_{dataset}.png")
         if path is not None:

@@ -21,8 +21,16 @@ import pandas as pd
 from scipy import stats
 
 from attn_study.figures.common import new_figure, save_png
-from attn_study.report.render import MISSING, captioned_table, embedded_png, format_number, format_p, mean_ci
-from attn_study.report.runs import Run
+from attn_study.report.render import (
+    MISSING,
+    captioned_table,
+    embedded_png,
+    format_fraction,
+    format_number,
+    format_p,
+    mean_ci,
+)
+from attn_study.report.runs import CrossRunMeasure, Run
 
 from . import keys
 
@@ -185,6 +193,19 @@ def tau_per_seed(runs: list[Run]) -> list[float]:
     return [t for t in taus if np.isfinite(t)]
 
 
+def cross_run_measures() -> dict[str, CrossRunMeasure]:
+    """The numbers of Meister et al. taken over runs, for the reproduction scorecard: Table 2's Kendall τ-b between
+    λ and H̃(g_ŷ(x)) per seed (:func:`tau_per_seed`), over the sparsegen and sparsemax runs of a model."""
+    return {
+        "meister_table2_tau_b": CrossRunMeasure(
+            description="Kendall τ-b(λ, run mean H̃(g_ŷ(x))) per seed",
+            points=table2_runs,
+            per_seed=tau_per_seed,
+            spans=("projection",),
+        )
+    }
+
+
 def _tau(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     """scipy's Kendall τ-b and its two-sided p-value; NaN when either side is constant or under 3 points."""
     if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
@@ -243,7 +264,8 @@ def support_table(runs: list[Run]) -> pd.DataFrame:
 
 
 def support_display(frame: pd.DataFrame) -> pd.DataFrame:
-    """Projection rows × ``dataset: model`` columns, "mean ± std (n seeds)" (one seed: the mean)."""
+    """Projection rows × ``dataset: model`` columns, "mean ± std (n seeds)" in percent of the tokens (one seed: the
+    mean)."""
     columns = sorted({(d, m) for d, m in zip(frame["dataset"], frame["model"])})
     out = []
     for label, g in frame.groupby("projection", sort=False):
@@ -254,8 +276,8 @@ def support_display(frame: pd.DataFrame) -> pd.DataFrame:
                 row[f"{dataset}: {model}"] = MISSING
                 continue
             mean, std, n = cell[["mean", "std", "n"]].iloc[0]
-            text = format_number(mean)
-            row[f"{dataset}: {model}"] = text if n == 1 else f"{text} ± {format_number(std)} ({int(n)})"
+            text = format_fraction(mean)
+            row[f"{dataset}: {model}"] = text if n == 1 else f"{text} ± {format_fraction(std)} ({int(n)})"
         out.append(row)
     return pd.DataFrame(out)
 

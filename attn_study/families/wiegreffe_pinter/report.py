@@ -32,6 +32,18 @@ from . import keys
 OWN_CHECK = " (this project's check, not in W&P)"
 
 
+def adversary_lam(run: Run) -> float | None:
+    """The λ of a model-consistent adversary (``training=model_consistent_adversary``), None for any other run."""
+    if run.option("training.schedule") != "model_consistent_adversary":
+        return None
+    return run.option("training.lam")
+
+
+def base_option(run: Run):
+    """The run's ``analysis.wiegreffe_pinter.base``: the base run it is compared with (None: none)."""
+    return run.option("analysis.wiegreffe_pinter.base")
+
+
 def _by_path(runs: list[Run]) -> dict[Path, Run]:
     return {r.path.resolve(): r for r in runs}
 
@@ -51,15 +63,15 @@ def attention_kind(run: Run, by_path: dict[Path, Run]) -> str:
     source = _resolved(run, run.config.get("attention_source"), "attention.source", by_path)
     if source is None:
         return f"pre-loaded: {run.config.get('attention_source')}"
-    if source.config.get("adversary_lam") is not None:
-        return f"pre-loaded: adversary λ={source.config['adversary_lam']}"
+    if adversary_lam(source) is not None:
+        return f"pre-loaded: adversary λ={adversary_lam(source)}"
     return "pre-loaded: base" if source.config.get("attention") != "preloaded" else f"pre-loaded: {source.name}"
 
 
 def role(run: Run, by_path: dict[Path, Run] | None = None) -> str:
     """How a run relates to its base: ``adversary λ=…``, ``pre-loaded: …``, ``model seed …`` (another model seed)."""
-    if run.config.get("adversary_lam") is not None:
-        return f"adversary λ={run.config['adversary_lam']}"
+    if adversary_lam(run) is not None:
+        return f"adversary λ={adversary_lam(run)}"
     if run.config["attention"] == "preloaded":
         return attention_kind(run, by_path or {}) + OWN_CHECK
     return (
@@ -135,7 +147,7 @@ def saved_token_model(run: Run) -> bool:
 
 
 def _base_of(run: Run, by_path: dict[Path, Run]) -> Run | None:
-    return _resolved(run, run.config["wp_base"], "analysis.wiegreffe_pinter.base", by_path)
+    return _resolved(run, base_option(run), "analysis.wiegreffe_pinter.base", by_path)
 
 
 def frontier(runs: list[Run]) -> pd.DataFrame:
@@ -150,9 +162,9 @@ def frontier(runs: list[Run]) -> pd.DataFrame:
         rows.append(
             {
                 "dataset": run.config["dataset"],
-                "base": base.name if base else str(run.config["wp_base"]),
+                "base": base.name if base else str(base_option(run)),
                 "role": role(run, by_path),
-                "lam": run.config.get("adversary_lam"),
+                "lam": adversary_lam(run),
                 "jsd": s[keys.wp("jsd", "mean")],
                 "jsd_low": s.get(keys.wp("jsd", "ci_low")),
                 "jsd_high": s.get(keys.wp("jsd", "ci_high")),
@@ -228,17 +240,15 @@ def frontier_figure(runs: list[Run], out: Path) -> Path | None:
                 label="other seeds, mean" if i == 0 else None,
             )
         adversaries = sorted(
-            (r for r in compared if r.config.get("adversary_lam") is not None),
-            key=lambda r: float(r.config["adversary_lam"]),
+            (r for r in compared if adversary_lam(r) is not None),
+            key=lambda r: float(adversary_lam(r)),
         )
         if adversaries:
             x = [r.summary[keys.wp("jsd", "mean")] for r in adversaries]
             y = [r.summary[keys.wp("tvd", "mean")] for r in adversaries]
             ax.plot(x, y, "o-", color="tab:blue", label="model-consistent adversaries, mean per λ")
             for r, xi, yi in zip(adversaries, x, y):
-                ax.annotate(
-                    f"λ={r.config['adversary_lam']}", (xi, yi), fontsize=8, xytext=(3, 3), textcoords="offset points"
-                )
+                ax.annotate(f"λ={adversary_lam(r)}", (xi, yi), fontsize=8, xytext=(3, 3), textcoords="offset points")
         ax.set_xlabel("JSD(attention, base attention)")
         ax.set_ylabel("TVD(output, base output)")
         ax.set_xlim(left=0)
@@ -271,7 +281,14 @@ def sections(runs: list[Run], work: Path) -> list[tuple[str, str]]:
             "attentions and TVD of the outputs [95% bootstrap interval]; other seeds give the natural spread, "
             "model-consistent adversaries the frontier per λ"
         )
-        body += captioned_table(frontier_table, work, "wp_frontier", caption, display=frontier_display(frontier_table))
+        body += captioned_table(
+            frontier_table,
+            work,
+            "wp_frontier",
+            caption,
+            display=frontier_display(frontier_table),
+            kinds={"same prediction": "fraction"},
+        )
         path = frontier_figure(runs, work / "wp_jsd_vs_tvd.png")
         if path is not None:
             body += embedded_png(path)
