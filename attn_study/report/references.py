@@ -60,7 +60,7 @@ def printed_value(printed: str) -> float:
 
 
 def required_settings(text: str) -> dict[str, str | None]:
-    """A row's ``settings`` (``encoder.self_attention_projection=sparsemax; …``): option → the paper's value, or
+    """A row's ``settings`` (``encoder.self_attention=sparsemax; …``): option → the paper's value, or
     None for ``option=*`` (any value, named in the cell)."""
     out = {}
     for part in filter(None, (p.strip() for p in text.split(";"))):

@@ -61,7 +61,7 @@ class Run:
     attempts: int = 1
 
     def option(self, key: str, default=None):
-        """A setting of the run's recorded config (``encoder.self_attention_projection``); ``default`` where it has
+        """A setting of the run's recorded config (``encoder.self_attention``); ``default`` where it has
         none (a run made before the option existed) or it is null."""
         value = self.settings.get(key.replace(".", "/"))
         return default if value is None else value

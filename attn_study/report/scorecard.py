@@ -13,7 +13,7 @@ over several runs (a row's ``measure``) is computed by the family's report that 
   paper's, e.g. GloVe for fastText, are compared, and the cell names them); on data that is only the nearest
   to the paper's; from a smoke sweep (``sweeps/smoke*.yaml``) or an experiment file that is not the papers'; trained
   otherwise (a training variant, shuffled labels, marker tokens, masked data, another run's attention or
-  outputs); with another value of a setting the row fixes (``encoder.self_attention_projection=softmax`` where
+  outputs); with another value of a setting the row fixes (``encoder.self_attention=softmax`` where
   the paper's Transformer used sparsemax); or with a command-line setting that changes what is measured
   (``trainer.max_epochs=1``, ``analysis.jain_wallace.max_instances=500``; where files are, loggers, threads and
   batch sizes do not). Runs at other settings beside runs at the paper's are left out of the cell, and the
@@ -56,7 +56,7 @@ __all__ = ["departures", "judge", "references", "rounding", "scorecard", "verdic
 
 SETTING = ("dataset", "model", "encoder", "attention", "projection")
 #: options added after runs had been made: the value a run whose config lacks the option ran with
-ADDED_LATER = {"encoder.self_attention_projection": "softmax"}
+ADDED_LATER = {"encoder.self_attention": "softmax"}
 #: command-line settings that leave what a number measures as it is: the setting's own choices (matched against
 #: the paper's row), where the data and vectors are (the vectors are named in the cell), devices, batch sizes
 SAME_MEASURE = re.compile(
@@ -116,8 +116,12 @@ def _matching(runs: list[Run], row, measures: dict[str, CrossRunMeasure]) -> lis
 
 
 def setting_value(run: Run, option: str):
-    """The run's value of a setting a paper's row fixes (an option added later: the value older runs had)."""
-    return run.option(option, ADDED_LATER.get(option))
+    """The run's value of a setting a paper's row fixes (an option added later: the value older runs had); a
+    Transformer's ``encoder.self_attention=pooling`` is the run's own projection (what its heads used)."""
+    value = run.option(option, ADDED_LATER.get(option))
+    if option == "encoder.self_attention" and value == "pooling":
+        return run.config.get("projection")
+    return value
 
 
 def departures(run: Run, paper: str, dataset: str, settings: dict | None = None) -> list[str]:
@@ -127,8 +131,8 @@ def departures(run: Run, paper: str, dataset: str, settings: dict | None = None)
     out = []
     if str(c.get("recipe")) != about["recipe"]:
         out.append(f"recipe {c.get('recipe')} (paper's: {about['recipe']})")
-    if c.get("embeddings") == "random":
-        theirs = about["embeddings_per_dataset"].get(dataset, about["embeddings"])
+    theirs = about["embeddings_per_dataset"].get(dataset, about["embeddings"])
+    if c.get("embeddings") == "random" and theirs != "random":
         out.append(f"random embeddings (paper's: {theirs})")
     if dataset in about["other_data"]:
         out.append(f"other data: {about['other_data'][dataset]}")

@@ -37,7 +37,7 @@ def write_run(
     instances: pd.DataFrame | None = None,
 ) -> Path:
     """One complete run directory under ``root``; ``setting``: dataset, model, encoder, attention, projection (and
-    ``lam``); ``settings``: other options (``encoder.self_attention_projection``: value)."""
+    ``lam``); ``settings``: other options (``encoder.self_attention``: value)."""
     run = root / name
     (run / ".hydra").mkdir(parents=True)
     config = OmegaConf.create(
@@ -164,7 +164,7 @@ def paper_sweep(root: Path) -> Path:
                 entropy = 0.95 - 0.01 * (lam if lam is not None else 0.0) + rng.normal(0, 0.002)
                 sparse = projection != "softmax"
                 hidden = {"lstm": 0.92, "transformer": 0.80 if sparse else 0.74}[encoder]
-                self_attention = {"encoder.self_attention_projection": "softmax"} if encoder == "transformer" else {}
+                self_attention = {"encoder.self_attention": "softmax"} if encoder == "transformer" else {}
                 write_run(
                     root,
                     f"sp-{encoder}-{projection}{'' if lam is None else lam}-{seed}",
@@ -184,8 +184,8 @@ def paper_sweep(root: Path) -> Path:
             seed=seed,
             summary=sp_summary(rng, 0.63, 0.9, 0.75, 0.3),
             analysis="sparsity",
-            settings={"encoder.self_attention_projection": "sparsemax"},
-            overrides=[f"seed={seed}", "encoder.self_attention_projection=sparsemax"],
+            settings={"encoder.self_attention": "sparsemax"},
+            overrides=[f"seed={seed}", "encoder.self_attention=sparsemax"],
         )
     write_run(
         root,

@@ -76,7 +76,7 @@ def meister_sparse_transformer(judged: pd.DataFrame) -> pd.Series:
 
 
 def transformer(i: int, value: float, self_attention: str | None, overrides=()) -> Run:
-    settings = {} if self_attention is None else {"encoder.self_attention_projection": self_attention}
+    settings = {} if self_attention is None else {"encoder.self_attention": self_attention}
     out = run(
         i,
         {"sp/entropy/g_hidden/mean": value},
@@ -95,14 +95,14 @@ def test_the_sparse_transformer_is_judged_only_from_runs_with_sparsemax_self_att
     softmax = [transformer(0, 0.80, "softmax"), transformer(1, 0.81, None)]
     cell = meister_sparse_transformer(sc.judge(softmax))
     assert cell["outcome"] == sc.NOT_COMPARABLE
-    assert "encoder.self_attention_projection=softmax (paper's: sparsemax)" in cell["reason"]
-    assert cell["named settings"] == "encoder.self_attention_projection: softmax (2 runs)"
-    override = ["encoder.self_attention_projection=sparsemax"]  # the option on the command line is the setting itself
+    assert "encoder.self_attention=softmax (paper's: sparsemax)" in cell["reason"]
+    assert cell["named settings"] == "encoder.self_attention: softmax (2 runs)"
+    override = ["encoder.self_attention=sparsemax"]  # the option on the command line is the setting itself
     sparse = [transformer(2, 0.62, "sparsemax", override), transformer(3, 0.64, "sparsemax", override)]
     cell = meister_sparse_transformer(sc.judge(softmax + sparse))
     assert cell["outcome"] == sc.REPRODUCED and cell["n seeds"] == 2 and cell["ours"] == pytest.approx(0.63)
     assert cell["runs left out"] == 2 and "2 runs at other settings left out" in cell["verdict"]
-    assert cell["named settings"] == "encoder.self_attention_projection: sparsemax (2 runs)"
+    assert cell["named settings"] == "encoder.self_attention: sparsemax (2 runs)"
 
 
 def test_a_cross_run_measure_is_asked_of_every_family(monkeypatch):
@@ -242,7 +242,7 @@ def test_the_report_writes_the_coverage_and_names_code_versions(tmp_path):
     assert babi["not run"] == 9 and "data absent: babi1 is not here" in babi["why"]
     card = pd.read_csv(out / "scorecard.csv")
     sparse = card[(card["source"] == "Table 1") & (card["setting"].str.contains("transformer dot sparsemax"))]
-    assert set(sparse["named settings"]) == {"encoder.self_attention_projection: sparsemax (2 runs)"}
+    assert set(sparse["named settings"]) == {"encoder.self_attention: sparsemax (2 runs)"}
     page = (out / "index.html").read_text()
     assert "This table mixes runs of 2 code versions" in page  # J&W's seed 15 was made by other code
     replaced = pd.read_csv(out / "replaced.csv")

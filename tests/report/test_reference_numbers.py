@@ -335,8 +335,8 @@ def test_settings_name_real_options_and_the_transformer_self_attention():
                 assert re.fullmatch(r"\s*[a-z_]+(\.[a-z_]+)+=([a-z0-9_.\-]+|\*)\s*", part), (paper, part)
     me = load("meister")
     table1 = me[(me.source == "Table 1") & (me.encoder == "transformer")]
-    assert set(table1[table1.projection == "sparsemax"].settings) == {"encoder.self_attention_projection=sparsemax"}
-    assert set(table1[table1.projection == "softmax"].settings) == {"encoder.self_attention_projection=softmax"}
+    assert set(table1[table1.projection == "sparsemax"].settings) == {"encoder.self_attention=sparsemax"}
+    assert set(table1[table1.projection == "softmax"].settings) == {"encoder.self_attention=softmax"}
     assert (me[me.encoder != "transformer"].settings == "").all()
 
 

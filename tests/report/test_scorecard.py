@@ -149,6 +149,7 @@ def test_the_papers_vectors_are_named_per_dataset():
     run.config["embeddings"] = "random"
     assert departures(run, "jain_wallace", "snli") == ["random embeddings (paper's: pretrained GloVe 840B)"]
     assert departures(run, "jain_wallace", "imdb") == ["random embeddings (paper's: pretrained fastText)"]
+    assert departures(run, "jain_wallace", "babi2") == []  # their bAbI models started from random vectors too
 
 
 def test_data_that_is_only_the_nearest_to_the_papers_is_not_comparable():
@@ -213,3 +214,17 @@ def test_the_bootstrap_interval_widens_the_band():
         )
         == "not reproduced (ours higher)"
     )
+
+
+def test_a_transformer_whose_heads_take_the_models_projection_is_judged_by_it():
+    """``encoder.self_attention=pooling`` (Meister's Transformer) is the run's projection as a setting: a sparsemax
+    run's heads are sparsemax; a run made before the option existed had softmax heads."""
+    from attn_study.report.scorecard import setting_value
+
+    (run,) = runs([0.8])
+    run.config.update(encoder="transformer", projection="sparsemax")
+    assert setting_value(run, "encoder.self_attention") == "softmax"
+    run.settings["encoder/self_attention"] = "pooling"
+    assert setting_value(run, "encoder.self_attention") == "sparsemax"
+    run.settings["encoder/self_attention"] = "entmax15"
+    assert setting_value(run, "encoder.self_attention") == "entmax15"
