@@ -15,7 +15,7 @@ from attn_study import layout
 from attn_study.errors import UserError
 from attn_study.families import REGISTRY
 from attn_study.io import make_temporary_dir
-from attn_study.report import accuracy, mohankumar, roar
+from attn_study.report import accuracy, explorer, mohankumar, roar
 from attn_study.report.render import captioned_table, embedded_png, html_page, html_table, thumbnail, write_table
 from attn_study.report.runs import collect, latest_per_model, status_table
 from attn_study.report.scorecard import scorecard
@@ -61,6 +61,7 @@ def _write_all(root, work, out_dir, runs, missing, used, older) -> list[tuple[st
             sections += report.sections(used, work)
     sections += mohankumar.sections(used, work)
     sections += roar.sections(used, work)  # runs built on runs: ROAR (attn_study/roar/)
+    sections += explorer.sections(used, work)  # every instance, sortable, with its text coloured per method
     curves = training_figures(used, work)
     if curves:
         body = (
