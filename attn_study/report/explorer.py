@@ -173,7 +173,7 @@ def _columns(runs: list[RunInstances], uids: list) -> tuple[list[dict], list[dic
             if name not in shared:
                 visible = not several or name in ("prediction", "correct")
                 columns.append(_entry(prefix + name, name, group, series, visible, data.run.labels))
-        meta.append({"name": data.run.name} | {k: keys.get(k) for k in BASE if k != "length"})
+        meta.append({"name": data.run.name} | {name: keys.get(name) for name in BASE if name != "length"})
         for family, frame in data.frames.items():
             main = families.disagreement(family, frame.columns)
             own = [c for c in frame.columns if c not in ("index", "uid", *BASE)]
@@ -276,7 +276,7 @@ def _encoded_methods(methods: list[dict], uids: list) -> list[dict]:
     for m in methods:
         scales, codes = [], []
         for values in m["scores"]:
-            if values is None:
+            if values is None or not np.isfinite(values).any():  # not computed, or missing throughout (no adversary)
                 scales.append(None)
                 codes.append(None)
                 continue

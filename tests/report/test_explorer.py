@@ -307,6 +307,9 @@ def test_the_page_holds_texts_as_ids_and_scores_to_a_254th_of_their_largest(anal
         ids = np.frombuffer(base64.b64decode(data["texts"][0][i]), dtype="<u2")
         assert [data["vocab"][k] for k in ids] == list(recorded.loc[uid, "tokens"])
         truth = recorded.loc[uid, "adversarial"]
+        if np.isnan(truth).all():  # no adversary within ε
+            assert adversarial["codes"][i] is None
+            continue
         top = np.nanmax(np.abs(truth))
         np.testing.assert_allclose(decoded(data, adversarial, i), truth, atol=top / 254 + 1e-3 * top)
 
@@ -320,20 +323,12 @@ def test_more_than_65536_distinct_tokens_take_four_bytes_each():
 
 
 def test_a_missing_score_and_a_missing_method_stay_missing(tmp_path):
-    shade = explorer._encoded_methods(
-        [
-            {
-                "label": "m",
-                "families": ["f"],
-                "run": 0,
-                "text": 0,
-                "scores": pd.Series([np.array([1.0, np.nan, -4.0]), None]),
-            }
-        ],
-        ["a", "b"],
-    )[0]
+    scores = pd.Series([np.array([1.0, np.nan, -4.0]), None, np.array([np.nan, np.nan])])
+    method = {"label": "m", "families": ["f"], "run": 0, "text": 0, "scores": scores}
+    shade = explorer._encoded_methods([method], ["a", "b", "c"])[0]
     q = np.frombuffer(base64.b64decode(shade["codes"][0]), dtype="<i1").tolist()
-    assert q == [32, explorer.MISSING_SHADE, -127] and shade["scales"] == [4, None] and shade["codes"][1] is None
+    assert q == [32, explorer.MISSING_SHADE, -127] and shade["scales"] == [4, None, None]
+    assert shade["codes"][1:] == [None, None]  # not computed; missing throughout (no adversary within ε)
 
 
 # -- what the families record ------------------------------------------------------------------------------------

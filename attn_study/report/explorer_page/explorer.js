@@ -350,7 +350,7 @@
     box.appendChild(head);
     const text = el("div", "text");
     if (method.codes[i] === null || top === null) {
-      text.appendChild(el("span", "note", "not computed for this instance"));
+      text.appendChild(el("span", "note", "no score for this instance (not computed, or missing: e.g. no adversary within ε)"));
     } else {
       const q = new Int8Array(bytes(method.codes[i]).buffer);
       const parts = document.createDocumentFragment();
