@@ -7,7 +7,7 @@
   error.txt                                        the traceback of a failed attempt
   checkpoints/best.ckpt, last.ckpt                 the tested checkpoint; the resume point while training
   attention.parquet                                each test instance's attention and output (flat and pair runs)
-  analysis/<family>/                               instances.parquet, summary.json, figures, epochs.*
+  analysis/<family>/                               instances.parquet, tokens.parquet, summary.json, figures, epochs.*
   csv/, wandb/                                     the loggers' files
   report/                                          attn-study-report's output, when the run is a report's root
 """
@@ -23,6 +23,9 @@ CHECKPOINTS, BEST, LAST = "checkpoints", "best.ckpt", "last.ckpt"
 ATTENTION = "attention.parquet"
 ANALYSIS = "analysis"
 INSTANCES = "instances.parquet"  # and SUMMARY, inside analysis/<family>/
+TOKENS = "tokens.parquet"  # each instance's text and per-token importances, inside analysis/<family>/
+#: tokens.parquet's columns of text (the instance's uid, its tokens, a pair task's query); every other is a method's
+TOKENS_TEXT = ("uid", "tokens", "query")
 EPOCHS_CSV, EPOCHS_PARQUET, EPOCHS_FIGURE = "epochs.csv", "epochs.parquet", "epochs.png"
 CSV, WANDB, REPORT = "csv", "wandb", "report"
 #: an unfinished attempt's outputs, removed before the next attempt starts (the record and the logs stay)
@@ -45,6 +48,11 @@ def checkpoint(run_dir: Path, which: str = BEST) -> Path:
 
 def family_dir(run_dir: Path, family: str) -> Path:
     return Path(run_dir) / ANALYSIS / family
+
+
+def token_methods(columns) -> list[str]:
+    """The importance methods of a ``tokens.parquet`` with ``columns``: each has a score per token."""
+    return [c for c in columns if c not in TOKENS_TEXT]
 
 
 def is_run(path: Path) -> bool:

@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 import torch
 
@@ -111,3 +112,31 @@ def test_the_importance_benchmark_runs_on_a_trained_run_and_agrees_with_captum(m
     for classes in ("predicted", "sum"):
         assert result[f"grad_{classes}_max_rel_diff"] <= 1e-5
     assert result["loo_max_abs_diff"] <= 1e-5
+
+
+def test_the_explorer_benchmark_builds_its_page_and_times_it(tmp_path):
+    options = ["--instances", "40", "--length", "20", "--families", "2", "--out", str(tmp_path)]
+    done = run_benchmark("explorer_page.py", *options)
+    assert re.search(r"40 instances, \d+ tokens, 2 families: page [\d.]+ MiB", done.stdout), done.stdout
+    assert (tmp_path / "explorer.html").is_file()
+
+
+def test_the_explorer_page_holds_texts_and_scores_in_a_byte_or_two_per_token(tmp_path):
+    """The page's size for IMDB (docs/explorer.md: 6.9 MiB for 4,374 reviews of ~180 tokens, four methods) from a
+    tenth of it: each text is its uint16 ids in base64 (4 characters per 3 bytes) and each method's scores one int8
+    shade a token in base64 — not floats written out, ~8 characters each —, and together they are most of the page."""
+    from attn_study.report.explorer import write_page
+    from attn_study.report.runs import collect
+
+    bench = load_benchmark("explorer_page")
+    run_dir = bench.synthetic_run(tmp_path, instances=437, length=180)
+    page = write_page(collect(run_dir)[0], tmp_path / "explorer.html", "size")
+    data = json.loads(re.search(r'id="explorer-data">(.*?)</script>', page.read_text(), re.S).group(1))
+    lengths = [len(t) for t in pd.read_parquet(run_dir / "analysis" / "jain_wallace" / "tokens.parquet")["tokens"]]
+    base64 = lambda size: 4 * -(-size // 3)  # characters of ``size`` bytes
+    texts = sum(len(t) for t in data["texts"][0])
+    assert texts == sum(base64(2 * n) for n in lengths)
+    assert len(data["methods"]) == 4
+    shades = [sum(len(c) for c in m["codes"]) for m in data["methods"]]
+    assert shades == [sum(base64(n) for n in lengths)] * 4
+    assert (texts + sum(shades)) / page.stat().st_size > 0.75

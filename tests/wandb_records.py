@@ -92,3 +92,19 @@ def read_run(path: Path) -> OfflineRun:
 def offline_runs(run_dir: Path) -> list[Path]:
     """A run directory's offline W&B runs, oldest first."""
     return sorted((Path(run_dir) / "wandb").glob("offline-run-*"))
+
+
+def run_tables(path: Path) -> dict[str, tuple[dict, dict[str, Path]]]:
+    """The tables an offline run logged, as W&B uploads them (a ``run_table`` artifact each, its media beside it):
+    artifact name → (the table's JSON, media path in the artifact → the staged local file). The files are the
+    local copies W&B keeps until ``wandb sync`` uploads them."""
+    path = Path(path)
+    if path.is_dir():
+        path = next(path.glob("run-*.wandb"))
+    out = {}
+    for record in records(path):
+        if record.WhichOneof("record_type") == "artifact" and record.artifact.type == "run_table":
+            files = {entry.path: Path(entry.local_path) for entry in record.artifact.manifest.contents}
+            (table,) = [local for name, local in files.items() if name.endswith(".table.json")]
+            out[record.artifact.name] = (json.loads(table.read_text()), files)
+    return out

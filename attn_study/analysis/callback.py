@@ -36,10 +36,11 @@ from tqdm.auto import tqdm
 
 from attn_study import families, keys, layout
 from attn_study.analysis.protocol import analysis_data, staged_model
+from attn_study.analysis.token_scores import TokenScores, coloured_cells
 from attn_study.errors import UserError
 from attn_study.figures.training import epochs_figure
 from attn_study.io import publish_mode, write_csv_atomic, write_json_atomic, write_parquet_atomic
-from attn_study.layout import EPOCHS_CSV, EPOCHS_FIGURE, EPOCHS_PARQUET, INSTANCES, SUMMARY
+from attn_study.layout import EPOCHS_CSV, EPOCHS_FIGURE, EPOCHS_PARQUET, INSTANCES, SUMMARY, TOKENS
 from attn_study.tracking import publish_summary
 
 log = logging.getLogger(__name__)
@@ -47,12 +48,14 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Measured:
-    """What ``measure`` returns: one row per instance, seconds per sub-test, and family extras
-    (e.g. the adversarial attentions shown in heatmaps)."""
+    """What ``measure`` returns: one row per instance, seconds per sub-test, family extras (e.g. the adversarial
+    attentions shown in heatmaps), and each instance's text with the per-token importances the family computed
+    (written as ``tokens.parquet``: ``token_scores.py``)."""
 
     frame: pd.DataFrame
     seconds: dict
     extras: dict = field(default_factory=dict)
+    tokens: TokenScores = field(default_factory=TokenScores)
 
 
 @contextlib.contextmanager
@@ -291,8 +294,9 @@ class AnalysisCallback(Callback):
             indices = self.instances(data, self.split, self.max_instances, self.subsample_seed)
             measured = self.measure(model, data, self.split, indices, self.tests)
         summary = self.summarise(measured, self.tests)
-        folder, artefacts = self._write(Path(out_dir), measured, summary, data)
-        log_analysis(loggers, self.prefix, summary, measured.frame, artefacts, data, self.split, step)
+        tokens = measured.tokens.table(measured.frame, data)
+        folder, artefacts = self._write(Path(out_dir), measured, summary, data, tokens)
+        log_analysis(loggers, self.prefix, summary, measured.frame, artefacts, data, self.split, step, tokens)
         print(f"analysis:  {folder}", flush=True)
         self.summary = summary
         return summary
@@ -308,13 +312,15 @@ class AnalysisCallback(Callback):
         self.history_rows += rows.to_dict("records")
         return {keys.during_training(k): float(v) for k, v in stats.items()}
 
-    def _write(self, out_dir: Path, measured: Measured, summary: dict, data) -> tuple[Path, dict]:
+    def _write(self, out_dir: Path, measured: Measured, summary: dict, data, tokens=None) -> tuple[Path, dict]:
         root = out_dir / layout.ANALYSIS
         final, partial = root / self.name, root / f".{self.name}.partial"
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
         publish_mode(partial)
         write_parquet_atomic(measured.frame, partial / INSTANCES)
+        if tokens is not None:
+            write_parquet_atomic(tokens, partial / TOKENS)
         write_json_atomic(partial / SUMMARY, summary)
         artefacts = self.artefacts(measured, partial, data)
         if self.history:
@@ -371,11 +377,21 @@ class AnalysisCallback(Callback):
 
 
 def log_analysis(
-    loggers, prefix: str, summary: dict, frame: pd.DataFrame, artefacts: dict, data=None, split: str = "test", step=0
+    loggers,
+    prefix: str,
+    summary: dict,
+    frame: pd.DataFrame,
+    artefacts: dict,
+    data=None,
+    split: str = "test",
+    step=0,
+    tokens: pd.DataFrame | None = None,
 ) -> None:
     """The summary to every logger as final values (``tracking.publish_summary``: W&B's run summary, another
-    logger's history at ``step``); to W&B also the figures and the per-instance table (:func:`readable`) in the
-    history, and histograms of the table's numeric columns in the run summary."""
+    logger's history at ``step``); to W&B also the figures and the per-instance table (:func:`readable`; with
+    ``tokens``, the family's ``tokens.parquet`` table, an ``explanations`` column of coloured text for a bounded
+    number of instances: ``token_scores.coloured_cells``) in the history, and histograms of the table's numeric
+    columns in the run summary."""
     publish_summary(loggers, summary, step)
     for lg in loggers:
         if isinstance(lg, WandbLogger):
@@ -386,7 +402,11 @@ def log_analysis(
                 for name, path in artefacts.items()
                 if Path(path).suffix == ".png"
             }
-            payload[f"{prefix}/instances"] = wandb.Table(dataframe=readable(frame, data, split))
+            table = readable(frame, data, split)
+            if tokens is not None:
+                cells = coloured_cells(frame, tokens, families.family_of(f"{prefix}/"))
+                table["explanations"] = [None if c is None else wandb.Html(c, inject=False) for c in cells]
+            payload[f"{prefix}/instances"] = wandb.Table(dataframe=table)
             for name, path in artefacts.items():
                 if Path(path).suffix == ".html":
                     payload[f"{prefix}/{name}"] = wandb.Html(Path(path).read_text())

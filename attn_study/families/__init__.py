@@ -2,7 +2,8 @@
 
 A family ``<name>`` is the folder ``attn_study/families/<name>/`` (plus ``conf/analysis/<name>.yaml``):
 
-    keys.py      NAMESPACE (its key prefix), ORDER, TRACKED and its key builders — no torch
+    keys.py      NAMESPACE (its key prefix), ORDER, TRACKED and its key builders — no torch; optionally
+                 DISAGREEMENT, the per-instance columns that say an instance disagrees (the explorer, W&B)
     callback.py  the measures: an ``attn_study.analysis.callback.AnalysisCallback`` (the YAML's _target_)
     figures.py   its per-run figures (optional)
     report.py    ``sections(runs, work)``: its part of ``attn-study-report`` (optional)
@@ -29,6 +30,8 @@ class Family:
     namespace: str  # the prefix of its metric keys
     order: int  # its place in the report
     tracked: tuple[str, ...]  # statistics drawn against the epoch when tracked during training
+    # (per-instance column, "low" | "high"): the columns by which an instance disagrees most, in preference order
+    disagreement: tuple[tuple[str, str], ...] = ()
 
     def module(self, part: str) -> ModuleType | None:
         """``families/<name>/<part>.py`` imported, or ``None`` when the family has no such part."""
@@ -46,7 +49,11 @@ def _discover() -> dict[str, Family]:
         if not info.ispkg or info.name.startswith("_"):
             continue
         k = importlib.import_module(f"{__name__}.{info.name}.keys")
-        found[info.name] = Family(info.name, k.NAMESPACE, int(k.ORDER), tuple(k.TRACKED))
+        disagreement = tuple((str(c), str(end)) for c, end in getattr(k, "DISAGREEMENT", ()))
+        odd = [end for _, end in disagreement if end not in ("low", "high")]
+        if odd:
+            raise ImportError(f"attn_study/families/{info.name}/keys.py: DISAGREEMENT ends {odd}: 'low' or 'high'")
+        found[info.name] = Family(info.name, k.NAMESPACE, int(k.ORDER), tuple(k.TRACKED), disagreement)
     owners: dict[str, str] = {}
     for family in found.values():
         taken = owners.get(family.namespace) or (family.namespace in schema.TRAINING_NAMESPACES and "training")
@@ -70,6 +77,14 @@ REGISTRY: dict[str, Family] = _discover()
 FAMILIES: dict[str, str] = {name: family.namespace for name, family in REGISTRY.items()}
 #: family name → statistics drawn against the epoch
 TRACKED: dict[str, tuple[str, ...]] = {name: family.tracked for name, family in REGISTRY.items() if family.tracked}
+
+
+def disagreement(family: str, columns) -> tuple[str, str] | None:
+    """(column, "low" | "high"): the first of ``family``'s ``DISAGREEMENT`` columns among ``columns`` (a per-instance
+    frame's), by which its instances are sorted most disagreeing first; None when it declares none of them."""
+    known = REGISTRY.get(family)
+    present = set(columns)
+    return next((pair for pair in (known.disagreement if known else ()) if pair[0] in present), None)
 
 
 def family_of(name: str) -> str | None:

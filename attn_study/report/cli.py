@@ -15,7 +15,7 @@ from attn_study import layout
 from attn_study.errors import UserError
 from attn_study.families import REGISTRY
 from attn_study.io import make_temporary_dir
-from attn_study.report import accuracy, mohankumar, paper_tables, roar
+from attn_study.report import accuracy, explorer, mohankumar, paper_tables, roar
 from attn_study.report.render import embedded_png, html_page, html_table, thumbnail, write_table
 from attn_study.report.runs import code_note, collect, latest_per_model, replaced_table, status_table
 from attn_study.report.training import training_figures
@@ -62,6 +62,7 @@ def _write_all(root, work, out_dir, runs, missing, used, replaced) -> list[tuple
             sections += [(title, note + body) for title, body in report.sections(used, work)]
     sections += mohankumar.sections(used, work)
     sections += roar.sections(used, work)  # runs built on runs: ROAR (attn_study/roar/)
+    sections += explorer.sections(used, work)  # every instance, sortable, with its text coloured per method
     curves = training_figures(used, work)
     if curves:
         body = (

@@ -21,6 +21,7 @@ from attn_study.analysis.aggregation import AGGREGATIONS, AggregationOptions, ch
 from attn_study.analysis.callback import AnalysisCallback, Measured, record_rows, whole
 from attn_study.analysis.importance import ImportanceOptions, importance, predict, token_mask
 from attn_study.analysis.measures import UNDEFINED, kendall_tau_b, snap_ties, summarise, undefined_code
+from attn_study.analysis.token_scores import TokenScores
 from attn_study.errors import UserError
 
 from .keys import AG_METHODS, ag, pair_column, pairs
@@ -101,6 +102,7 @@ class Agreement(AnalysisCallback):
         )
         rows: dict[int, dict] = {}
         seconds = dict.fromkeys(["predict", *methods, "tau"], 0.0)
+        tokens = TokenScores()  # every method's scores per token (tokens.parquet)
         for batch in self.batches(model, data, split, indices, "agreement"):
             started = time.time()
             _, alpha, probs = predict(model, batch)
@@ -113,6 +115,7 @@ class Agreement(AnalysisCallback):
                 columns.update(extra)
                 columns[f"{method}_undefined"] = undefined_code(scores[method], text).double()
                 seconds[method] += time.time() - started
+            tokens.add(batch, **scores)
             started = time.time()
             # ties to 1e-9 of the row's scale (NaN kept: a text past flow's bound stays undefined)
             tied = {m: torch.where(torch.isnan(x), x.double(), snap_ties(x, text)) for m, x in scores.items()}
@@ -121,7 +124,7 @@ class Agreement(AnalysisCallback):
             seconds["tau"] += time.time() - started
             record_rows(rows, split_data, batch, probs, columns)
         frame = pd.DataFrame([rows[int(i)] for i in indices])
-        return Measured(frame, seconds, {"methods": methods})
+        return Measured(frame, seconds, {"methods": methods}, tokens)
 
     # -- summaries -------------------------------------------------------------------------------
 

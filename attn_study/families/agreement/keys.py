@@ -66,3 +66,15 @@ def pairs(methods) -> list[tuple[str, str]]:
 
 
 TRACKED = ()  # nothing is measured during training
+
+#: the per-instance columns by which an instance disagrees most (the explorer's ★, W&B's coloured sample): the
+#: lowest τ of attention with an attribution, else of two attributions
+DISAGREEMENT = tuple(
+    (pair_column(a, b), "low")
+    for a, b in (
+        ("attention", "gradient"),
+        ("attention", "loo"),
+        ("attention", "integrated_gradients"),
+        ("gradient", "loo"),
+    )
+)

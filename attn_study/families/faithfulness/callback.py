@@ -66,6 +66,7 @@ from attn_study.analysis.measures import (
     undefined_code,
 )
 from attn_study.analysis.seeding import instance_draws
+from attn_study.analysis.token_scores import TokenScores
 from attn_study.errors import UserError
 
 from .figures import faithfulness_figure
@@ -635,11 +636,13 @@ class Faithfulness(AnalysisCallback):
         seconds = dict.fromkeys(["predict", *self.methods, *tests], 0.0)
         self.check_class_sum(tests)
         hard_k = None  # the hard rationales' k (``rationale_k``), once the data shows rationales
+        tokens = TokenScores()  # every method's scores per token but the random ranking's (tokens.parquet)
         for batch in self.batches(model, data, split, indices, "+".join(tests)):
             started = time.time()
             _, alpha, probs = predict(model, batch)
             seconds["predict"] += time.time() - started
             scores, columns = self.scores(model, batch, alpha, probs, seconds)
+            tokens.add(batch, **{method: values for method, values in scores.items() if method != "random"})
             text = token_mask(batch)
             columns["length"] = text.sum(1)
             for method, values in scores.items():  # rankings left to the random tie-break alone (counted)
@@ -702,7 +705,7 @@ class Faithfulness(AnalysisCallback):
                 seconds["rationale"] += time.time() - started
             record_rows(rows, split_data, batch, probs, columns)
         frame = pd.DataFrame([rows[int(i)] for i in indices])
-        return Measured(frame, seconds, extras={"hard_k": hard_k})
+        return Measured(frame, seconds, extras={"hard_k": hard_k}, tokens=tokens)
 
     # -- summaries -------------------------------------------------------------------------------
 

@@ -59,3 +59,9 @@ TRACKED = (
     ff("attention", "auprc", "mean"),
     ff("gradient", "auprc", "mean"),
 )
+
+#: the per-instance columns by which an instance disagrees most (the explorer's ★, W&B's coloured sample): another
+#: method ranking the tokens unlike attention (low τ), else attention's tokens mattering least (low comprehensiveness)
+DISAGREEMENT = tuple(
+    (f"{method}_tau_attention", "low") for method in ("gradient", "loo", "integrated_gradients", "input_x_gradient")
+) + (("attention_comp_aopc", "low"),)

@@ -24,6 +24,7 @@ from attn_study.analysis.measures import (
     undefined_reason,
 )
 from attn_study.analysis.seeding import instance_draws
+from attn_study.analysis.token_scores import TokenScores
 from attn_study.errors import UserError
 from attn_study.figures.heatmaps import attention_heatmaps_html
 from attn_study.models.selector import hard_selection
@@ -161,6 +162,7 @@ class JainWallace(AnalysisCallback):
         select = self.select_epsilon if self.select_epsilon is not None else epsilon
         rows: dict[int, dict] = {int(i): instance_row(rows_of, i) for i in indices}
         keep_adv: dict[int, dict] = {}
+        tokens = TokenScores()  # α, and per test its importances or adversary, per token (tokens.parquet)
         seconds = dict.fromkeys(["predict", *tests], 0.0)
         # one pass: each batch is encoded once and every test reads that encoding (each test's numbers are a
         # function of the instance and the seed alone, so the order of tests and batches changes none of them)
@@ -169,11 +171,13 @@ class JainWallace(AnalysisCallback):
             enc, alpha, probs = predict(model, batch)
             ids = batch["index"].tolist()
             self._record_prediction(rows, ids, alpha, probs, token_mask(batch))
+            if getattr(model, "pooling_attention", True):  # a pretrained classifier's α: its [CLS] token
+                tokens.add(batch, attention=alpha)
             seconds["predict"] += time.time() - started
             for test in tests:
                 started = time.time()
                 if test == "correlation":
-                    self._record_correlations(rows, ids, model, batch, alpha, probs)
+                    tokens.add(batch, **self._record_correlations(rows, ids, model, batch, alpha, probs))
                 elif test == "permutation":
                     draws = instance_draws(
                         batch["index"], enc.mask, self.seed, "permutation", (self.permutations,), dtype=alpha.dtype
@@ -182,10 +186,14 @@ class JainWallace(AnalysisCallback):
                     for row, value in zip(ids, change.quantile(0.5, dim=1).tolist()):
                         rows[row]["perm_median_tvd"] = value
                 else:
-                    self._record_adversaries(rows, ids, keep_adv, model, enc, batch, alpha, probs, epsilon, select)
+                    adversary = self._record_adversaries(
+                        rows, ids, keep_adv, model, enc, batch, alpha, probs, epsilon, select
+                    )
+                    tokens.add(batch, adversarial=adversary)
                 seconds[test] += time.time() - started
         frame = pd.DataFrame([rows[int(i)] for i in indices])
-        return Measured(frame, seconds, {"epsilon": epsilon, "select_epsilon": select, "adversaries": keep_adv})
+        extras = {"epsilon": epsilon, "select_epsilon": select, "adversaries": keep_adv}
+        return Measured(frame, seconds, extras, tokens)
 
     @staticmethod
     def _record_prediction(rows, ids, alpha, probs, mask):
@@ -208,7 +216,8 @@ class JainWallace(AnalysisCallback):
     def _record_correlations(self, rows, ids, model, batch, alpha, probs):
         """τ of the attention — the pooling α, or with ``attention_scores`` a Transformer's layer attention
         through α (``analysis.aggregation``; NaN for a text past ``flow_max_length``, counted as nan_attention)
-        — with gradient and leave-one-out importance, and of those two with each other."""
+        — with gradient and leave-one-out importance, and of those two with each other. Returns the importances by
+        the names tokens.parquet gives them (the compared attention too where it is not the pooling α)."""
         attention = alpha
         if self.attention_scores != "pooling":
             attention, _ = aggregated_importance(self.attention_scores, model, batch, alpha, self.aggregation)
@@ -227,8 +236,11 @@ class JainWallace(AnalysisCallback):
             for r, row in enumerate(ids):
                 rows[row][name], rows[row][name.replace("tau", "p")] = float(tau[r]), float(p[r])
                 rows[row][f"{name}_dropped"] = why[r]
+        named = {"gradient": scores["grad"], "loo": scores["loo"]}
+        return named if self.attention_scores == "pooling" else {self.attention_scores: attention, **named}
 
     def _record_adversaries(self, rows, ids, keep_adv, model, enc, batch, alpha, probs, epsilon, select):
+        """The adversaries' columns; returns the chosen adversary's attention (B, T), NaN where none is within ε."""
         num_classes = probs.shape[1]
         adv, change, divergence = adversarial_attention(
             model,
@@ -271,6 +283,8 @@ class JainWallace(AnalysisCallback):
                     "adv_tvd": float(change[r, k]) if k >= 0 else None,
                     "adv_jsd": float(best[r]) if k >= 0 else None,
                 }
+        chosen = adv.gather(1, which.clamp_min(0)[:, None, None].expand(-1, 1, adv.shape[-1])).squeeze(1)
+        return chosen.masked_fill((which < 0)[:, None], float("nan"))
 
     # -- summaries -------------------------------------------------------------------------------
 

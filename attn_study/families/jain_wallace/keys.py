@@ -26,3 +26,7 @@ TRACKED = (
     jw("perm/median_tvd", "mean"),
     jw("adv/emax_jsd", "mean"),
 )
+
+#: the per-instance columns by which an instance disagrees most (the explorer's ★, W&B's coloured sample), in
+#: preference order: attention ranking tokens unlike the gradient or leave-one-out (low τ), an adversary far from α
+DISAGREEMENT = (("tau_grad", "low"), ("tau_loo", "low"), ("adv_emax_jsd", "high"), ("perm_median_tvd", "low"))

@@ -46,6 +46,7 @@ from attn_study.analysis.callback import AnalysisCallback, Measured, record_rows
 from attn_study.analysis.importance import ImportanceOptions, predict, token_mask
 from attn_study.analysis.measures import kendall_tau_b, snap_ties, summarise
 from attn_study.analysis.protocol import staged_model
+from attn_study.analysis.token_scores import TokenScores
 from attn_study.errors import UserError
 
 from .figures import sanity_figure
@@ -244,6 +245,7 @@ class Sanity(AnalysisCallback):
         seconds["randomise"] += time.time() - started
         parameters = {stage: count for stage, _, count in models}
         rows: dict[int, dict] = {}
+        tokens = TokenScores()  # the trained model's explanations per token but random's (tokens.parquet)
         for batch in self.batches(model, data, split, indices, "cascading"):
             text = token_mask(batch)
             _, alpha, probs = predict(model, batch)
@@ -253,6 +255,7 @@ class Sanity(AnalysisCallback):
                 started = time.time()
                 before[method] = registry.importance(method, model, batch, alpha, probs, options)[0]
                 seconds[method] += time.time() - started
+            tokens.add(batch, **{method: values for method, values in before.items() if method != "random"})
             for stage, randomised, _ in models:
                 _, alpha_r, probs_r = predict(randomised, batch)
                 columns[f"{stage}_same_prediction"] = (probs_r.argmax(-1) == probs.argmax(-1)).double()
@@ -264,7 +267,7 @@ class Sanity(AnalysisCallback):
                         columns[f"{method}_{stage}_{suffix}"] = values
             record_rows(rows, split_data, batch, probs, columns)
         frame = pd.DataFrame([rows[int(i)] for i in indices])
-        return Measured(frame, seconds, extras={"parameters": parameters})
+        return Measured(frame, seconds, extras={"parameters": parameters}, tokens=tokens)
 
     def summarise(self, measured: Measured, tests) -> dict:
         """Flat ``sn/...`` metrics: per method, stage and statistic the mean [95 % CI], std, median, n; per stage

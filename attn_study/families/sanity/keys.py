@@ -42,3 +42,9 @@ def sn(*parts) -> str:
 
 #: nothing is tracked during training (the family randomises a copy of the finished model)
 TRACKED: tuple[str, ...] = ()
+
+#: the per-instance columns by which an instance fails most (the explorer's ★, W&B's coloured sample): an
+#: explanation still like the trained model's once every stage is randomised, or once the labels were (high ρ)
+DISAGREEMENT = tuple(
+    (f"{method}_{stage}_rho", "high") for stage in ("embeddings", LABELS) for method in ("gradient", "attention")
+)

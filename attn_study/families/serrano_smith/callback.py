@@ -38,6 +38,7 @@ from attn_study.analysis.erasure import (
 from attn_study.analysis.importance import predict
 from attn_study.analysis.measures import UNDEFINED, summarise, undefined_code
 from attn_study.analysis.seeding import instance_draws
+from attn_study.analysis.token_scores import TokenScores
 from attn_study.errors import UserError
 from attn_study.models.selector import hard_selection
 
@@ -80,6 +81,8 @@ class SerranoSmith(AnalysisCallback):
         # one pass: each batch is encoded once and every test runs on it (the encoder pass dominates
         # on a CPU); seconds/encode is the encoding, seconds/<test> the test's own work
         seconds = dict.fromkeys(["encode", *tests], 0.0)
+        tokens = TokenScores()  # the rankings' scores per token (a HAN's: its sentence's) for tokens.parquet
+        sentences = not getattr(model, "token_attention", True)
         for batch in self.batches(model, data, split, indices, "+".join(tests) or "predict"):
             started = time.time()
             enc, alpha, probs = predict(model, batch)
@@ -88,12 +91,9 @@ class SerranoSmith(AnalysisCallback):
             # the decision gradient ranks items in both tests: computed once; rankings whose scores tie
             # everywhere fall back to position order, which the summary counts (constant_scores)
             grad = decision_gradient(model, enc, alpha) if self._needs_gradient(tests) else None
-            self._record_ties(
-                rows,
-                ids,
-                enc.mask,
-                {"attention": alpha, "gradient": grad, "grad_attention": None if grad is None else grad * alpha},
-            )
+            scores = {"attention": alpha, "gradient": grad, "grad_attention": None if grad is None else grad * alpha}
+            self._record_ties(rows, ids, enc.mask, scores)
+            tokens.add(batch, sentences=sentences, **scores)
             seconds["encode"] += time.time() - started
             for test in tests:
                 started = time.time()
@@ -105,7 +105,7 @@ class SerranoSmith(AnalysisCallback):
                     self._multi(rows, ids, model, enc, alpha, probs, uniform, grad)
                 seconds[test] += time.time() - started
         frame = pd.DataFrame([rows[int(i)] for i in indices]).reindex(columns=self.columns(tests))
-        return Measured(frame, seconds)
+        return Measured(frame, seconds, tokens=tokens)
 
     def _needs_gradient(self, tests) -> bool:
         return "single" in tests or bool({"gradient", "grad_attention"} & set(self.rankings))

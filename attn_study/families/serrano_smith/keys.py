@@ -56,3 +56,8 @@ TRACKED = (
     key(NAMESPACE, "multi", "grad_faster_than_attn"),
     ss_flip_cell("single", "yes_no"),
 )
+
+#: the per-instance columns by which an instance disagrees most (the explorer's ★, W&B's coloured sample): erasing
+#: attention's top item moves the output less than erasing a random one (ΔJS < 0), attention's ranking needing
+#: the largest share of the items removed to flip the decision
+DISAGREEMENT = (("delta_js", "low"), ("attention_frac", "high"))

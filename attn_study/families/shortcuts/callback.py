@@ -39,6 +39,7 @@ from attn_study import assemble, families, saved
 from attn_study.analysis.callback import AnalysisCallback, Measured, instance_row, whole
 from attn_study.analysis.importance import kept_sub_batch, predict, token_mask
 from attn_study.analysis.measures import summarise
+from attn_study.analysis.token_scores import TokenScores
 from attn_study.data.text import UNK_ID
 from attn_study.models.selector import hard_top_k
 
@@ -113,10 +114,12 @@ class Shortcuts(AnalysisCallback):
         black_box = self.black_box(data).to(device) if "posthoc" in tests and self.target else None
         seconds = dict.fromkeys(["predict", *tests], 0.0)
         rows = {}
+        tokens = TokenScores()  # the attention per token (a selector's: its selection) for tokens.parquet
         for batch in self.batches(model, data, split, indices):
             started = time.time()
             enc, alpha, probs = predict(model, batch)
             chosen = self.selected(model, enc, alpha)
+            tokens.add(batch, attention=alpha)
             labels = batch["labels"]
             cols = {
                 "prediction": probs.argmax(-1),
@@ -165,7 +168,7 @@ class Shortcuts(AnalysisCallback):
         frame = pd.DataFrame([rows[int(i)] for i in indices])
         if "top_marker" in frame:
             frame["top_marker"] = frame["top_marker"].where(frame["top_marker"] >= 0)
-        return Measured(frame, seconds)
+        return Measured(frame, seconds, tokens=tokens)
 
     def summarise(self, measured: Measured, tests) -> dict:
         frame = measured.frame

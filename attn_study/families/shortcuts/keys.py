@@ -37,3 +37,7 @@ TRACKED = (
     sc("markers", "mass", "mean"),
     sc("markers", "selected_frac"),
 )
+
+#: the per-instance column by which an instance is the most suspect (the explorer's ★, W&B's coloured sample):
+#: attention's mass on the injected markers
+DISAGREEMENT = (("marker_mass", "high"),)

@@ -46,6 +46,7 @@ from attn_study.analysis.measures import (
     undefined_code,
     undefined_reason,
 )
+from attn_study.analysis.token_scores import TokenScores
 from attn_study.errors import UserError
 from attn_study.models.selector import hard_selection
 
@@ -104,6 +105,7 @@ class Sparsity(AnalysisCallback):
         rows: dict[int, dict] = {}
         seconds = dict.fromkeys(["predict", *tests], 0.0)
         kept: list[dict] = []
+        tokens = TokenScores()  # attention and each importance per token (tokens.parquet)
         for batch in self.batches(model, data, split, indices, "+".join(tests) or "predict"):
             started = time.time()
             mask = token_mask(batch)  # the text's tokens: no <sos>/<eos> in any distribution or normaliser
@@ -124,6 +126,7 @@ class Sparsity(AnalysisCallback):
                 scores["g_intermediate"] = hidden_gradient_importance(model, batch)
                 scores["loo_intermediate"] = erase_each(model, enc, alpha, probs, self.perturbations_per_eval)
                 seconds["intermediate"] += time.time() - started
+            tokens.add(batch, **scores)
             dists = {name: distribution(s, mask) for name, s in scores.items()}
             zero = {name: undefined_code(s, mask, constant_is="zero") for name, s in scores.items()}
             tied = {name: undefined_code(dist, mask) for name, dist in dists.items()}
@@ -158,7 +161,7 @@ class Sparsity(AnalysisCallback):
                 seconds["input_hidden"] += time.time() - started
             self._record(rows, batch, probs, columns, why, split_data)
         frame = pd.DataFrame([rows[int(i)] for i in indices])
-        return Measured(frame, seconds, {"heatmaps": kept})
+        return Measured(frame, seconds, {"heatmaps": kept}, tokens)
 
     @staticmethod
     def _record(rows, batch, probs, columns, why, split_data):

@@ -40,3 +40,7 @@ TRACKED = (
     sp("tau", "attn_g_intermediate", "mean"),
     sp("support", "frac", "mean"),
 )
+
+#: the per-instance columns by which an instance disagrees most (the explorer's ★, W&B's coloured sample): attention
+#: ranking tokens unlike the input's or the intermediate representations' importance (low τ)
+DISAGREEMENT = tuple((f"tau_{name}", "low") for name in SP_CORRELATIONS)

@@ -24,6 +24,7 @@ from attn_study import layout, saved
 from attn_study.analysis.callback import AnalysisCallback, Measured
 from attn_study.analysis.importance import predict
 from attn_study.analysis.measures import jsd, summarise, tvd
+from attn_study.analysis.token_scores import TokenScores
 from attn_study.errors import UserError
 from attn_study.models.selector import soft_token_attention
 
@@ -112,6 +113,7 @@ class WiegreffePinter(AnalysisCallback):
         self._same_instances(reference, data, split, self.base_dir)
         started = time.time()
         rows = []
+        tokens = TokenScores()  # this model's attention and the base run's, per token (tokens.parquet)
         for batch in self.batches(model, data, split, indices):
             _, alpha, probs = predict(model, batch)
             ids = batch["index"].tolist()
@@ -122,6 +124,7 @@ class WiegreffePinter(AnalysisCallback):
             base_probs = torch.as_tensor(
                 np.stack(reference["probabilities"].iloc[ids].to_numpy()), dtype=probs.dtype, device=device
             )
+            tokens.add(batch, attention=alpha, base_attention=base_alpha)
             divergence, change = compare(alpha, probs, base_alpha, base_probs)
             same = (probs.argmax(-1) == base_probs.argmax(-1)).tolist()
             for r, index in enumerate(ids):
@@ -135,7 +138,7 @@ class WiegreffePinter(AnalysisCallback):
                     }
                 )
         frame = pd.DataFrame(rows).sort_values("index", kind="stable").reset_index(drop=True)
-        return Measured(frame, {"comparison": time.time() - started}, {"base": str(self.base_dir)})
+        return Measured(frame, {"comparison": time.time() - started}, {"base": str(self.base_dir)}, tokens)
 
     def summarise(self, measured: Measured, tests) -> dict:
         frame = measured.frame

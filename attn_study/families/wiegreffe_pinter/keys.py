@@ -16,3 +16,7 @@ def wp(*parts) -> str:
 
 
 TRACKED: tuple[str, ...] = ()
+
+#: the per-instance column by which an instance disagrees most (the explorer's ★, W&B's coloured sample): this
+#: model's attention far from the base run's (JSD)
+DISAGREEMENT = (("jsd", "high"),)
