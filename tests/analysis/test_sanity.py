@@ -208,13 +208,17 @@ def test_the_report_shows_randomised_labels_beside_the_cascade():
 
     summary = {"sn/n_instances": 5, "sn/labels/same_prediction/mean": 0.5, "sn/decoder/same_prediction/mean": 0.9}
     for stage, rho in (("decoder", 0.9), ("labels", 0.3)):
-        summary.update(
-            {f"sn/gradient/{stage}/spearman/{k}": rho + d for k, d in (("mean", 0), ("ci_low", -0.1), ("ci_high", 0.1))}
-        )
+        for part, sign in (("spearman_magnitude", 1), ("spearman", -1)):  # the signed ρ is not the headline
+            summary.update(
+                {
+                    f"sn/gradient/{stage}/{part}/{k}": sign * rho + d
+                    for k, d in (("mean", 0), ("ci_low", -0.1), ("ci_high", 0.1))
+                }
+            )
     config = {"dataset": "sst", "encoder": "lstm", "attention": "additive", "projection": "softmax", "seed": 13}
     shown = display(table([Run(Path("/r"), "complete", config=config, summary=summary)]))
-    assert shown.loc[0, "ρ decoder"] == "0.900 [0.800, 1.000]"
-    assert shown.loc[0, "ρ randomised labels"] == "0.300 [0.200, 0.400]"
+    assert shown.loc[0, "|ρ| decoder"] == "0.900 [0.800, 1.000]"
+    assert shown.loc[0, "|ρ| randomised labels"] == "0.300 [0.200, 0.400]"
 
 
 # -- issue 38 §7: the magnitude of each correlation is the headline -------------------------------------------------

@@ -15,7 +15,10 @@ from attn_study.report.runs import Run
 
 from . import keys
 from .figures import draw_cascade, stage_labels
-from .keys import LABELS, STAGES, STATISTICS, sn
+from .keys import HEADLINE, LABELS, STAGES, STATISTICS, sn
+
+#: the key parts the report shows: the headline statistics' (|ρ| of the scores and of their absolute values)
+HEADLINE_PARTS = tuple(STATISTICS[h][0] for h in HEADLINE)
 
 
 def sn_runs(runs: list[Run]) -> list[Run]:
@@ -51,7 +54,7 @@ def table(runs: list[Run]) -> pd.DataFrame:
             row["method"] = method
             labels = [LABELS] if sn(LABELS, "same_prediction", "mean") in run.summary else []
             for stage in [*run_stages(run), *labels]:
-                for part in ("spearman", "spearman_abs"):
+                for part in HEADLINE_PARTS:
                     for stat in ("mean", "ci_low", "ci_high"):
                         row[f"{stage}/{part}/{stat}"] = run.summary.get(sn(method, stage, part, stat), np.nan)
             rows.append(row)
@@ -60,14 +63,14 @@ def table(runs: list[Run]) -> pd.DataFrame:
 
 def display(frame: pd.DataFrame) -> pd.DataFrame:
     """The printed table: ρ (and ρ of |scores|) per stage as "mean [CI]", one seed each (several: their mean)."""
-    stages = [s for s in STAGES if f"{s}/spearman/mean" in frame]
+    stages = [s for s in STAGES if f"{s}/{HEADLINE_PARTS[0]}/mean" in frame]
     rows = []
     for (dataset, model, method), group in frame.groupby(["dataset", "model", "method"], sort=False):
         row = {"dataset": dataset, "model": model, "method": method, "seeds": len(group)}
-        labels = [LABELS] if f"{LABELS}/spearman/mean" in frame else []
+        labels = [LABELS] if f"{LABELS}/{HEADLINE_PARTS[0]}/mean" in frame else []
         for j, stage in enumerate([*stages, *labels]):
             label = "randomised labels" if stage == LABELS else ("+" if j else "") + stage
-            for part, header in (("spearman", "ρ"), ("spearman_abs", "ρ|·|")):
+            for part, header in zip(HEADLINE_PARTS, ("|ρ|", "|ρ| of |·|")):
                 cells = [group[f"{stage}/{part}/{s}"] for s in ("mean", "ci_low", "ci_high")]
                 if len(group) == 1:
                     row[f"{header} {label}"] = mean_ci(*(c.iloc[0] for c in cells))
@@ -87,7 +90,7 @@ def cascade_figure(runs: list[Run], path: Path) -> Path | None:
         if not stages:
             continue
         row = []
-        for part in ("spearman", "spearman_abs"):
+        for part in HEADLINE_PARTS:
             curves = {
                 m: np.array(
                     [
@@ -110,13 +113,16 @@ def sections(runs: list[Run], work: Path) -> list[tuple[str, str]]:
     frame = table(runs)
     if frame.empty:
         return []
-    stages = " → ".join(stage_labels([s for s in STAGES if f"{s}/spearman/mean" in frame]))
+    stages = " → ".join(stage_labels([s for s in STAGES if f"{s}/{HEADLINE_PARTS[0]}/mean" in frame]))
     caption = (
-        "Randomisation sanity checks (Adebayo et al. 2018): Spearman ρ between each method's explanation of the "
-        f"trained model and of the model with its parameters re-initialised cumulatively from the top ({stages}), "
-        "of the signed scores and of their absolute values; mean [95% bootstrap interval over instances]. "
-        "A method whose ρ stays near 1 does not depend on the parameters it claims to explain. "
-        "Randomised labels: the same ρ with a model trained on permuted labels (where measured)"
+        "Randomisation sanity checks (Adebayo et al. 2018): |Spearman ρ| per instance between each method's "
+        "explanation of the trained model and of the model with its parameters re-initialised cumulatively from the "
+        f"top ({stages}), of the signed scores and of their absolute values; mean [95% bootstrap interval over "
+        "instances]. The magnitude is the headline: each randomised model is explained for its own prediction, so "
+        "where randomisation flips the prediction a signed explanation changes sign and ρ turns negative "
+        "(summary.json keeps the signed ρ too). A method whose |ρ| stays near 1 does not depend on the parameters it "
+        "claims to explain; unrelated rankings still give |ρ| > 0 (about 0.19 for 19 tokens). Randomised labels: "
+        "the same with a model trained on permuted labels (where measured)"
     )
     body = captioned_table(frame, work, "sn_cascade", caption, display=display(frame))
     path = cascade_figure(runs, work / "sn_cascade.png")
