@@ -283,6 +283,23 @@ def test_jain_wallace_babi_is_their_pair_model_split_and_training(task):
     assert (cfg.dataset.source.style, cfg.dataset.source.dev_split) == ("jain_wallace", "jain_wallace")
     assert (cfg.encoder.hidden_size, cfg.dataset.batch_size, cfg.trainer.max_epochs) == (32, 50, 100)
     assert cfg.callbacks.model_checkpoint.monitor == "val/acc" and cfg.training.select_from_epoch == 1
+    stopping = cfg.callbacks.early_stopping  # only where no later epoch could be kept: dev accuracy 1.0
+    assert (stopping.monitor, stopping.stopping_threshold, stopping.patience) == ("val/acc", 1.0, 100)
     plain = compose_config(f"dataset=babi{task}", "encoder=lstm")
     assert (plain.encoder.hidden_size, plain.dataset.source.dev_split) == (30, "stratified")
     assert compose_config(f"dataset=babi{task}", "encoder=cnn").encoder.filters == 8
+
+
+def test_early_stopping_runs_past_the_epochs_that_cannot_be_chosen(tmp_path):
+    """Under a recipe whose first epoch is never kept (its dev scores NaN), early stopping goes on training: NaN is
+    an epoch without progress, not the end (bAbI's recipe stops early only once dev accuracy is 1.0)."""
+    cfg = compose_config(
+        *TINY,
+        "callbacks=[model_checkpoint,early_stopping]",
+        "training.select_from_epoch=1",
+        "trainer.max_epochs=3",
+        "logger=csv",
+    )
+    run_job(cfg, tmp_path / "run")
+    metrics = pd.read_csv(tmp_path / "run" / "csv" / "metrics.csv")
+    assert sorted(metrics.dropna(subset=["val/loss"])["epoch"].unique()) == [0, 1, 2]
