@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from attn_study import stopping
 from attn_study.errors import UserError
 
 #: the families that apply to a pretrained checkpoint: its attention (raw, rollout, flow, norms) against token
@@ -25,6 +26,7 @@ def analyze_pretrained(cfg: DictConfig, out_dir: str | Path) -> dict:
     """Run ``cfg.analysis`` on the checkpoint at ``cfg.hf_model``; returns the rebuilt summary."""
     from hydra import compose
 
+    from attn_study.analyze import tidy
     from attn_study.build import build_analyses, component
     from attn_study.data.pretrained import PretrainedTextData
     from attn_study.models.huggingface import PretrainedClassifier, load_pretrained
@@ -68,6 +70,7 @@ def analyze_pretrained(cfg: DictConfig, out_dir: str | Path) -> dict:
     out_dir = Path(out_dir)
     for analysis in analyses:
         analysis.check(model, datamodule)
-    for analysis in analyses:
-        analysis.analyse(model, datamodule, out_dir)
-    return rebuild_summary(out_dir)
+    with stopping.on_stop(lambda _signal: tidy(out_dir)):
+        for analysis in analyses:
+            analysis.analyse(model, datamodule, out_dir)
+        return rebuild_summary(out_dir)

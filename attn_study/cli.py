@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
-import threading
 import warnings
 from pathlib import Path
 
@@ -15,6 +13,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from attn_study import stopping
 from attn_study.errors import UserError
 
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
@@ -56,25 +55,6 @@ def _sweep_settings(cfg: DictConfig) -> bool:
     return True
 
 
-def _stop_on_signals() -> None:
-    """SIGTERM and SIGINT (Ctrl-C) stop the process at once (Lightning alone would wait for the current
-    batch, minutes on very long inputs), saying so. The run's state stays ``running`` with its last
-    checkpoint — written atomically — so launching it again resumes it."""
-
-    def stop(signum, frame):
-        name = signal.Signals(signum).name
-        print(
-            f"attn-study: stopped by {name}; launch the run again to resume it from its last checkpoint",
-            file=sys.stderr,
-            flush=True,
-        )
-        os._exit(128 + signum)
-
-    if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, stop)
-
-
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
 def train_main(cfg: DictConfig) -> float | None:
     """Train, test and (when configured) analyse; the run directory is Hydra's output dir. A
@@ -82,7 +62,7 @@ def train_main(cfg: DictConfig) -> float | None:
     from attn_study.run import run  # heavy imports after Hydra has parsed --help etc.
 
     _quiet_third_party()
-    _stop_on_signals()
+    stopping.install("attn-study", "launch the run again to resume it from its last checkpoint")
     in_sweep = _sweep_settings(cfg)
     hydra_cfg = HydraConfig.get()
     try:
@@ -124,6 +104,7 @@ def _analyze(cfg: DictConfig) -> None:
     from attn_study.analyze import analyze
 
     _quiet_third_party()
+    stopping.install("attn-study-analyze", "the analyses it finished are kept; run it again for the others")
     try:
         if cfg.get("hf_model"):  # a pretrained checkpoint, not a run of this project
             from attn_study.analyze_pretrained import analyze_pretrained
