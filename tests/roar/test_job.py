@@ -87,7 +87,9 @@ def test_a_relaunch_reuses_the_masks_of_the_same_source(chain, make_cfg, monkeyp
 @pytest.mark.parametrize(
     ("overrides", "says"),
     [
-        (["roar.source=MISSING"], "not complete"),
+        (["roar.source=MISSING"], "nothing: no such directory"),
+        (["roar.source=MISSING", "force=true"], "nothing: no such directory"),  # force=true accepts unfinished runs
+        (["roar.source=EMPTY", "force=true"], "not a run directory"),
         (["roar.source=BASE", "seed=14"], "differs from this run"),  # another seed: other synthetic data
         (["roar.source=R20"], "is itself masked"),
         (["roar=recursive", "roar.source=R50", "roar.fraction=0.3"], "not below this step's 0.3"),
@@ -99,6 +101,7 @@ def test_a_source_that_cannot_be_built_on_is_refused_in_one_line_before_training
     chain, make_cfg, tmp_path, overrides, says
 ):
     names = {"MISSING": tmp_path / "nothing", "BASE": chain / "base", "R20": chain / "r20", "R50": chain / "r50"}
+    names["EMPTY"] = tmp_path
     overrides = [o.split("=")[0] + "=" + str(names.get(o.split("=")[1], o.split("=")[1])) for o in overrides]
     cfg = make_cfg(*SMALL, "roar=roar", "roar.method=gradient", "roar.fraction=0.3", *overrides)
     with pytest.raises(UserError, match=says) as err:
