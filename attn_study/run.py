@@ -373,6 +373,11 @@ def _assemble(cfg: DictConfig, run_dir: Path) -> tuple[assemble.Assembled, dict,
     box) and its analyses, all checked before training; the data metrics and warnings."""
     assembled = assemble.data_and_model(cfg, run_dir)
     datamodule, module = assembled.datamodule, assembled.module
+    if not any(p.requires_grad for p in module.parameters()):
+        raise UserError(
+            "every weight of the model is frozen: training would change nothing and the model tested would be "
+            "untrained; leave some trainable (model.embeddings.freeze=false)"
+        )
     if assembled.references is not None and cfg.training.get("schedule") == "model_consistent_adversary":
         module.use_soft_targets({split: recorder.probabilities() for split, recorder in assembled.references.items()})
     embedding_metrics, embedding_warnings = check_embeddings(module.embedding_coverage)
