@@ -10,6 +10,7 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -31,6 +32,30 @@ def _quiet_third_party() -> None:
     warnings.filterwarnings("ignore", message=r"Checkpoint directory .*checkpoints exists and is not empty")
     for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.seed"):
         logging.getLogger(name).setLevel(logging.WARNING)
+
+
+class WritableOutput(Callback):
+    """Hydra callback (``hydra.callbacks.output_dir``): ``hydra.run.dir`` (a sweep's ``hydra.sweep.dir``) is a
+    directory this process can write in, or ``<app>: error: …`` in one line and exit status 2 — before Hydra
+    creates it, whose own error would be a traceback."""
+
+    def __init__(self, app: str = "attn-study") -> None:
+        self.app = app
+
+    def on_run_start(self, config: DictConfig, **kwargs) -> None:
+        self._check(config.hydra.run.dir, "hydra.run.dir")
+
+    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        self._check(config.hydra.sweep.dir, "hydra.sweep.dir")
+
+    def _check(self, path, option: str) -> None:
+        from attn_study.run import ensure_writable
+
+        try:
+            ensure_writable(Path(str(path)), option)
+        except UserError as err:
+            print(f"{self.app}: error: {err}", file=sys.stderr)
+            sys.exit(2)
 
 
 def _sweep_settings(cfg: DictConfig) -> bool:

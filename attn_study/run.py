@@ -174,6 +174,8 @@ def _unreadable_checkpoint(last: Path) -> str | None:
 
 def ensure_writable(path: Path, option: str) -> None:
     """``path`` exists and a file can be written in it, or a one-line ``UserError`` naming ``option``."""
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{path}: a file, not a directory; choose another {option}")
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path, prefix=".write-check-"):
