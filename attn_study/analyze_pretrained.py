@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from attn_study import stopping
 from attn_study.errors import UserError
@@ -28,6 +28,7 @@ def analyze_pretrained(cfg: DictConfig, out_dir: str | Path) -> dict:
 
     from attn_study.analyze import tidy
     from attn_study.build import build_analyses, component
+    from attn_study.config import check_config
     from attn_study.data.pretrained import PretrainedTextData
     from attn_study.models.huggingface import PretrainedClassifier, load_pretrained
     from attn_study.run import rebuild_summary
@@ -35,6 +36,9 @@ def analyze_pretrained(cfg: DictConfig, out_dir: str | Path) -> dict:
     hf_model, tokenizer = load_pretrained(cfg.hf_model)
     data_cfg = compose("config", overrides=[str(o) for o in (cfg.get("hf_data") or [])] + ["analysis=[]"])
     seed = data_cfg.seed if cfg.get("seed") is None else cfg.seed
+    with open_dict(data_cfg):
+        data_cfg.seed = seed
+    check_config(data_cfg)  # hf_data's options and the seed, as attn-study checks them
     chosen = OmegaConf.merge({"seed": seed}, {"analysis": OmegaConf.to_container(cfg.get("analysis") or {})})
     OmegaConf.resolve(chosen)
     families = [name for name, node in (chosen.get("analysis") or {}).items() if node and "_target_" in node]

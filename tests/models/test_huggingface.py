@@ -191,4 +191,11 @@ def test_what_needs_a_pooling_attention_is_refused_before_any_work(tmp_path):
         cfg = compose("analyze", overrides=[f"hf_model={folder}", "analysis=[serrano_smith]"])
         with pytest.raises(UserError, match=r"analysis=\[serrano_smith\]: perturbs a pooling attention"):
             analyze_pretrained(cfg, tmp_path / "out")
+        for option, says in (
+            ("hf_data=['dataset.source.n_train=0']", r"dataset.source.n_train=0: must be a whole number >= 1"),
+            ("seed=-1", r"seed=-1: must be a whole number in \[0, 4294967295\]"),
+        ):
+            cfg = compose("analyze", overrides=[f"hf_model={folder}", "analysis=[agreement]", option])
+            with pytest.raises(UserError, match=says):
+                analyze_pretrained(cfg, tmp_path / "out")
     assert not (tmp_path / "out").exists()
