@@ -33,7 +33,6 @@ def analyze_pretrained(cfg: DictConfig, out_dir: str | Path) -> dict:
     from attn_study.models.huggingface import PretrainedClassifier, load_pretrained
     from attn_study.run import rebuild_summary
 
-    hf_model, tokenizer = load_pretrained(cfg.hf_model)
     data_cfg = compose("config", overrides=[str(o) for o in (cfg.get("hf_data") or [])] + ["analysis=[]"])
     seed = data_cfg.seed if cfg.get("seed") is None else cfg.seed
     with open_dict(data_cfg):
@@ -51,6 +50,7 @@ def analyze_pretrained(cfg: DictConfig, out_dir: str | Path) -> dict:
     analyses = build_analyses(chosen)
     if not analyses:
         raise UserError("attn-study-analyze: no analysis chosen; e.g. analysis=[agreement]")
+    hf_model, tokenizer = load_pretrained(cfg.hf_model)
     data = data_cfg.dataset
     limit = min(int(tokenizer.model_max_length), int(getattr(hf_model.config, "max_position_embeddings", 512)))
     datamodule = PretrainedTextData(
