@@ -49,8 +49,9 @@ def load_pretrained(path: str | Path, option: str = "hf_model"):
     folder = Path(path).expanduser()
     if not (folder / "config.json").is_file():
         raise UserError(f"{option}={path}: no Hugging Face checkpoint there (config.json missing)")
-    verbosity = hf_logging.get_verbosity()
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity_error()  # its table of the weights it had to initialise: said below in one line
+    hf_logging.disable_progress_bar()
     try:
         model, loading = AutoModelForSequenceClassification.from_pretrained(
             folder,
@@ -64,6 +65,8 @@ def load_pretrained(path: str | Path, option: str = "hf_model"):
         raise UserError(f"{option}={path}: cannot load it: {str(err).splitlines()[0]}") from None
     finally:
         hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
     if model.config.model_type not in SUPPORTED:
         raise UserError(
             f"{option}={path}: a {model.config.model_type} model; supported: {', '.join(sorted(SUPPORTED))}"
