@@ -3,11 +3,12 @@ checkpoint and test it with the chosen analyses as callbacks — the code path o
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from attn_study import layout, saved, tracking
+from attn_study import layout, saved, stopping, tracking
 from attn_study.errors import UserError
 from attn_study.models.selector import soft_token_attention
 from attn_study.sweep.record import wandb_group
@@ -86,12 +87,24 @@ def analyze(cfg: DictConfig) -> dict:
         enable_checkpointing=False,
         enable_progress_bar=False,
     )
-    trainer.test(module, datamodule=datamodule, verbose=False)
-    # a run from before the file existed gets it — a complete one only: an unfinished run analysed with
-    # force=true must not look like a base other runs can build on
-    if complete and soft_token_attention(module.model) and not (run_dir / layout.ATTENTION).is_file():
-        saved.write_attention(module.model, datamodule, run_dir / layout.ATTENTION)
-    for lg in loggers:
-        lg.finalize("success")
-    _finish_wandb()
-    return rebuild_summary(run_dir)
+    with stopping.on_stop(lambda _signal: tidy(run_dir)):
+        trainer.test(module, datamodule=datamodule, verbose=False)
+        # a run from before the file existed gets it — a complete one only: an unfinished run analysed with
+        # force=true must not look like a base other runs can build on
+        if complete and soft_token_attention(module.model) and not (run_dir / layout.ATTENTION).is_file():
+            saved.write_attention(module.model, datamodule, run_dir / layout.ATTENTION)
+        for lg in loggers:
+            lg.finalize("success")
+        _finish_wandb()
+        return rebuild_summary(run_dir)
+
+
+def tidy(run_dir: Path) -> None:
+    """What an analysis stopped mid-way (SIGINT, SIGTERM) leaves: no half-written family folder
+    (``analysis/.<family>.partial``, where a family writes before renaming it into place) and a ``summary.json``
+    with the keys of the family folders present."""
+    from attn_study.run import rebuild_summary
+
+    for partial in (Path(run_dir) / layout.ANALYSIS).glob(".*.partial"):
+        shutil.rmtree(partial, ignore_errors=True)
+    rebuild_summary(run_dir)

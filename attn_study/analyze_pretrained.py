@@ -11,8 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
+from attn_study import stopping
 from attn_study.errors import UserError
 
 #: the families that apply to a pretrained checkpoint: its attention (raw, rollout, flow, norms) against token
@@ -25,14 +26,18 @@ def analyze_pretrained(cfg: DictConfig, out_dir: str | Path) -> dict:
     """Run ``cfg.analysis`` on the checkpoint at ``cfg.hf_model``; returns the rebuilt summary."""
     from hydra import compose
 
+    from attn_study.analyze import tidy
     from attn_study.build import build_analyses, component
+    from attn_study.config import check_config
     from attn_study.data.pretrained import PretrainedTextData
     from attn_study.models.huggingface import PretrainedClassifier, load_pretrained
     from attn_study.run import rebuild_summary
 
-    hf_model, tokenizer = load_pretrained(cfg.hf_model)
     data_cfg = compose("config", overrides=[str(o) for o in (cfg.get("hf_data") or [])] + ["analysis=[]"])
     seed = data_cfg.seed if cfg.get("seed") is None else cfg.seed
+    with open_dict(data_cfg):
+        data_cfg.seed = seed
+    check_config(data_cfg)  # hf_data's options and the seed, as attn-study checks them
     chosen = OmegaConf.merge({"seed": seed}, {"analysis": OmegaConf.to_container(cfg.get("analysis") or {})})
     OmegaConf.resolve(chosen)
     families = [name for name, node in (chosen.get("analysis") or {}).items() if node and "_target_" in node]
@@ -45,6 +50,7 @@ def analyze_pretrained(cfg: DictConfig, out_dir: str | Path) -> dict:
     analyses = build_analyses(chosen)
     if not analyses:
         raise UserError("attn-study-analyze: no analysis chosen; e.g. analysis=[agreement]")
+    hf_model, tokenizer = load_pretrained(cfg.hf_model)
     data = data_cfg.dataset
     limit = min(int(tokenizer.model_max_length), int(getattr(hf_model.config, "max_position_embeddings", 512)))
     datamodule = PretrainedTextData(
@@ -68,6 +74,7 @@ def analyze_pretrained(cfg: DictConfig, out_dir: str | Path) -> dict:
     out_dir = Path(out_dir)
     for analysis in analyses:
         analysis.check(model, datamodule)
-    for analysis in analyses:
-        analysis.analyse(model, datamodule, out_dir)
-    return rebuild_summary(out_dir)
+    with stopping.on_stop(lambda _signal: tidy(out_dir)):
+        for analysis in analyses:
+            analysis.analyse(model, datamodule, out_dir)
+        return rebuild_summary(out_dir)

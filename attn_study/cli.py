@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
-import threading
 import warnings
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from attn_study import stopping
 from attn_study.errors import UserError
 
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
@@ -32,6 +32,30 @@ def _quiet_third_party() -> None:
     warnings.filterwarnings("ignore", message=r"Checkpoint directory .*checkpoints exists and is not empty")
     for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.seed"):
         logging.getLogger(name).setLevel(logging.WARNING)
+
+
+class WritableOutput(Callback):
+    """Hydra callback (``hydra.callbacks.output_dir``): ``hydra.run.dir`` (a sweep's ``hydra.sweep.dir``) is a
+    directory this process can write in, or ``<app>: error: …`` in one line and exit status 2 — before Hydra
+    creates it, whose own error would be a traceback."""
+
+    def __init__(self, app: str = "attn-study") -> None:
+        self.app = app
+
+    def on_run_start(self, config: DictConfig, **kwargs) -> None:
+        self._check(config.hydra.run.dir, "hydra.run.dir")
+
+    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        self._check(config.hydra.sweep.dir, "hydra.sweep.dir")
+
+    def _check(self, path, option: str) -> None:
+        from attn_study.run import ensure_writable
+
+        try:
+            ensure_writable(Path(str(path)), option)
+        except UserError as err:
+            print(f"{self.app}: error: {err}", file=sys.stderr)
+            sys.exit(2)
 
 
 def _sweep_settings(cfg: DictConfig) -> bool:
@@ -56,25 +80,6 @@ def _sweep_settings(cfg: DictConfig) -> bool:
     return True
 
 
-def _stop_on_signals() -> None:
-    """SIGTERM and SIGINT (Ctrl-C) stop the process at once (Lightning alone would wait for the current
-    batch, minutes on very long inputs), saying so. The run's state stays ``running`` with its last
-    checkpoint — written atomically — so launching it again resumes it."""
-
-    def stop(signum, frame):
-        name = signal.Signals(signum).name
-        print(
-            f"attn-study: stopped by {name}; launch the run again to resume it from its last checkpoint",
-            file=sys.stderr,
-            flush=True,
-        )
-        os._exit(128 + signum)
-
-    if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, stop)
-
-
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
 def train_main(cfg: DictConfig) -> float | None:
     """Train, test and (when configured) analyse; the run directory is Hydra's output dir. A
@@ -82,7 +87,7 @@ def train_main(cfg: DictConfig) -> float | None:
     from attn_study.run import run  # heavy imports after Hydra has parsed --help etc.
 
     _quiet_third_party()
-    _stop_on_signals()
+    stopping.install("attn-study", "launch the run again to resume it from its last checkpoint")
     in_sweep = _sweep_settings(cfg)
     hydra_cfg = HydraConfig.get()
     try:
@@ -124,6 +129,7 @@ def _analyze(cfg: DictConfig) -> None:
     from attn_study.analyze import analyze
 
     _quiet_third_party()
+    stopping.install("attn-study-analyze", "the analyses it finished are kept; run it again for the others")
     try:
         if cfg.get("hf_model"):  # a pretrained checkpoint, not a run of this project
             from attn_study.analyze_pretrained import analyze_pretrained

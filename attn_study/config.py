@@ -4,19 +4,19 @@ Resolvers are registered when ``attn_study`` is imported (Hydra's launcher worke
 unpickle a job). :func:`check_config` is the schema of every setting that nothing instantiates —
 the nodes with a ``_target_`` are checked by their constructors — so that a typo (``+model.optimizer.lrr``)
 or a value of the wrong kind (``seed=abc``, ``every_n_epochs=1.5``) is one line naming the option, before
-any data is read, instead of a silently ignored setting that still enters the run's identity.
+any data is read, instead of a silently ignored setting that still enters the run's identity; and it checks
+every numeric option, of those nodes too, against its range (``attn_study/ranges.py``).
 """
 
 from __future__ import annotations
 
 import difflib
-import math
 from collections.abc import Callable
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from attn_study import names
+from attn_study import names, ranges
 from attn_study.errors import UserError
 from attn_study.sweep.naming import job_dir_name, job_keys
 
@@ -51,46 +51,16 @@ def register_resolvers() -> None:
 # -- the schema --------------------------------------------------------------------------------------
 
 
-def integer(low: int | None = None, optional: bool = False) -> Callable:
-    """A whole number (≥ ``low``); null too when ``optional``. ``True``/``1.5``/``"abc"`` are not."""
-
-    def check(value):
-        if value is None and optional:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
-                value = int(value)
-            else:
-                return f"must be a whole number{' or null' if optional else ''}, not {value!r}"
-        if low is not None and value < low:
-            return f"must be >= {low}"
-        return None
-
-    return check
-
-
-def number(low: float | None = None, high: float | None = None, optional: bool = False) -> Callable:
-    """A finite number in [low, high]; null too when ``optional``."""
-
-    def check(value):
-        if value is None and optional:
-            return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            return f"must be a number{' or null' if optional else ''}, not {value!r}"
-        if low is not None and value < low:
-            return f"must be >= {low:g}"
-        if high is not None and value > high:
-            return f"must be <= {high:g}"
-        return None
-
-    return check
-
-
 def boolean(value):
     return None if isinstance(value, bool) else f"must be true or false, not {value!r}"
 
 
 def anything(_value):
+    return None
+
+
+def ranged(_value):
+    """A numeric setting: its range is :data:`attn_study.ranges.RANGES`'s, checked there."""
     return None
 
 
@@ -116,9 +86,9 @@ OPEN = (
 #: every other node: its settings and what each must be
 SCHEMA: dict[str, dict[str, Callable]] = {
     "": {
-        "seed": integer(0),
-        "model_seed": integer(0, optional=True),
-        "threads": integer(1, optional=True),
+        "seed": ranged,
+        "model_seed": ranged,
+        "threads": ranged,
         "force": boolean,
         "resume": boolean,
         "run_name": anything,
@@ -145,47 +115,47 @@ SCHEMA: dict[str, dict[str, Callable]] = {
         "embeddings": anything,
         "optimizer": anything,
         "class_weights": anything,
-        "gradient_clip_val": number(0, optional=True),
+        "gradient_clip_val": ranged,
     },
     "model.optimizer": {
-        "lr": number(0),
-        "weight_decay": number(0),
-        "attention_weight_decay": number(0),
+        "lr": ranged,
+        "weight_decay": ranged,
+        "attention_weight_decay": ranged,
         "amsgrad": boolean,
     },
     "model.embeddings": {"path": anything, "freeze": boolean},
     "training": {
         "schedule": anything,
-        "pretrain_epochs": integer(0),
+        "pretrain_epochs": ranged,
         "instance_weighting": boolean,
         "weight_clip": anything,
-        "select_from_epoch": integer(0),
+        "select_from_epoch": ranged,
         "base": anything,
-        "lam": number(0),
+        "lam": ranged,
         "word_tying": anything,
     },
-    "training.word_tying": {"weight": number(0), "kind": anything},
+    "training.word_tying": {"weight": ranged, "kind": anything},
     "dataset": {
         "name": anything,
         "path": anything,
         "source": anything,
         "preprocessing": anything,
         "inject": anything,
-        "batch_size": integer(1),
-        "eval_batch_size": integer(1),
+        "batch_size": ranged,
+        "eval_batch_size": ranged,
         "bucket": boolean,
         "shuffle_labels": boolean,
-        "num_workers": integer(0),
-        "rnn_hidden_size": integer(1),
-        "cnn_filters": integer(1),
-        "decoder_dim": integer(1),
-        "embedding_dim": integer(1),
+        "num_workers": ranged,
+        "rnn_hidden_size": ranged,
+        "cnn_filters": ranged,
+        "decoder_dim": ranged,
+        "embedding_dim": ranged,
     },
     "dataset.preprocessing": {
-        "min_count": integer(1),
-        "min_length": integer(1),
-        "max_length": integer(1, True),
-        "truncate": integer(1, True),
+        "min_count": ranged,
+        "min_length": ranged,
+        "max_length": ranged,
+        "truncate": ranged,
         "sentences": boolean,
         "clean": anything,
         "digits": anything,
@@ -193,36 +163,36 @@ SCHEMA: dict[str, dict[str, Callable]] = {
         "boundary_tokens": boolean,
         "drop_longest": boolean,
     },
-    "dataset.inject": {"count": integer(0), "tokens": anything, "positions": anything, "seed": integer()},
+    "dataset.inject": {"count": ranged, "tokens": anything, "positions": anything, "seed": ranged},
     "explainer": {"target": anything},
     "roar": {
         "name": anything,
         "recursive": boolean,
         "method": anything,
-        "fraction": number(0, 1),
+        "fraction": ranged,
         "source": anything,
         "token": anything,
         "label": anything,
         "gradient": anything,
         "rounding": anything,
-        "step": number(0, 1, optional=True),
-        "batch_size": integer(1),
-        "ig_steps": integer(1),
-        "chunk_size": integer(1),
+        "step": ranged,
+        "batch_size": ranged,
+        "ig_steps": ranged,
+        "chunk_size": ranged,
     },
     "paths": {"cache_dir": anything, "data": anything},
     "paths.data": {name: anything for name in OmegaConf.load(CONFIG_FILE).paths.data},  # one path per source
-    "sweep": {"name": anything, "wait_min": number(0), "synthetic": anything},
+    "sweep": {"name": anything, "wait_min": ranged, "synthetic": anything},
     "cluster": {
         "partition": anything,
         "account": anything,
         "qos": anything,
-        "time_min": integer(1),
-        "cpus": integer(1),
-        "mem_gb": number(0),
-        "gpus": integer(0),
-        "array_parallelism": integer(1),
-        "max_requeue": integer(0),
+        "time_min": ranged,
+        "cpus": ranged,
+        "mem_gb": ranged,
+        "gpus": ranged,
+        "array_parallelism": ranged,
+        "max_requeue": ranged,
         "setup": anything,
         "additional_parameters": anything,
     },
@@ -230,8 +200,9 @@ SCHEMA: dict[str, dict[str, Callable]] = {
 
 
 def check_config(cfg: DictConfig) -> None:
-    """Every setting outside :data:`OPEN` is one :data:`SCHEMA` knows, of the kind it must be: a ``UserError``
-    of one line otherwise (with the nearest known name for a typo)."""
+    """Every setting outside :data:`OPEN` is one :data:`SCHEMA` knows, of the kind it must be, and every numeric
+    option, in :data:`OPEN` nodes too, within its range (:data:`attn_study.ranges.RANGES`): a ``UserError`` of one
+    line otherwise (with the nearest known name for a typo)."""
     container = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
     for path, allowed in SCHEMA.items():
         node = _at(container, path)
@@ -249,6 +220,9 @@ def check_config(cfg: DictConfig) -> None:
             problem = allowed[name](value)
             if problem:
                 raise UserError(f"{option}={value}: {problem}")
+    outside = ranges.problems(container)
+    if outside:
+        raise UserError(outside[0])
 
 
 def _at(container, path: str):

@@ -29,7 +29,7 @@ from lightning.pytorch.plugins import TorchCheckpointIO
 from lightning.pytorch.plugins.environments import SLURMEnvironment
 from omegaconf import DictConfig
 
-from attn_study import assemble, families, keys, layout, saved, tracking
+from attn_study import assemble, families, keys, layout, saved, stopping, tracking
 from attn_study.analysis.measures import summarise
 from attn_study.build import (
     build_analyses,
@@ -68,7 +68,9 @@ def run(
     - the run's record of its config (``.hydra/``: ``overrides`` and ``hydra`` from the CLI) is written only
       once the attempt goes ahead, so a refused relaunch never relabels the results;
     - an exception → ``failed`` with the traceback in ``error.txt``; re-raised, unless ``keep_going``
-      (sweeps), where it is logged in one line and ``None`` returned so the other jobs go on.
+      (sweeps), where it is logged in one line and ``None`` returned so the other jobs go on;
+    - SIGTERM / SIGINT (``attn_study.stopping``) → ``interrupted`` noted in ``status.json``, the state left
+      ``running`` so that the next launch resumes it.
     """
     run_dir = Path(run_dir)
     elsewhere = "hydra.sweep.dir" if keep_going else "hydra.run.dir"
@@ -112,14 +114,15 @@ def run(
     running = state.mark_running(run_dir, ident, previous, resumed=resume)
     details: dict = {}
     try:
-        summary = train_and_test(
-            cfg,
-            run_dir,
-            resume_from=last if resume else None,
-            details=details,
-            attempt=running["attempt"],
-            wandb_id=running["wandb_id"],
-        )
+        with stopping.on_stop(lambda signal_name: state.mark_interrupted(run_dir, running, signal_name)):
+            summary = train_and_test(
+                cfg,
+                run_dir,
+                resume_from=last if resume else None,
+                details=details,
+                attempt=running["attempt"],
+                wandb_id=running["wandb_id"],
+            )
     except Exception as err:  # recorded in the run dir; a sweep goes on with its other jobs
         err = out_of_space(err, run_dir, elsewhere) or err
         _finish_wandb(exit_code=1)
@@ -171,6 +174,8 @@ def _unreadable_checkpoint(last: Path) -> str | None:
 
 def ensure_writable(path: Path, option: str) -> None:
     """``path`` exists and a file can be written in it, or a one-line ``UserError`` naming ``option``."""
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{path}: a file, not a directory; choose another {option}")
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path, prefix=".write-check-"):
@@ -370,6 +375,11 @@ def _assemble(cfg: DictConfig, run_dir: Path) -> tuple[assemble.Assembled, dict,
     box) and its analyses, all checked before training; the data metrics and warnings."""
     assembled = assemble.data_and_model(cfg, run_dir)
     datamodule, module = assembled.datamodule, assembled.module
+    if not any(p.requires_grad for p in module.parameters()):
+        raise UserError(
+            "every weight of the model is frozen: training would change nothing and the model tested would be "
+            "untrained; leave some trainable (model.embeddings.freeze=false)"
+        )
     if assembled.references is not None and cfg.training.get("schedule") == "model_consistent_adversary":
         module.use_soft_targets({split: recorder.probabilities() for split, recorder in assembled.references.items()})
     embedding_metrics, embedding_warnings = check_embeddings(module.embedding_coverage)

@@ -81,9 +81,17 @@ class SavedRun:
 
 def require_complete(run_dir: Path, option: str, force: bool = False) -> None:
     """A run another builds on (or that is analysed) must be complete: its numbers and its checkpoint are
-    final only then. ``force`` accepts any other state (said in the log)."""
+    final only then. ``force`` accepts any other state (said in the log), never a directory that does not exist
+    or that no attn-study run made."""
     from attn_study.sweep import state
 
+    if not Path(run_dir).is_dir():
+        raise UserError(f"{option}={run_dir}: no such directory; give the directory of a run made by attn-study")
+    if not layout.is_run(run_dir):
+        raise UserError(
+            f"{option}={run_dir}: not a run directory (it has no {layout.RECORD}/{layout.CONFIG}); give the "
+            "directory of a run made by attn-study"
+        )
     status = state.read_status(run_dir)
     if state.is_complete(run_dir, status):
         return

@@ -134,8 +134,10 @@ def test_diverged_training_fails_the_run_in_one_line(tmp_path, lr, says):
 
 def test_user_mistakes_of_the_command_line_get_one_line(tmp_path):
     env = {k: v for k, v in cli_env().items() if k not in ("WANDB_MODE", "WANDB_API_KEY")} | {"HOME": str(tmp_path)}
+    (tmp_path / "a-file").write_text("")
     cases = [
         ([*CLI, *TINY, "logger=wandb", "logger.wandb.mode=online", f"hydra.run.dir={tmp_path}/a"], "wandb login"),
+        ([*CLI, *TINY, f"hydra.run.dir={tmp_path}/a-file"], "a-file: a file, not a directory; choose another hydra"),
         ([sys.executable, "-c", "from attn_study.cli import analyze_main; analyze_main()"], "ckpt_path is required"),
         (
             [sys.executable, "-c", "from attn_study.cli import analyze_main; analyze_main()", f"ckpt_path={tmp_path}"],
@@ -179,3 +181,50 @@ def test_the_checkpoint_tested_is_the_best_of_the_epochs_that_may_be_chosen(make
     run_dir = tmp_path / "run"
     train_and_test(make_cfg(*TINY, "trainer.max_epochs=3", "model.optimizer.lr=1e-12", "logger=csv", *rule), run_dir)
     assert torch.load(run_dir / "checkpoints" / "best.ckpt", weights_only=False)["epoch"] == 2
+
+
+@pytest.mark.parametrize(("name", "app"), [("config", "attn-study"), ("analyze", "attn-study-analyze")])
+def test_an_output_directory_that_cannot_be_written_is_one_line_before_hydra_makes_it(
+    tmp_path, monkeypatch, capsys, name, app
+):
+    """The entry points' Hydra callback (``hydra.callbacks.output_dir``) checks ``hydra.run.dir`` (and a sweep's
+    ``hydra.sweep.dir``) before Hydra creates it: a file there, or a directory it may not write in (as a read-only
+    one refuses), is one line and exit status 2."""
+    import errno
+    import tempfile
+
+    from hydra import compose, initialize_config_dir
+    from hydra.utils import instantiate
+
+    from tests.helpers import CONFIG_DIR
+
+    (tmp_path / "a-file").write_text("")
+
+    def callback(*overrides):
+        with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+            cfg = compose(name, overrides=list(overrides), return_hydra_config=True)
+        return instantiate(cfg.hydra.callbacks.output_dir), cfg
+
+    def refused(start, cfg) -> str:
+        with pytest.raises(SystemExit) as exit_:
+            start(config=cfg)
+        assert exit_.value.code == 2
+        lines = capsys.readouterr().err.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"{app}: error: ")
+        return lines[0]
+
+    check, cfg = callback(f"hydra.run.dir={tmp_path / 'a-file'}")
+    assert "a-file: a file, not a directory; choose another hydra.run.dir" in refused(check.on_run_start, cfg)
+    check, cfg = callback(f"hydra.run.dir={tmp_path / 'run'}")
+    check.on_run_start(config=cfg)  # writable: nothing said
+    assert (tmp_path / "run").is_dir() and capsys.readouterr().err == ""
+
+    def read_only(*args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "NamedTemporaryFile", read_only)
+    said = refused(check.on_run_start, cfg)
+    assert "run: cannot write there (Permission denied); choose another hydra.run.dir" in said
+    if name == "config":
+        check, cfg = callback(f"hydra.sweep.dir={tmp_path / 'a-file'}")
+        assert "choose another hydra.sweep.dir" in refused(check.on_multirun_start, cfg)

@@ -28,7 +28,8 @@ def _open_text(path: Path):
 def load_embeddings(path: str | Path, vocab: Vocab, dim: int, seed: int = 0) -> tuple[np.ndarray, float]:
     """Embedding matrix (len(vocab), dim) for ``vocab`` and the fraction of vocabulary words found.
 
-    Raises DataError when the file is missing, empty of vectors, or its vectors are not ``dim`` wide.
+    Raises DataError when the file is missing, empty of vectors, its vectors are not ``dim`` wide, or the vector of
+    a vocabulary word holds a NaN or an infinity (training would diverge on it).
     """
     path = Path(path).expanduser()
     if not path.is_file():
@@ -54,9 +55,16 @@ def load_embeddings(path: str | Path, vocab: Vocab, dim: int, seed: int = 0) -> 
                 idx = vocab.stoi.get(parts[0])
                 if idx is not None and not found[idx]:
                     try:
-                        matrix[idx] = np.asarray(parts[1:], dtype=np.float32)
+                        vector = np.asarray(parts[1:], dtype=np.float32)
                     except ValueError as err:
                         raise DataError(f"{path}:{line_no}: not a number in the vector ({err})") from None
+                    if not np.isfinite(vector).all():
+                        first = int(np.flatnonzero(~np.isfinite(vector))[0])
+                        raise DataError(
+                            f"{path}:{line_no}: the vector of {parts[0]!r} holds {parts[1 + first]} (its value "
+                            f"{first + 1}), which training cannot use; fix or delete that line"
+                        )
+                    matrix[idx] = vector
                     found[idx] = True
     except (OSError, EOFError, UnicodeDecodeError) as err:
         raise DataError(

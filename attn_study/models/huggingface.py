@@ -37,26 +37,55 @@ SUPPORTED = {
 
 def load_pretrained(path: str | Path, option: str = "hf_model"):
     """(model in eval mode with eager attention, tokenizer) from the directory ``path``; a one-line ``UserError``
-    when ``transformers`` is missing, the directory holds no checkpoint, or its type is not supported."""
+    when ``transformers`` is missing, the directory holds no checkpoint, its type is not supported, or any of the
+    classifier's weights is not in it or has another shape (a bare encoder's classification head, a head for
+    another number of labels: transformers would initialise it at random, and every number measured would be
+    noise)."""
     try:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
+        from transformers.utils import logging as hf_logging
     except ImportError:
         raise UserError(f"{option}: the transformers package is missing; pip install -e '.[hf]'") from None
     folder = Path(path).expanduser()
     if not (folder / "config.json").is_file():
         raise UserError(f"{option}={path}: no Hugging Face checkpoint there (config.json missing)")
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()  # its table of the weights it had to initialise: said below in one line
+    hf_logging.disable_progress_bar()
     try:
-        model = AutoModelForSequenceClassification.from_pretrained(
-            folder, local_files_only=True, attn_implementation="eager"
+        model, loading = AutoModelForSequenceClassification.from_pretrained(
+            folder,
+            local_files_only=True,
+            attn_implementation="eager",
+            output_loading_info=True,
+            ignore_mismatched_sizes=True,  # loaded, then refused below naming them
         )
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     except (OSError, ValueError) as err:
         raise UserError(f"{option}={path}: cannot load it: {str(err).splitlines()[0]}") from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
     if model.config.model_type not in SUPPORTED:
         raise UserError(
             f"{option}={path}: a {model.config.model_type} model; supported: {', '.join(sorted(SUPPORTED))}"
         )
+    missing = sorted(str(key) for key in loading.get("missing_keys") or ())
+    resized = sorted(str(key[0] if isinstance(key, tuple) else key) for key in loading.get("mismatched_keys") or ())
+    if missing or resized:
+        faults = ([f"lacks {_listed(missing)}"] if missing else []) + (
+            [f"holds {_listed(resized)} in another shape"] if resized else []
+        )
+        raise UserError(
+            f"{option}={path}: the checkpoint {' and '.join(faults)}, which transformers would initialise at random; "
+            f"give the directory of a {type(model).__name__} fine-tuned on your task, saved with its head"
+        )
     return model.eval(), tokenizer
+
+
+def _listed(names: list[str], at_most: int = 4) -> str:
+    return ", ".join(names[:at_most]) + (f" and {len(names) - at_most} more" if len(names) > at_most else "")
 
 
 class PretrainedClassifier(nn.Module):

@@ -5,6 +5,7 @@ self-contained ``index.html``. Failed, unfinished and missing runs are listed, n
 from __future__ import annotations
 
 import argparse
+import errno
 import html
 import os
 import shutil
@@ -120,6 +121,19 @@ def _run_links(runs, root: Path, out_dir: Path) -> str:
     return f"<ul>{''.join(items)}</ul>" if items else "<p>No per-run figures.</p>"
 
 
+#: why a folder cannot take the report: full, read-only, not the user's
+UNWRITABLE = (errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+def _chain(error: BaseException):
+    """``error`` and the exceptions it was raised from or during, innermost last."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error
+        error = error.__cause__ or error.__context__
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="attn-study-report",
@@ -140,6 +154,17 @@ def main(argv: list[str] | None = None) -> None:
         out = build_report(args.directory, args.out)
     except UserError as err:
         print(f"attn-study-report: error: {str(err).removeprefix('attn-study-report: ')}", file=sys.stderr)
+        sys.exit(2)
+    except Exception as err:  # a full disk, a read-only or foreign folder under --out: one line, not a traceback
+        cause = next((e for e in _chain(err) if getattr(e, "errno", None) in UNWRITABLE), None)
+        if cause is None:
+            raise
+        where = args.out or args.directory / layout.REPORT
+        print(
+            f"attn-study-report: error: cannot write the report to {where} ({cause.strerror or cause}); free some "
+            "space, or give a folder you can write to with --out",
+            file=sys.stderr,
+        )
         sys.exit(2)
     tables = sorted(p.name for p in out.glob("*.md"))
     print(f"report: {out / 'index.html'}\ntables: {', '.join(tables)}")

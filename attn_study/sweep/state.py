@@ -3,7 +3,8 @@
 ``status.json`` (written atomically at every transition) holds ``state``: ``running`` while a job
 works, ``complete`` once ``summary.json`` and every result are in place (written last), ``failed``
 with the error (the traceback is in ``error.txt``). A job killed mid-way leaves ``running`` behind,
-so it is never mistaken for a finished one. The status also stores the job's config *identity* (the
+so it is never mistaken for a finished one; one stopped by SIGTERM or SIGINT says so too (``interrupted``:
+the signal and the time). The status also stores the job's config *identity* (the
 resolved config minus settings that do not change results), so a relaunch can tell "same experiment,
 already done" from "different experiment in the same directory".
 """
@@ -225,6 +226,12 @@ def mark_failed(run_dir: Path, running: dict, error: BaseException) -> dict:
             "error": f"{type(error).__name__}: {error}".splitlines()[0],
         },
     )
+
+
+def mark_interrupted(run_dir: Path, running: dict, signal_name: str) -> dict:
+    """A stop by ``signal_name`` (SIGTERM, SIGINT) noted on the attempt; its state stays ``running``, so the next
+    launch resumes it from ``checkpoints/last.ckpt``."""
+    return _write(run_dir, {**running, "interrupted": {"signal": signal_name, "time": time.time()}})
 
 
 def record_conflict(run_dir: Path, status: dict, message: str) -> None:

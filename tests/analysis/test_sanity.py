@@ -193,6 +193,9 @@ def test_randomised_labels_compare_with_a_model_trained_on_permuted_labels(tmp_p
     with pytest.raises(UserError, match="trained on the real labels"):
         run_job(compose_config(*base, *sanity, f"analysis.sanity.label_run={real}"), tmp_path / "refused")
     assert not (tmp_path / "refused" / "checkpoints").exists()  # refused before training
+    missing = [*base, *sanity, f"analysis.sanity.label_run={tmp_path / 'missing'}", "force=true"]
+    with pytest.raises(UserError, match=r"label_run=.*missing: no such directory"):
+        run_job(compose_config(*missing), tmp_path / "refused")
     other = compose_config(
         *base, *sanity, "dataset.source.n_test=24", f"analysis.sanity.label_run={tmp_path / 'shuffled'}"
     )

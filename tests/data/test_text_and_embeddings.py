@@ -81,3 +81,8 @@ def test_embeddings_errors_name_the_file_and_fix(tmp_path):
     empty.write_text("\n")
     with pytest.raises(DataError, match="no vectors"):
         load_embeddings(empty, vocab, dim=4)
+    for value in ("nan", "-inf", "NaN"):
+        undefined = tmp_path / "undefined.txt"
+        undefined.write_text(f"other 1 2 3 4\ngood 1 2 {value} 4\n")
+        with pytest.raises(DataError, match=rf"undefined.txt:2: the vector of 'good' holds {value} \(its value 3\)"):
+            load_embeddings(undefined, vocab, dim=4)

@@ -25,8 +25,9 @@ SIZES = {"hidden_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2, "in
 SPREAD = 0.5  # initializer_range: a random model whose output moves when a token is deleted (0.02 barely does)
 
 
-def save_checkpoint(folder, kind: str = "bert", num_labels: int = 2):
-    """A tiny random ``kind`` classifier and a WordLevel tokenizer ([CLS] … [SEP]) saved in ``folder``."""
+def save_checkpoint(folder, kind: str = "bert", num_labels: int = 2, head: bool = True):
+    """A tiny random ``kind`` classifier (without ``head``: its bare encoder) and a WordLevel tokenizer
+    ([CLS] … [SEP]) saved in ``folder``."""
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
     tokenizer = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="[UNK]"))
@@ -58,7 +59,7 @@ def save_checkpoint(folder, kind: str = "bert", num_labels: int = 2):
             initializer_range=SPREAD,
             **SIZES,
         )
-    model = transformers.AutoModelForSequenceClassification.from_config(config)
+    model = (transformers.AutoModelForSequenceClassification if head else transformers.AutoModel).from_config(config)
     model.save_pretrained(folder)
     fast.save_pretrained(folder)
     return folder
@@ -111,6 +112,27 @@ def test_a_wrong_directory_or_a_missing_transformers_gets_one_line(tmp_path, mon
     monkeypatch.setitem(sys.modules, "transformers", None)
     with pytest.raises(UserError, match="transformers package is missing"):
         load_pretrained(tmp_path)
+
+
+def test_a_checkpoint_whose_weights_transformers_would_initialise_is_refused_naming_them(tmp_path):
+    """A bare encoder has no classification head, and a head for 2 labels does not fit a config of 3: either would be
+    initialised at random. The classifier itself loads, every weight its own."""
+    from attn_study.models.huggingface import load_pretrained
+
+    hf, _ = load_pretrained(save_checkpoint(tmp_path / "classifier"))
+    saved = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "classifier")
+    for name, weight in saved.state_dict().items():
+        assert torch.equal(hf.state_dict()[name], weight), name
+    bare = save_checkpoint(tmp_path / "bare", head=False)
+    with pytest.raises(UserError, match=r"hf_model=.*bare: the checkpoint lacks classifier.bias, classifier.weight,"):
+        load_pretrained(bare)
+    relabelled = save_checkpoint(tmp_path / "relabelled")
+    config = json.loads((relabelled / "config.json").read_text())
+    config["id2label"] = {str(i): f"class {i}" for i in range(3)}
+    config["label2id"] = {f"class {i}": i for i in range(3)}
+    (relabelled / "config.json").write_text(json.dumps(config))
+    with pytest.raises(UserError, match=r"holds classifier.bias, classifier.weight in another shape"):
+        load_pretrained(relabelled)
 
 
 def test_a_tiny_checkpoint_analysed_end_to_end_and_the_tests_it_cannot_take_refused(tmp_path):
@@ -169,4 +191,11 @@ def test_what_needs_a_pooling_attention_is_refused_before_any_work(tmp_path):
         cfg = compose("analyze", overrides=[f"hf_model={folder}", "analysis=[serrano_smith]"])
         with pytest.raises(UserError, match=r"analysis=\[serrano_smith\]: perturbs a pooling attention"):
             analyze_pretrained(cfg, tmp_path / "out")
+        for option, says in (
+            ("hf_data=['dataset.source.n_train=0']", r"dataset.source.n_train=0: must be a whole number >= 1"),
+            ("seed=-1", r"seed=-1: must be a whole number in \[0, 4294967295\]"),
+        ):
+            cfg = compose("analyze", overrides=[f"hf_model={folder}", "analysis=[agreement]", option])
+            with pytest.raises(UserError, match=says):
+                analyze_pretrained(cfg, tmp_path / "out")
     assert not (tmp_path / "out").exists()

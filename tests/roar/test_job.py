@@ -94,7 +94,9 @@ def test_a_relaunch_reuses_the_masks_of_the_same_source(chain, make_cfg, monkeyp
 @pytest.mark.parametrize(
     ("overrides", "says"),
     [
-        (["roar.source=MISSING"], "not complete"),
+        (["roar.source=MISSING"], "nothing: no such directory"),
+        (["roar.source=MISSING", "force=true"], "nothing: no such directory"),  # force=true accepts unfinished runs
+        (["roar.source=EMPTY", "force=true"], "not a run directory"),
         (["roar.source=BASE", "seed=14"], "differs from this run"),  # another seed: other synthetic data
         (["roar.source=R10"], "is itself masked"),
         (["roar=recursive", "roar.source=R20", "roar.fraction=0.2"], "not below this step's 0.2"),
@@ -107,6 +109,7 @@ def test_a_source_that_cannot_be_built_on_is_refused_in_one_line_before_training
     chain, make_cfg, tmp_path, overrides, says
 ):
     names = {"MISSING": tmp_path / "nothing", "BASE": chain / "base", "R10": chain / "r10", "R20": chain / "r20"}
+    names["EMPTY"] = tmp_path
     overrides = [o.split("=")[0] + "=" + str(names.get(o.split("=")[1], o.split("=")[1])) for o in overrides]
     cfg = make_cfg(*SMALL, "roar=roar", "roar.method=gradient", "roar.fraction=0.3", *overrides)
     with pytest.raises(UserError, match=says) as err:

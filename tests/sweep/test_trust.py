@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from attn_study import saved
 from attn_study.analyze import analyze
@@ -129,18 +130,19 @@ REFUSED = {
     "trainer.max_epochs=-1": "trainer.max_epochs=-1 trains until early stopping, and callbacks has none",
     "recipe=jain_wallace trainer.max_epochs=1": r"no epoch can be chosen as the best checkpoint",
     "training=random_attention_pretraining training.pretrain_epochs=1": r"no epoch can be chosen",
-    "training=model_consistent_adversary training.lam=-1": r"training.lam=-1: must be >= 0",
+    "training=model_consistent_adversary training.lam=-1": r"training.lam=-1: must be a number >= 0$",
     "analysis.jain_wallace.p_threshold=2": r"analysis.jain_wallace.p_threshold=2: must lie strictly between 0 and 1",
     "analysis=[faithfulness] analysis.faithfulness.ig_steps=0": r"analysis.faithfulness.ig_steps=0: must be >= 1",
-    "dataset=synthetic_markers dataset.inject.count=-1": r"dataset.inject.count=-1: must be >= 0",
+    "dataset=synthetic_markers dataset.inject.count=-1": r"dataset.inject.count=-1: must be a whole number >= 0$",
     "analysis.jain_wallace.every_n_epochs=1.5": r"every_n_epochs=1.5: must be a whole number",
     "model=selector": r"analysis=jain_wallace compares a soft attention.*selector",
     "model=selector analysis=[sparsity]": r"analysis=sparsity .*selector",
     "model=selector analysis=[serrano_smith]": r"analysis=serrano_smith .*selector",
     "+model.optimizer.lrr=0.01": r"model.optimizer.lrr: no such setting \(did you mean lr\?\)",
-    "seed=-1": r"seed=-1: must be >= 0",
+    "seed=-1": r"seed=-1: must be a whole number in \[0, 4294967295\]$",
+    "seed=99999999999999999999": r"seed=99999999999999999999: must be a whole number in \[0, 4294967295\]$",
     "seed=abc": r"seed=abc: must be a whole number",
-    "threads=-1": r"threads=-1: must be >= 1",
+    "threads=-1": r"threads=-1: must be a whole number >= 1 or null$",
     "dataset=synthetic_markers dataset.inject.count=abc": r"dataset.inject.count=abc: must be a whole number",
     "dataset=synthetic_markers dataset.inject.seed=xyz": r"dataset.inject.seed=xyz: must be a whole number",
     "analysis.jain_wallace.every_n_epochs=abc": r"every_n_epochs=abc: must be a whole number",
@@ -150,6 +152,21 @@ REFUSED = {
     "analysis.jain_wallace.permutations=0": r"permutations=0: must be >= 1",
     "analysis.jain_wallace.adversaries=0": r"adversaries=0: must be >= 1",
     "+trainer.max_epoch=3": r"trainer.max_epoch: no such setting \(did you mean max_epochs\?\)",
+    # settings under which no weight changes: the model tested would be untrained
+    "model.optimizer.lr=0": r"model.optimizer.lr=0: must be a number > 0 \(at 0 no weight changes",
+    "trainer.limit_train_batches=0": r"limit_train_batches=0: must be a whole number >= 1 or a number in \(0, 1\]",
+    "trainer.limit_train_batches=0.0": r"limit_train_batches=0.0: must be a whole number >= 1 or a number in \(0, 1\]",
+    "++trainer.max_steps=0": r"trainer.max_steps=0: must be a whole number >= 1 or -1 \(-1: as many as",
+    # sizes, probabilities and numbers that would reach torch
+    "encoder.hidden_size=0": r"encoder.hidden_size=0: must be a whole number >= 1$",
+    "encoder.hidden_size=8.0": r"encoder.hidden_size=8.0: must be a whole number >= 1, not 8.0$",
+    "model.network.embedding_dim=0": r"model.network.embedding_dim=0: must be a whole number >= 1$",
+    "model.network.dropout=1.5": r"model.network.dropout=1.5: must be a number in \[0, 1\) \(the probability",
+    "encoder=diversity_lstm encoder.conicity_weight=abc": r"conicity_weight=abc: must be a number >= 0, not .abc.$",
+    "encoder=diversity_lstm encoder.conicity_weight=nan": r"conicity_weight=nan: must be a number >= 0, not nan$",
+    "projection=entmax_bisect projection.alpha=1": r"projection.alpha=1: must be a number > 1 \(α = 1 is softmax",
+    "dataset.source.n_train=0": r"dataset.source.n_train=0: must be a whole number >= 1 \(the number of training",
+    "dataset.source.n_test=-5": r"dataset.source.n_test=-5: must be a whole number >= 1 \(the number of test",
     "+encoder.hiden_size=3": r"encoder.hiden_size: no such setting \(did you mean hidden_size\?\)",
 }
 
@@ -164,6 +181,24 @@ def test_meaningless_settings_are_refused_in_one_line_before_anything_runs(overr
     assert not (tmp_path / "run" / "checkpoints").exists()  # before training
     if not overrides.startswith("model=selector"):  # these are known from the config alone: nothing written
         assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
+
+
+def test_a_model_whose_every_weight_is_frozen_is_refused_before_training(tmp_path, monkeypatch):
+    """No option of conf/ freezes every weight today (the decoder always trains); a model built so is refused, as
+    a learning rate of 0 is, instead of being tested untrained."""
+    from attn_study import assemble
+
+    built = assemble.data_and_model
+
+    def frozen(cfg, run_dir):
+        assembled = built(cfg, run_dir)
+        assembled.module.requires_grad_(False)
+        return assembled
+
+    monkeypatch.setattr(assemble, "data_and_model", frozen)
+    with pytest.raises(UserError, match=r"every weight of the model is frozen: training would change nothing"):
+        run(compose_config(*QUICK), tmp_path / "run")
+    assert not (tmp_path / "run" / "checkpoints").exists()
 
 
 def test_a_gpu_asked_for_on_a_machine_without_one_is_refused(tmp_path):
@@ -310,10 +345,13 @@ def config_options() -> list[str]:
 @pytest.mark.parametrize("option", config_options())
 def test_every_option_of_every_group_passes_the_schema(option):
     """The schema (attn_study/config.py) and the constructors' parameters know every setting the configs
-    themselves use: adding a setting to a YAML without it fails here."""
+    themselves use, and every numeric one has a range (attn_study/ranges.py) its default lies in: adding a
+    setting to a YAML without them fails here."""
     from attn_study.build import check_components
     from attn_study.config import check_config
+    from attn_study.ranges import unranged
 
     cfg = compose_config(*option.split())
     check_config(cfg)
     check_components(cfg)
+    assert unranged(OmegaConf.to_container(cfg, resolve=True)) == []
