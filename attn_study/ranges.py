@@ -107,7 +107,9 @@ def number(low=None, high=None, **kwargs) -> Range:
 SIZE = whole(1)
 SEED = whole(0, SEED_MAX)
 DROPOUT = number(0, 1, below=True, note="the probability that a unit is dropped")
-BATCHES = Either(whole(1), number(0, 1, above=True), note="a count of batches, or the fraction of them")
+BATCHES = Either(
+    whole(1, optional=True), number(0, 1, above=True), note="a count of batches, or the fraction of them; null: all"
+)
 
 #: option → its range; every numeric option of every group but the test families'
 RANGES: dict[str, Range | Either | Devices] = {

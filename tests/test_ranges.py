@@ -22,7 +22,7 @@ from attn_study.ranges import BATCHES, RANGES, SEED, Devices, number, problems, 
         (number(0, above=True), [1e-12, 3], [0, 0.0, -1e-12, math.nan, -math.inf]),
         (number(high=1, below=True), [-5, 0.99], [1, 2]),
         (number(0, 1), [0, 1, 0.3], [1.0000001, -0.0000001]),
-        (BATCHES, [1, 7, 0.5, 1.0, 1e-9], [0, 0.0, -1, 2.0, 1.5, True, "all"]),
+        (BATCHES, [1, 7, 0.5, 1.0, 1e-9, None], [0, 0.0, -1, 2.0, 1.5, True, "all"]),
         (Devices(), [1, -1, "auto", [0], [0, 1]], [0, -2, [], [-1], "gpu", 1.0]),
     ],
 )
@@ -39,7 +39,7 @@ def test_the_message_says_what_the_option_must_be():
     assert number(0, above=True, note="why").problem(0) == "must be a number > 0 (why)"
     assert number(0.5, 2.5).problem(math.nan) == "must be a number in [0.5, 2.5], not nan"
     assert whole(1, optional=True).problem("x") == "must be a whole number >= 1 or null, not 'x'"
-    assert BATCHES.problem(0).startswith("must be a whole number >= 1 or a number in (0, 1]")
+    assert BATCHES.problem(0).startswith("must be a whole number >= 1 or null or a number in (0, 1]")
 
 
 def test_problems_reads_the_options_where_they_are_and_skips_absent_ones():
