@@ -54,7 +54,7 @@ def analyze(cfg: DictConfig) -> dict:
     from attn_study import assemble
     from attn_study.build import component
     from attn_study.config import check_config
-    from attn_study.run import _finish_wandb, build_loggers, ensure_writable, rebuild_summary
+    from attn_study.run import build_loggers, ensure_writable, rebuild_summary
     from attn_study.sweep import state
 
     run_dir, ckpt = saved.locate(cfg.ckpt_path)
@@ -91,7 +91,5 @@ def analyze(cfg: DictConfig) -> dict:
     # force=true must not look like a base other runs can build on
     if complete and soft_token_attention(module.model) and not (run_dir / layout.ATTENTION).is_file():
         saved.write_attention(module.model, datamodule, run_dir / layout.ATTENTION)
-    for lg in loggers:
-        lg.finalize("success")
-    _finish_wandb()
+    tracking.finish(loggers)
     return rebuild_summary(run_dir)

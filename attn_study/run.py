@@ -451,15 +451,13 @@ def _training_summary(trainer: L.Trainer, module, datamodule, tested: dict) -> d
 
 
 def _publish(summary: dict, loggers: list, run_dir: Path, step: int) -> str:
-    """The summary to every logger (final values: W&B's run summary, not its history; ``tracking.publish_summary``)
-    and to ``summary.json`` (last: the run's results are then whole); the resume point removed. Returns where
-    everything went, for the console."""
-    tracking.publish_summary(loggers, summary, step)
-    for lg in loggers:
-        lg.finalize("success")
-    locations = describe_locations(run_dir, loggers, summary)
-    _finish_wandb()
+    """The summary to ``summary.json`` first, then to every logger (final values: W&B's run summary, not its
+    history; ``tracking.publish_summary``; a logger's failure is one line, not the run's); the resume point
+    removed. Returns where everything went, for the console."""
     write_json_atomic(run_dir / layout.SUMMARY, summary)
+    tracking.publish_summary(loggers, summary, step)
+    locations = describe_locations(run_dir, loggers, summary)
+    tracking.finish(loggers)
     Path(run_dir / layout.CHECKPOINTS / layout.LAST).unlink(missing_ok=True)  # resume point, no longer needed
     return locations
 

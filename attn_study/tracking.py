@@ -12,14 +12,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from pathlib import Path
 
+import numpy as np
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from attn_study import keys
 from attn_study.sweep.state import code_version, flatten
+
+log = logging.getLogger(__name__)
 
 #: the namespaces logged once per epoch: the history's keys (everything else is a final value)
 TIMED = ("train", "val")
@@ -108,12 +113,70 @@ class RunLogger(WandbLogger):
             run.log({**timed, "trainer/global_step": step}, step=step)
 
 
-def publish_summary(loggers, summary: dict, step: int) -> None:
-    """Final values to each logger: W&B's run summary; nothing to a ``CSVLogger`` (its ``metrics.csv`` is the
+def final_values(logger, summary: dict, step: int) -> None:
+    """Final values to one logger: W&B's run summary; nothing to a ``CSVLogger`` (its ``metrics.csv`` is the
     per-epoch history, ``summary.json`` beside it holds these); any other logger, having no summary, gets them
     once at ``step`` (the final global step)."""
+    if isinstance(logger, WandbLogger):
+        logger.experiment.summary.update(summary)
+    elif not isinstance(logger, CSVLogger):
+        logger.log_metrics(summary, step=step)
+
+
+def publish_summary(loggers, summary: dict, step: int) -> None:
+    """:func:`final_values` to each logger; one that fails says so in one line (:func:`reported`)."""
     for lg in loggers:
-        if isinstance(lg, WandbLogger):
-            lg.experiment.summary.update(summary)
-        elif not isinstance(lg, CSVLogger):
-            lg.log_metrics(summary, step=step)
+        with reported(logger_name(lg), "the summary"):
+            final_values(lg, summary, step)
+
+
+def finish(loggers) -> None:
+    """Each logger finalised and the W&B run ended (its offline files complete), each failure one line
+    (:func:`reported`)."""
+    import sys
+
+    for lg in loggers:
+        with reported(logger_name(lg), "the end of the run"):
+            lg.finalize("success")
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and wandb.run is not None:
+        with reported("W&B", "the end of the run"):
+            wandb.finish()
+
+
+def logger_name(logger) -> str:
+    """What a person calls the logger: ``W&B``, ``CSV``, else its class."""
+    if isinstance(logger, WandbLogger):
+        return "W&B"
+    return "CSV" if isinstance(logger, CSVLogger) else type(logger).__name__
+
+
+@contextlib.contextmanager
+def reported(logger: str, what: str):
+    """A failure of ``logger`` (its name) while it is given ``what`` becomes one error line, never the run's
+    failure: what a logger is given is on disk already (``summary.json``, ``analysis/<family>/``)."""
+    try:
+        yield
+    except Exception as err:  # a logger's bug or a full quota must not undo finished results
+        first = f"{type(err).__name__}: {err}".splitlines()[0]
+        log.error("%s: %s not logged (%s); the results on disk are complete", logger, what, first)
+
+
+def histogram_counts(values: np.ndarray, bins: int = 64) -> tuple[np.ndarray, np.ndarray]:
+    """(counts, edges) of the finite ``values`` in ``bins`` equal bins over their range, as ``np.histogram``; values
+    that differ by rounding only (a spread under 1e-12 of their magnitude: τ's equal to 2e-16, which numpy cannot cut
+    into 64 bins) as one bin of width 2e-6 × their magnitude (at least 2e-6) around their middle."""
+    values = np.asarray(values, dtype=float)
+    low, high = float(values.min()), float(values.max())
+    scale = max(abs(low), abs(high))
+    if high - low > 1e-12 * scale:
+        return np.histogram(values, bins=bins)
+    middle, half = (low + high) / 2, 1e-6 * max(scale, 1.0)
+    return np.array([len(values)]), np.array([middle - half, middle + half])
+
+
+def histogram(values: np.ndarray):
+    """A ``wandb.Histogram`` of the finite ``values`` (:func:`histogram_counts`)."""
+    import wandb
+
+    return wandb.Histogram(np_histogram=histogram_counts(values))

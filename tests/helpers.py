@@ -112,6 +112,13 @@ def token_batch(seqs: list[list[int]], labels: list[int] | None = None, boundary
     return collate([{"index": i, "ids": s, "label": labels[i], "boundary": boundary} for i, s in enumerate(seqs)])
 
 
+class StubSplit(SimpleNamespace):
+    """A split's columns (ids, uids, lengths, labels); its length is its number of instances."""
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
 class StubData:
     """A stand-in for a datamodule serving one batch (``batch``, e.g. from :func:`token_batch`): what
     the families read from their data (protocol.AnalysisData)."""
@@ -124,7 +131,7 @@ class StubData:
         self.batch, self.num_classes = batch, num_classes
         lengths = batch["lengths"].tolist()
         ids = [batch["ids"][r, :n].numpy() for r, n in enumerate(lengths)]
-        self._split = SimpleNamespace(
+        self._split = StubSplit(
             ids=ids,
             uids=[f"t{i}" for i in range(len(ids))],
             lengths=np.array(lengths),

@@ -11,7 +11,7 @@ import subprocess
 
 import pandas as pd
 import pytest
-from lightning.pytorch.loggers import Logger
+from lightning.pytorch.loggers import Logger, WandbLogger
 
 from attn_study import names, tracking
 from attn_study.figures import training as training_figures
@@ -279,3 +279,49 @@ def test_other_loggers_get_the_final_values_once_at_the_last_step():
 def test_the_name_resolvers_are_registered():
     cfg = compose_config("projection=sparsegen_grid/lam-4")
     assert cfg.run_name == names.run_name(_root_=cfg)
+
+
+def test_a_histogram_of_values_equal_but_for_rounding_is_one_bar():
+    """The randomisation check's τ's of a constant method differ by 2e-16: numpy cannot cut that range into 64
+    bins (wandb.Histogram(values) raised 'Too many bins'); they are one bar holding every value. A real spread is
+    numpy's 64 bins."""
+    import numpy as np
+    import wandb
+
+    tied = -0.14285714285714285 + np.array([0.0, 2e-16, 1e-17, 2e-16])
+    counts, edges = tracking.histogram_counts(tied)
+    assert counts.tolist() == [4] and edges[0] < tied.min() and tied.max() < edges[1]
+    assert wandb.Histogram(np_histogram=(counts, edges)).histogram == [4]
+    assert tracking.histogram_counts(np.zeros(3))[0].tolist() == [3]
+    spread = np.random.default_rng(0).normal(size=200)
+    counts, edges = tracking.histogram_counts(spread)
+    expected = np.histogram(spread, bins=64)
+    assert counts.tolist() == expected[0].tolist() and edges.tolist() == expected[1].tolist()
+
+
+class BrokenWandb(WandbLogger):
+    """A W&B logger whose run refuses everything (a bug in wandb, a full disk, a lost connection)."""
+
+    def __init__(self):  # no run is started
+        pass
+
+    @property
+    def experiment(self):
+        raise ValueError("Too many bins for data range.\nCannot create 64 finite-sized bins.")
+
+
+def test_a_loggers_failure_leaves_the_analysis_whole_and_says_so_in_one_line(tmp_path, caplog):
+    """The results are on disk and returned; the failure is one error line naming the logger and the error."""
+    from attn_study.families.jain_wallace.callback import JainWallace
+    from tests.helpers import StubData, tiny_model, token_batch
+
+    family = JainWallace(tests=["correlation"])
+    batch = token_batch([[5, 6, 7, 8], [9, 10, 11], [4, 12, 13, 14, 15]], labels=[0, 1, 0])
+    with caplog.at_level("ERROR"):
+        summary = family.analyse(tiny_model(), StubData(batch), tmp_path, loggers=[BrokenWandb()])
+    assert summary["jw/n_instances"] == 3 and family.summary == summary
+    assert json.loads((tmp_path / "analysis" / "jain_wallace" / "summary.json").read_text())["jw/n_instances"] == 3
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors == [
+        "W&B: jw/ results not logged (ValueError: Too many bins for data range.); the results on disk are complete"
+    ]

@@ -40,7 +40,7 @@ from attn_study.errors import UserError
 from attn_study.figures.training import epochs_figure
 from attn_study.io import publish_mode, write_csv_atomic, write_json_atomic, write_parquet_atomic
 from attn_study.layout import EPOCHS_CSV, EPOCHS_FIGURE, EPOCHS_PARQUET, INSTANCES, SUMMARY
-from attn_study.tracking import publish_summary
+from attn_study.tracking import final_values, histogram, logger_name, reported
 
 log = logging.getLogger(__name__)
 
@@ -373,31 +373,34 @@ class AnalysisCallback(Callback):
 def log_analysis(
     loggers, prefix: str, summary: dict, frame: pd.DataFrame, artefacts: dict, data=None, split: str = "test", step=0
 ) -> None:
-    """The summary to every logger as final values (``tracking.publish_summary``: W&B's run summary, another
+    """The summary to every logger as final values (``tracking.final_values``: W&B's run summary, another
     logger's history at ``step``); to W&B also the figures and the per-instance table (:func:`readable`) in the
-    history, and histograms of the table's numeric columns in the run summary."""
-    publish_summary(loggers, summary, step)
+    history's last row (the last epoch's; every family's in the same row), and histograms of the table's numeric
+    columns in the run summary. Called once the results are on disk: a logger's failure is one error line
+    (``tracking.reported``), never the analysis's."""
     for lg in loggers:
-        if isinstance(lg, WandbLogger):
-            import wandb
+        with reported(logger_name(lg), f"{prefix}/ results"):
+            final_values(lg, summary, step)
+            if isinstance(lg, WandbLogger):
+                import wandb
 
-            payload = {
-                f"{prefix}/figures/{name}": wandb.Image(str(path))
-                for name, path in artefacts.items()
-                if Path(path).suffix == ".png"
-            }
-            payload[f"{prefix}/instances"] = wandb.Table(dataframe=readable(frame, data, split))
-            for name, path in artefacts.items():
-                if Path(path).suffix == ".html":
-                    payload[f"{prefix}/{name}"] = wandb.Html(Path(path).read_text())
-            histograms = {}
-            for column in frame.select_dtypes("number").columns:
-                values = frame[column].to_numpy(dtype=float)
-                values = values[np.isfinite(values)]
-                if len(values) and column not in ("index", "label", "prediction"):
-                    histograms[f"{prefix}/hist/{column}"] = wandb.Histogram(values)
-            lg.experiment.log(payload)
-            lg.experiment.summary.update(histograms)
+                payload = {
+                    f"{prefix}/figures/{name}": wandb.Image(str(path))
+                    for name, path in artefacts.items()
+                    if Path(path).suffix == ".png"
+                }
+                payload[f"{prefix}/instances"] = wandb.Table(dataframe=readable(frame, data, split))
+                for name, path in artefacts.items():
+                    if Path(path).suffix == ".html":
+                        payload[f"{prefix}/{name}"] = wandb.Html(Path(path).read_text())
+                histograms = {}
+                for column in frame.select_dtypes("number").columns:
+                    values = frame[column].to_numpy(dtype=float)
+                    values = values[np.isfinite(values)]
+                    if len(values) and column not in ("index", "label", "prediction"):
+                        histograms[f"{prefix}/hist/{column}"] = histogram(values)
+                lg.experiment.log(payload, commit=False)  # every family's media in the run's last history row
+                lg.experiment.summary.update(histograms)
 
 
 def readable(frame: pd.DataFrame, data=None, split: str = "test") -> pd.DataFrame:
