@@ -43,6 +43,7 @@ from attn_study.data.checks import check_embeddings
 from attn_study.errors import UserError
 from attn_study.io import atomic_open, read_json, write_json_atomic
 from attn_study.models.selector import soft_token_attention
+from attn_study.progress import training_bar
 from attn_study.sweep import state
 
 log = logging.getLogger(__name__)
@@ -386,11 +387,12 @@ def _trainer(cfg: DictConfig, run_dir: Path, loggers: list, analyses: list) -> L
     extra = {}
     if SLURMEnvironment.detect():  # submitit requeues on time-out and we resume from last.ckpt;
         extra["plugins"] = [SLURMEnvironment(auto_requeue=False)]  # Lightning's own requeue stays off
+    bar = [training_bar()] if cfg.trainer.get("enable_progress_bar", True) else []
     return component(
         cfg.trainer,
         option="trainer",
         logger=loggers or False,
-        callbacks=build_callbacks(cfg, run_dir) + analyses,
+        callbacks=build_callbacks(cfg, run_dir) + bar + analyses,
         default_root_dir=str(run_dir),
         plugins=[AtomicCheckpointIO(), *extra.pop("plugins", [])],
         **extra,

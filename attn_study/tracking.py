@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from pathlib import Path
 
 import numpy as np
@@ -78,13 +79,21 @@ def run_metadata(labels: list[str]) -> dict:
     return {"data/labels": list(labels), **{f"code/{k}": v for k, v in code_version().items()}}
 
 
-# -- the logger ---------------------------------------------------------------------------------------
+# -- the loggers --------------------------------------------------------------------------------------
+
+
+def defined(metrics: dict) -> dict:
+    """``metrics`` without its undefined (non-finite) values: an epoch that cannot be chosen as the best checkpoint
+    logs its ``val/acc``, ``val/f1``, ``val/auroc`` as NaN for model selection (its real values are under
+    ``val/early/``); a history holds no NaN, so W&B's min and max stay numbers."""
+    return {k: v for k, v in metrics.items() if not (isinstance(v, (int, float)) and not math.isfinite(v))}
 
 
 class RunLogger(WandbLogger):
     """Lightning's ``WandbLogger`` whose history holds only what has a time axis (the module docstring):
     ``train/…`` and ``val/…`` go to the history at the global step, declared against ``epoch`` with their
-    min, max and last in the summary; anything else Lightning logs (``test/…``) to the run summary."""
+    min, max and last in the summary, undefined values left out (:func:`defined`); anything else Lightning logs
+    (``test/…``) to the run summary."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -94,7 +103,7 @@ class RunLogger(WandbLogger):
 
     @rank_zero_only
     def log_metrics(self, metrics: dict, step: int | None = None) -> None:
-        timed = {k: v for k, v in metrics.items() if k == EPOCH or keys.namespace(k) in TIMED}
+        timed = {k: v for k, v in defined(metrics).items() if k == EPOCH or keys.namespace(k) in TIMED}
         final = {k: v for k, v in metrics.items() if k not in timed}
         if final:
             self.experiment.summary.update(final)
@@ -111,6 +120,15 @@ class RunLogger(WandbLogger):
             run.log(timed)
         else:  # an explicit step: rows of one epoch share it, and a resumed attempt continues the history
             run.log({**timed, "trainer/global_step": step}, step=step)
+
+
+class RunCSVLogger(CSVLogger):
+    """Lightning's ``CSVLogger`` whose rows hold no undefined values (:func:`defined`: an empty cell instead of
+    ``nan``)."""
+
+    @rank_zero_only
+    def log_metrics(self, metrics: dict, step: int | None = None) -> None:
+        super().log_metrics(defined(metrics), step)
 
 
 def final_values(logger, summary: dict, step: int) -> None:

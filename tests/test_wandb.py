@@ -325,3 +325,42 @@ def test_a_loggers_failure_leaves_the_analysis_whole_and_says_so_in_one_line(tmp
     assert errors == [
         "W&B: jw/ results not logged (ValueError: Too many bins for data range.); the results on disk are complete"
     ]
+
+
+def test_an_epoch_that_cannot_be_chosen_logs_no_nan(tmp_path):
+    """recipe=jain_wallace never keeps epoch 0 (training.select_from_epoch=1): the module logs its val/acc, val/f1
+    and val/auroc as NaN for model selection, the real values under val/early/. No logger writes the NaN: W&B's
+    history holds none, so the summary's min and max of val/acc are numbers, and metrics.csv has an empty cell."""
+    import math
+
+    import wandb
+
+    nan = float("nan")
+    epochs = [
+        ({"epoch": 0, "val/acc": nan, "val/auroc": nan, "val/early/acc": 0.6, "val/loss": 0.7}, 5),
+        ({"epoch": 1, "val/acc": 0.8, "val/auroc": 0.9, "val/loss": 0.5}, 10),
+    ]
+    wandb_logger = tracking.RunLogger(project="attn_study", mode="offline", save_dir=str(tmp_path))
+    csv_logger = tracking.RunCSVLogger(save_dir=str(tmp_path), name="csv", version="")
+    for metrics, step in epochs:
+        wandb_logger.log_metrics(dict(metrics), step=step)
+        csv_logger.log_metrics(dict(metrics), step=step)
+    csv_logger.save()
+    wandb.finish()
+    (path,) = offline_runs(tmp_path)
+    logged = read_run(path)
+    values = [v for row in logged.history for k, v in row.items() if not k.startswith("_")]
+    assert values and all(math.isfinite(v) for v in values), logged.history
+    assert [row["val/early/acc"] for row in logged.history if "val/early/acc" in row] == [0.6]
+    assert [row["epoch"] for row in logged.history if "val/acc" in row] == [1]
+    assert logged.summary["val/acc"] == {"min": 0.8, "max": 0.8, "last": 0.8}
+    assert "nan" not in (tmp_path / "csv" / "metrics.csv").read_text().lower()
+    assert pd.read_csv(tmp_path / "csv" / "metrics.csv")["val/acc"].tolist()[1] == 0.8
+
+
+def test_the_training_bar_shows_the_epoch_as_the_files_number_it_and_no_noise():
+    from attn_study import progress
+
+    assert progress.epoch_label(0, 2) == "Epoch 0 (1 of 2)" and progress.epoch_label(3, -1) == "Epoch 3"
+    shown = progress.shown({"v_num": "t5q_", "val/acc": float("nan"), "train/loss": 0.5, "val/f1": float("inf")})
+    assert shown == {"train/loss": 0.5}

@@ -23,6 +23,7 @@ import contextlib
 import logging
 import os
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -32,7 +33,6 @@ import pandas as pd
 import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import WandbLogger
-from tqdm.auto import tqdm
 
 from attn_study import families, keys, layout
 from attn_study.analysis.protocol import analysis_data, staged_model
@@ -40,6 +40,7 @@ from attn_study.errors import UserError
 from attn_study.figures.training import epochs_figure
 from attn_study.io import publish_mode, write_csv_atomic, write_json_atomic, write_parquet_atomic
 from attn_study.layout import EPOCHS_CSV, EPOCHS_FIGURE, EPOCHS_PARQUET, INSTANCES, SUMMARY
+from attn_study.progress import Progress, seconds_lines
 from attn_study.tracking import final_values, histogram, logger_name, reported
 
 log = logging.getLogger(__name__)
@@ -269,32 +270,33 @@ class AnalysisCallback(Callback):
 
     def batches(self, model, data, split: str, indices: np.ndarray, label: str = ""):
         """The instances ``indices`` of ``split`` in batches on the model's device — ``batch_size`` of them, or
-        as many as the device's token budget holds — with a progress bar ``<family>/<label>``."""
+        as many as the device's token budget holds — counted by a ``progress.Progress`` ``<family>/<label> on
+        <split>`` (a bar on a terminal, a line every 30 s in a log)."""
         device = next(model.parameters()).device
         size = self.batch_size_for(data, split, indices, device)
         desc = f"{self.name}/{label}" if label else self.name
-        for batch in tqdm(
-            data.loader(split, batch_size=size, indices=indices),
-            desc=desc,
-            leave=False,
-            dynamic_ncols=True,
-            disable=None,  # on a terminal only: in a log file or a pipe its redrawn lines bury the rest
-        ):
-            yield {k: v.to(device) for k, v in batch.items()}
+        with Progress(f"{desc} on {split}", len(indices)) as progress:
+            for batch in data.loader(split, batch_size=size, indices=indices):
+                yield {k: v.to(device) for k, v in batch.items()}
+                progress.update(len(batch["index"]))
 
     def analyse(self, model, data, out_dir: Path, loggers=(), step: int = 0) -> dict:
         """The full analysis of ``model`` on ``split``: results into ``<out_dir>/analysis/<family>/``
         and to ``loggers`` (as final values of the training's last ``step``); returns (and keeps as
-        ``.summary``) the flat summary."""
+        ``.summary``) the flat summary. Says how long each sub-test took (``progress.seconds_lines``)."""
         self.check(model, data)
+        started = time.monotonic()
         with analysis_mode(model):
             indices = self.instances(data, self.split, self.max_instances, self.subsample_seed)
             measured = self.measure(model, data, self.split, indices, self.tests)
+        wall = time.monotonic() - started
+        for line in seconds_lines(f"{self.name} on {self.split}", len(indices), wall, measured.seconds):
+            print(line, flush=True)
         summary = self.summarise(measured, self.tests)
         folder, artefacts = self._write(Path(out_dir), measured, summary, data)
+        self.summary = summary
         log_analysis(loggers, self.prefix, summary, measured.frame, artefacts, data, self.split, step)
         print(f"analysis:  {folder}", flush=True)
-        self.summary = summary
         return summary
 
     def track(self, model, data, epoch: int) -> dict:
