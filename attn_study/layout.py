@@ -8,7 +8,8 @@
   checkpoints/best.ckpt, last.ckpt                 the tested checkpoint; the resume point while training
   attention.parquet                                each test instance's attention and output (flat and pair runs)
   analysis/<family>/                               instances.parquet, summary.json, figures, epochs.*
-  csv/, wandb/                                     the loggers' files
+  csv/, wandb/                                     the loggers' files (an attn-study-analyze's CSV: csv/analyze_<n>/)
+  analyze/<time>/cli.log                           the log of each attn-study-analyze of the run
   report/                                          attn-study-report's output, when the run is a report's root
 """
 
@@ -25,10 +26,11 @@ ANALYSIS = "analysis"
 INSTANCES = "instances.parquet"  # and SUMMARY, inside analysis/<family>/
 EPOCHS_CSV, EPOCHS_PARQUET, EPOCHS_FIGURE = "epochs.csv", "epochs.parquet", "epochs.png"
 CSV, WANDB, REPORT = "csv", "wandb", "report"
+ANALYZE_LOGS = "analyze"
 #: an unfinished attempt's outputs, removed before the next attempt starts (the record and the logs stay)
 ATTEMPT_OUTPUTS = (SUMMARY, ERROR, ANALYSIS, CSV, WANDB, CHECKPOINTS)
 #: folders inside a run that are never runs themselves (what a search for runs skips)
-NOT_RUNS = frozenset({".submitit", WANDB, ANALYSIS, CHECKPOINTS, CSV, REPORT, RECORD})
+NOT_RUNS = frozenset({".submitit", WANDB, ANALYSIS, CHECKPOINTS, CSV, REPORT, RECORD, ANALYZE_LOGS})
 
 
 def config_file(run_dir: Path) -> Path:
@@ -45,6 +47,15 @@ def checkpoint(run_dir: Path, which: str = BEST) -> Path:
 
 def family_dir(run_dir: Path, family: str) -> Path:
     return Path(run_dir) / ANALYSIS / family
+
+
+def run_of(path: Path) -> Path:
+    """The run directory a ``ckpt_path`` names: the directory itself, or the run that holds the ``.ckpt`` file
+    (in its ``checkpoints/`` or beside it)."""
+    path = Path(path).expanduser().resolve()
+    if path.is_dir():
+        return path
+    return path.parent.parent if path.parent.name == CHECKPOINTS else path.parent
 
 
 def is_run(path: Path) -> bool:

@@ -24,7 +24,7 @@ from attn_study.run import run, train_and_test
 from attn_study.sweep.naming import JOB_KEYS_ENV, job_dir_name, swept_keys
 from attn_study.sweep.record import SweepRecorder
 from tests.data.test_recipes import ListSource
-from tests.helpers import REPO, TINY, TWO_JOBS, cli_env, job_dirs, launch
+from tests.helpers import REPO, TINY, TWO_JOBS, cli_env, compose_config, job_dirs, launch
 
 # a debug run's test (trainer=debug: 2 batches) sees 32 of these 80 test instances
 CUT_SHORT = [*TINY, "logger=none", "encoder.hidden_size=8", "dataset.source.n_test=80", "dataset.eval_batch_size=16"]
@@ -330,3 +330,13 @@ def test_a_run_with_its_output_in_a_file_says_what_informs_and_no_noise(tmp_path
         assert noise not in output, noise
     for information in ("synthetic/test: 32 read, 32 kept", "analysis:  jain_wallace on test", "results:"):
         assert information in output, information
+
+
+def test_trainer_debug_bounds_the_analyses_too():
+    """trainer=debug is quick end to end: every chosen family analyses 32 test instances unless told otherwise."""
+    debug = compose_config("trainer=debug", "analysis=[agreement,sanity]")
+    assert debug.trainer.max_epochs == 1 and debug.trainer._target_ == "lightning.pytorch.Trainer"
+    assert [debug.analysis[f].max_instances for f in ("agreement", "sanity")] == [32, 32]
+    chosen = compose_config("trainer=debug", "analysis=[sanity]", "analysis.sanity.max_instances=5")
+    assert chosen.analysis.sanity.max_instances == 5
+    assert compose_config("analysis=[sanity]").analysis.sanity.max_instances is None

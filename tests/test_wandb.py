@@ -153,7 +153,8 @@ def test_an_analyze_run_is_linked_to_its_training_run(trained, tmp_path):
     analyze(cfg)
     training, analysed = (read_run(p) for p in offline_runs(run_dir))
     assert analysed.run.job_type == "analyze" and analysed.run.run_group == training.run.run_group == "team-sweep"
-    assert analysed.run.display_name == training.run.display_name
+    assert analysed.run.display_name == f"{training.run.display_name}-analyze-jain_wallace"
+    assert not [row for row in analysed.history if "epoch" in row]  # its media: in its one history row
     assert analysed.config["analyze/of"] == training.run.run_id == status(run_dir)["wandb_id"]
     assert analysed.config["analyze/run"] == "run"
     assert analysed.config["encoder/name"] == "average" and analysed.config["data/labels"] == ["negative", "positive"]
@@ -364,3 +365,29 @@ def test_the_training_bar_shows_the_epoch_as_the_files_number_it_and_no_noise():
     assert progress.epoch_label(0, 2) == "Epoch 0 (1 of 2)" and progress.epoch_label(3, -1) == "Epoch 3"
     shown = progress.shown({"v_num": "t5q_", "val/acc": float("nan"), "train/loss": 0.5, "val/f1": float("inf")})
     assert shown == {"train/loss": 0.5}
+
+
+def test_each_analyze_logs_inside_the_run_beside_the_earlier_ones(trained, tmp_path):
+    """attn-study-analyze's Hydra directory (its cli.log) is <run>/analyze/<time>/ when ckpt_path names a run,
+    outputs/analyze/<time>/ otherwise (a pretrained model; a wrong path, refused once it runs); each analysis's CSV
+    log is csv/analyze_<n>/, so a second one replaces nothing."""
+    from attn_study.analyze import analysis_config
+    from attn_study.config import analyze_dir
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(trained[0], run_dir)
+    t = "2026-01-01_00-00-00"
+    assert analyze_dir(str(run_dir), t) == str(run_dir / "analyze" / t)
+    assert analyze_dir(str(run_dir / "checkpoints" / "best.ckpt"), t) == str(run_dir / "analyze" / t)
+    assert analyze_dir(str(tmp_path / "typo"), t) == analyze_dir(None, t) == f"outputs/analyze/{t}"
+    from hydra import compose, initialize_config_dir
+
+    from attn_study.cli import CONFIG_DIR
+
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        hydra = compose("analyze", [f"ckpt_path={run_dir}"], return_hydra_config=True).hydra
+    assert hydra.run.dir.startswith(str(run_dir / "analyze" / "20")) and hydra.output_subdir is None
+    cfg = compose_config(f"ckpt_path={run_dir}", "analysis=[jain_wallace]", name="analyze")
+    assert analysis_config(cfg, run_dir).logger.csv.version == "analyze_1"
+    (run_dir / "csv" / "analyze_1").mkdir()
+    assert analysis_config(cfg, run_dir).logger.csv.version == "analyze_2"
