@@ -257,7 +257,7 @@ def check_config(cfg: DictConfig) -> None:
                 continue
             if name not in allowed:
                 raise UserError(
-                    f"{option}: no such setting{_nearest(name, allowed)}; "
+                    f"{option}: no such setting{nearest(name, allowed)}; "
                     f"{path or 'the top level'} has {sorted(allowed)}"
                 )
             problem = allowed[name](value)
@@ -274,7 +274,8 @@ def _at(container, path: str):
     return node
 
 
-def _nearest(name: str, allowed) -> str:
+def nearest(name: str, allowed) -> str:
+    """`` (did you mean <the closest of allowed>?)`` for a typo, else ''."""
     close = difflib.get_close_matches(name, list(allowed), n=1)
     return f" (did you mean {close[0]}?)" if close else ""
 
