@@ -340,3 +340,21 @@ def test_trainer_debug_bounds_the_analyses_too():
     chosen = compose_config("trainer=debug", "analysis=[sanity]", "analysis.sanity.max_instances=5")
     assert chosen.analysis.sanity.max_instances == 5
     assert compose_config("analysis=[sanity]").analysis.sanity.max_instances is None
+
+
+def test_help_lists_every_familys_options_with_their_defaults():
+    """``--help`` (both commands) ends with the options every family shares, each with its comment, then each
+    family's own as analysis.<family>.<key>=default — every key of its YAML, none left out."""
+    import yaml
+
+    for app in ("train", "analyze"):
+        text = options.help_text(app)
+        part = text[text.index("== Family options") :]
+        assert "  max_instances=null " in part and "  val_max_instances=200 " in part and "_target_" not in part
+        joined = " ".join(part.split())
+        for family in options.options("analysis"):
+            values = yaml.safe_load((CONF / "analysis" / f"{family}.yaml").read_text()) or {}
+            own = [k for k in values if k not in ("defaults", "_target_", "tests", "val_tests")]
+            assert all(f" {k}=" in joined or f"{family}: {k}=" in joined for k in own), family
+        assert "jain_wallace: tests=[correlation,permutation,adversarial]," in joined
+        assert "auc_tp_fractions=[0,0.1," in joined and "target=null" in joined  # numbers as numbers, defaults
