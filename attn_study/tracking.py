@@ -131,12 +131,30 @@ class RunCSVLogger(CSVLogger):
         super().log_metrics(defined(metrics), step)
 
 
+#: the training's statistics in the headline (with the dev score the checkpoint was chosen by, ``val/…_best``)
+HEADLINE = ("test/acc", "test/f1", "test/auroc")
+
+
+def headline(summary: dict) -> dict:
+    """The few final values a team sorts runs by, copied under ``headline/`` (W&B's runs table has them side by side
+    in one section, of the ~700 keys of a run): test accuracy, F1 and AUROC, the best dev score, and each family's
+    headline statistics (``families.HEADLINE``) — those ``summary`` has, as numbers."""
+    from attn_study import families
+
+    chosen = [*HEADLINE, *(k for k in summary if k.startswith("val/") and k.endswith("_best")), *families.HEADLINE]
+    return {
+        f"headline/{k}": summary[k]
+        for k in chosen
+        if isinstance(summary.get(k), (int, float)) and not isinstance(summary.get(k), bool)
+    }
+
+
 def final_values(logger, summary: dict, step: int) -> None:
-    """Final values to one logger: W&B's run summary; nothing to a ``CSVLogger`` (its ``metrics.csv`` is the
-    per-epoch history, ``summary.json`` beside it holds these); any other logger, having no summary, gets them
-    once at ``step`` (the final global step)."""
+    """Final values to one logger: W&B's run summary, the :func:`headline` too; nothing to a ``CSVLogger`` (its
+    ``metrics.csv`` is the per-epoch history, ``summary.json`` beside it holds these); any other logger, having no
+    summary, gets them once at ``step`` (the final global step)."""
     if isinstance(logger, WandbLogger):
-        logger.experiment.summary.update(summary)
+        logger.experiment.summary.update({**summary, **headline(summary)})
     elif not isinstance(logger, CSVLogger):
         logger.log_metrics(summary, step=step)
 

@@ -35,3 +35,6 @@ def sn(*parts) -> str:
 
 #: nothing is tracked during training (the family randomises a copy of the finished model)
 TRACKED: tuple[str, ...] = ()
+#: the statistics a team sorts runs by (W&B's headline/…): with every parameter redrawn, how much attention's and
+#: the gradient's explanations still correlate with the trained model's (a passed check: near 0)
+HEADLINE = tuple(sn(method, "embeddings", "spearman", "mean") for method in ("attention", "gradient"))
