@@ -132,16 +132,20 @@ class RunCSVLogger(CSVLogger):
 
 
 #: the training's statistics in the headline (with the dev score the checkpoint was chosen by, ``val/…_best``)
-HEADLINE = ("test/acc", "test/f1", "test/auroc")
+TRAINING_HEADLINE = ("test/acc", "test/f1", "test/auroc")
 
 
 def headline(summary: dict) -> dict:
     """The few final values a team sorts runs by, copied under ``headline/`` (W&B's runs table has them side by side
     in one section, of the ~700 keys of a run): test accuracy, F1 and AUROC, the best dev score, and each family's
-    headline statistics (``families.HEADLINE``) — those ``summary`` has, as numbers."""
+    headline statistics (``families.HEADLINE_KEYS``) — those ``summary`` has, as numbers."""
     from attn_study import families
 
-    chosen = [*HEADLINE, *(k for k in summary if k.startswith("val/") and k.endswith("_best")), *families.HEADLINE]
+    chosen = [
+        *TRAINING_HEADLINE,
+        *(k for k in summary if k.startswith("val/") and k.endswith("_best")),
+        *families.HEADLINE_KEYS,
+    ]
     return {
         f"headline/{k}": summary[k]
         for k in chosen

@@ -2,7 +2,7 @@
 
 A family ``<name>`` is the folder ``attn_study/families/<name>/`` (plus ``conf/analysis/<name>.yaml``):
 
-    keys.py      NAMESPACE (its key prefix), ORDER, TRACKED, optionally HEADLINE, and its key builders — no torch
+    keys.py      NAMESPACE (its key prefix), ORDER, TRACKED, optionally HEADLINE_KEYS, and its key builders — no torch
     callback.py  the measures: an ``attn_study.analysis.callback.AnalysisCallback`` (the YAML's _target_)
     figures.py   its per-run figures (optional)
     report.py    ``sections(runs, work)``: its part of ``attn-study-report`` (optional)
@@ -29,7 +29,8 @@ class Family:
     namespace: str  # the prefix of its metric keys
     order: int  # its place in the report
     tracked: tuple[str, ...]  # statistics drawn against the epoch when tracked during training
-    headline: tuple[str, ...]  # its few statistics a team sorts runs by (W&B's headline/…): HEADLINE, else TRACKED
+    # its few statistics a team sorts runs by (W&B's headline/…): its keys.py's HEADLINE_KEYS, else TRACKED
+    headline: tuple[str, ...] = ()
 
     def module(self, part: str) -> ModuleType | None:
         """``families/<name>/<part>.py`` imported, or ``None`` when the family has no such part."""
@@ -47,8 +48,8 @@ def _discover() -> dict[str, Family]:
         if not info.ispkg or info.name.startswith("_"):
             continue
         k = importlib.import_module(f"{__name__}.{info.name}.keys")
-        headline = tuple(getattr(k, "HEADLINE", k.TRACKED))
-        found[info.name] = Family(info.name, k.NAMESPACE, int(k.ORDER), tuple(k.TRACKED), headline)
+        headline = tuple(getattr(k, "HEADLINE_KEYS", k.TRACKED))
+        found[info.name] = Family(info.name, k.NAMESPACE, int(k.ORDER), tuple(k.TRACKED), headline=headline)
     owners: dict[str, str] = {}
     for family in found.values():
         taken = owners.get(family.namespace) or (family.namespace in schema.TRAINING_NAMESPACES and "training")
@@ -58,7 +59,7 @@ def _discover() -> dict[str, Family]:
                 f"{taken}'s; give each family its own key prefix"
             )
         owners[family.namespace] = family.name
-        for what, listed in (("TRACKED", family.tracked), ("HEADLINE", family.headline)):
+        for what, listed in (("TRACKED", family.tracked), ("HEADLINE_KEYS", family.headline)):
             stray = [k for k in listed if schema.namespace(k) != family.namespace]
             if stray:
                 raise ImportError(
@@ -74,7 +75,7 @@ FAMILIES: dict[str, str] = {name: family.namespace for name, family in REGISTRY.
 #: family name → statistics drawn against the epoch
 TRACKED: dict[str, tuple[str, ...]] = {name: family.tracked for name, family in REGISTRY.items() if family.tracked}
 #: every family's headline statistics (W&B's ``headline/`` namespace), in report order
-HEADLINE: tuple[str, ...] = tuple(k for family in REGISTRY.values() for k in family.headline)
+HEADLINE_KEYS: tuple[str, ...] = tuple(k for family in REGISTRY.values() for k in family.headline)
 
 
 def family_of(name: str) -> str | None:

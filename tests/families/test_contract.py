@@ -120,7 +120,7 @@ def test_the_wandb_run_holds_the_results(contract_run, logged, name):
             assert logged.summary[k] == pytest.approx(v), k
     # its few statistics a team sorts by, copied under headline/: keys the family really writes
     headline = [k for k in REGISTRY[name].headline if isinstance(own.get(k), (int, float))]
-    assert headline, f"{name}: none of its HEADLINE keys {REGISTRY[name].headline} in its summary"
+    assert headline, f"{name}: none of its HEADLINE_KEYS {REGISTRY[name].headline} in its summary"
     for k in headline:
         assert logged.summary[f"headline/{k}"] == pytest.approx(own[k]), k
     assert logged.summary["headline/test/acc"] == logged.summary["test/acc"]

@@ -79,7 +79,7 @@ def pairs(methods) -> list[tuple[str, str]]:
 TRACKED = ()  # nothing is measured during training
 #: the statistics a team sorts runs by (W&B's headline/…; those a run has): attention against the attributions
 #: Neely et al. compare it with, and rollout against leave-one-out
-HEADLINE = (
+HEADLINE_KEYS = (
     tau_key("attention", "gradient", "mean"),
     tau_key("attention", "integrated_gradients", "mean"),
     tau_key("attention", "loo", "mean"),

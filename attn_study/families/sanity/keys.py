@@ -37,4 +37,4 @@ def sn(*parts) -> str:
 TRACKED: tuple[str, ...] = ()
 #: the statistics a team sorts runs by (W&B's headline/…): with every parameter redrawn, how much attention's and
 #: the gradient's explanations still correlate with the trained model's (a passed check: near 0)
-HEADLINE = tuple(sn(method, "embeddings", "spearman", "mean") for method in ("attention", "gradient"))
+HEADLINE_KEYS = tuple(sn(method, "embeddings", "spearman", "mean") for method in ("attention", "gradient"))

@@ -18,4 +18,4 @@ def wp(*parts) -> str:
 TRACKED: tuple[str, ...] = ()
 #: the statistics a team sorts runs by (W&B's headline/…): how far this run's attention is from the base's, and
 #: how often their predictions agree
-HEADLINE = (wp("jsd", "mean"), wp("tvd", "mean"), wp("agreement"))
+HEADLINE_KEYS = (wp("jsd", "mean"), wp("tvd", "mean"), wp("agreement"))
