@@ -2,7 +2,8 @@
 
 - Training (:func:`training_bar`): Lightning's bar (Rich where installed, else tqdm) without what says nothing —
   the logger's version (``v_num``) and undefined values (NaN) — and with the epoch as the files number it and the
-  count of epochs: ``Epoch 0 (1 of 2)``.
+  count of epochs: ``Epoch 0 (1 of 2)``; it ends with the test loop, before the analyses (callbacks after it) draw
+  their own.
 - Analyses (:class:`Progress`, one per family and sub-test label, counted in instances): on a terminal a tqdm bar
   with the instances done and an ETA; elsewhere (a log file, SLURM) a line every :data:`EVERY` seconds with the
   instances done, the time so far and the time left. When a family is done, :func:`seconds_lines` gives a line per
@@ -54,6 +55,12 @@ class _RichTrainingBar(RichProgressBar):
 
     def _get_train_description(self, current_epoch: int) -> str:
         return epoch_label(current_epoch, self.trainer.max_epochs)
+
+    def on_test_end(self, trainer, pl_module) -> None:
+        """Rich's display ends with the test loop (Lightning keeps it until teardown): while it is live it holds
+        back what others write to the terminal, and the analyses, callbacks after this one, draw their bars."""
+        super().on_test_end(trainer, pl_module)
+        self._stop_progress()
 
 
 class _TqdmTrainingBar(TQDMProgressBar):

@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 import time
 
+import pytest
+
 from attn_study import progress
 from attn_study.families.jain_wallace.callback import JainWallace
 from attn_study.progress import Progress, duration, seconds_lines
@@ -82,3 +84,26 @@ def test_a_family_reports_each_batch_in_a_log_and_each_sub_test_with_its_seconds
     assert any(line.startswith("analysis:  jain_wallace on test: 2/3 instances, ") for line in lines), lines
     at = lines.index(next(line for line in lines if line.startswith("analysis:  jain_wallace on test: 3 instances in")))
     assert [line.split()[1] for line in lines[at + 1 : at + 4]] == ["predict", "correlation", "permutation"]
+
+
+def test_the_training_bar_has_ended_when_the_analyses_start():
+    """Rich's live display holds back what others write to the terminal (the analyses' bars appeared only once
+    done): the training bar ends it with the test loop, before the callbacks after it — the analyses — run."""
+    import lightning as L
+    from lightning.pytorch.demos.boring_classes import BoringModel
+
+    from attn_study.progress import training_bar
+
+    bar, seen = training_bar(), {}
+    if not hasattr(bar, "progress"):
+        pytest.skip("Rich is not installed: Lightning's tqdm bar holds nothing back")
+
+    class Analysis(L.Callback):
+        def on_test_end(self, trainer, pl_module):
+            seen["live"] = bar.progress is not None and bar.progress.live.is_started
+
+    trainer = L.Trainer(
+        max_epochs=1, limit_test_batches=1, callbacks=[bar, Analysis()], logger=False, enable_checkpointing=False
+    )
+    trainer.test(BoringModel(), verbose=False)
+    assert seen == {"live": False}
