@@ -9,6 +9,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from attn_study import layout, saved, stopping, tracking
+from attn_study.config import family_names
 from attn_study.errors import UserError
 from attn_study.models.selector import soft_token_attention
 from attn_study.sweep.record import wandb_group
@@ -26,13 +27,23 @@ def analysis_config(cfg: DictConfig, run_dir: Path) -> DictConfig:
         run_cfg.analysis = chosen.analysis
         if cfg.device != "auto":
             run_cfg.trainer.accelerator = "cpu" if cfg.device == "cpu" else "gpu"
-        if run_cfg.get("logger") and "wandb" in run_cfg.logger:  # the training run's name, tags and group
+        if run_cfg.get("logger") and "wandb" in run_cfg.logger:  # the training run's tags and group, its own name
             run_cfg.logger.wandb.job_type = "analyze"
+            run_cfg.logger.wandb.name = f"{run_cfg.logger.wandb.name}-analyze-{family_names(chosen.analysis)}"
             if run_cfg.logger.wandb.get("group") is None:  # a sweep job recorded before its group was
                 run_cfg.logger.wandb.group = wandb_group(run_dir.parent)
-        if run_cfg.get("logger") and "csv" in run_cfg.logger:  # training's csv/metrics.csv stays as it is
-            run_cfg.logger.csv.version = "analyze"
+        if run_cfg.get("logger") and "csv" in run_cfg.logger:  # training's csv/metrics.csv and earlier analyses' stay
+            run_cfg.logger.csv.version = next_version(run_dir / layout.CSV, "analyze")
     return run_cfg
+
+
+def next_version(folder: Path, stem: str) -> str:
+    """``<stem>_<n>``, n the first of 1, 2, … that ``folder`` does not hold (each analysis logs beside the earlier
+    ones, none replaced)."""
+    n = 1
+    while (Path(folder) / f"{stem}_{n}").exists():
+        n += 1
+    return f"{stem}_{n}"
 
 
 def analysis_record(run_cfg: DictConfig, run_dir: Path, labels: list[str]) -> dict:
@@ -55,7 +66,7 @@ def analyze(cfg: DictConfig) -> dict:
     from attn_study import assemble
     from attn_study.build import component
     from attn_study.config import check_config
-    from attn_study.run import _finish_wandb, build_loggers, ensure_writable, rebuild_summary
+    from attn_study.run import build_loggers, ensure_writable, rebuild_summary
     from attn_study.sweep import state
 
     run_dir, ckpt = saved.locate(cfg.ckpt_path)
@@ -93,9 +104,7 @@ def analyze(cfg: DictConfig) -> dict:
         # force=true must not look like a base other runs can build on
         if complete and soft_token_attention(module.model) and not (run_dir / layout.ATTENTION).is_file():
             saved.write_attention(module.model, datamodule, run_dir / layout.ATTENTION)
-        for lg in loggers:
-            lg.finalize("success")
-        _finish_wandb()
+        tracking.finish(loggers)
         return rebuild_summary(run_dir)
 
 

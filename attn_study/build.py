@@ -53,35 +53,42 @@ def check_components(cfg: DictConfig) -> None:
             check_settings({k: v for k, v in params.items() if k != "name" or option.startswith("logger")}, option)
 
 
-def check_settings(params: dict, option: str) -> None:
-    """Every key of ``params`` (but ``_target_``…) is a parameter of its ``_target_``'s constructor — following
-    ``**kwargs`` up the class hierarchy —, else a one-line ``UserError`` naming ``option.<key>``. Targets
-    that take arbitrary keywords all the way up are not checked."""
-    target = params.get("_target_")
-    if not option or not isinstance(target, str):
-        return
+def constructor_parameters(target: str) -> set[str] | None:
+    """The keyword parameters of ``target``'s constructor — following ``**kwargs`` up the class hierarchy —; None
+    when it takes arbitrary keywords all the way up, or cannot be read (Hydra says what is wrong with it)."""
     try:
         obj = get_object(target)
     except Exception:
-        return  # Hydra says what is wrong with the target itself
+        return None
     accepted: set[str] = set()
     functions = [c.__init__ for c in obj.__mro__ if "__init__" in vars(c)] if inspect.isclass(obj) else [obj]
     for function in functions:
         try:
             parameters = inspect.signature(function).parameters.values()
         except (TypeError, ValueError):
-            return
+            return None
         accepted |= {p.name for p in parameters if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
         if not any(p.kind == p.VAR_KEYWORD for p in parameters):
-            break
-    else:
-        return  # **kwargs all the way: anything goes
+            return accepted - {"self"}
+    return None  # **kwargs all the way: anything goes
+
+
+def check_settings(params: dict, option: str) -> None:
+    """Every key of ``params`` (but ``_target_``…) is a parameter of its ``_target_``'s constructor
+    (:func:`constructor_parameters`), else a one-line ``UserError`` naming ``option.<key>``. Targets that take
+    arbitrary keywords all the way up are not checked."""
+    target = params.get("_target_")
+    if not option or not isinstance(target, str):
+        return
+    accepted = constructor_parameters(target)
+    if accepted is None:
+        return
     for key in params:
         if not key.startswith("_") and key not in accepted:
-            close = difflib.get_close_matches(key, sorted(accepted - {"self"}), n=1)
+            close = difflib.get_close_matches(key, sorted(accepted), n=1)
             raise UserError(
                 f"{option}.{key}: no such setting{f' (did you mean {close[0]}?)' if close else ''}; "
-                f"{option} takes {sorted(accepted - {'self'})}"
+                f"{option} takes {sorted(accepted)}"
             )
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -80,8 +82,113 @@ def _sweep_settings(cfg: DictConfig) -> bool:
     return True
 
 
+def composition_error(err: BaseException, argv: list[str]) -> str | None:
+    """The one line, naming the fix, for Hydra's errors of composing the config from the command line (``argv``);
+    None for any other error:
+
+    - an option no group has (``analysis=[faithfullness]``, ``encoder=lstmm``): the nearest and every option;
+    - a family's options for a family not chosen (``analysis.jain_wallace.x=…`` with ``analysis=[sanity]``): the
+      list to give; options for no family at all: the families;
+    - a key the config does not have (``trainer.max_epoch=1``): the nearest setting (never Hydra's ``+key=…``
+      advice for a typo); a parameter its constructor takes but the config leaves out (``trainer.precision=16``):
+      the ``+`` that adds it."""
+    from hydra.errors import ConfigCompositionException, MissingConfigException
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+
+    from attn_study import options
+    from attn_study.config import nearest
+
+    if isinstance(err, MissingConfigException) and err.missing_cfg_file:
+        path = err.missing_cfg_file.strip("/")
+        groups = sorted([*options.groups(), "hydra/launcher"], key=len, reverse=True)
+        group = next((g for g in groups if path.startswith(g + "/")), None)
+        if group is None:
+            return None
+        name = path[len(group) + 1 :]
+        choices = list(options.launchers() if group == "hydra/launcher" else options.options(group))
+        if group == "analysis":
+            families = [c for c in choices if c != "none"]
+            near = nearest(name, families)
+            return f"analysis=[…,{name},…]: no test family {name}{near}; the families: {', '.join(families)}"
+        near = nearest(name, choices)
+        return f"{group}={name}: no such option{near}; choose from {', '.join(choices)}"
+    cause = err.__cause__
+    if not (isinstance(err, ConfigCompositionException) and isinstance(cause, (ConfigKeyError, ConfigAttributeError))):
+        return None
+    given = re.search(r"use \+(\S+)", str(err))
+    setting = given.group(1) if given else str(cause.full_key)
+    parent, _, missing = str(cause.full_key).rpartition(".")
+    if parent == "analysis":
+        families = [f for f in options.options("analysis") if f != "none"]
+        if missing in families:
+            chosen = _chosen_families(argv)
+            fix = f"analysis=[{','.join([*chosen, missing])}]" if chosen is not None else f"{missing} to analysis=[…]"
+            return f"{setting}: {missing} is not among the chosen families; add {fix}"
+        return f"{setting}: no test family {missing}{nearest(missing, families)}; the families: {', '.join(families)}"
+    node = cause.parent_node
+    target = node.get("_target_") if node is not None and "_target_" in node else None
+    if isinstance(target, str):
+        from attn_study.build import constructor_parameters
+
+        accepted = constructor_parameters(target)
+        if accepted is None or missing in accepted:
+            return f"{setting}: not in the config, though {target.rsplit('.', 1)[-1]} takes it; add it as +{setting}"
+        keys = sorted(accepted)
+    else:
+        keys = sorted(str(k) for k in node.keys()) if node is not None else []
+    close = difflib.get_close_matches(missing, keys, n=1)
+    if close:
+        fixed = f"{parent}.{close[0]}" if parent else close[0]
+        value = setting.partition("=")[2]
+        return f"{cause.full_key}: no such setting; did you mean {fixed}{f'={value}' if value else ''}?"
+    return f"{cause.full_key}: no such setting; {parent or 'the top level'} has {', '.join(keys)}"
+
+
+def _chosen_families(argv: list[str]) -> list[str] | None:
+    """The families an ``analysis=[a,b]`` of ``argv`` chooses; None when it has none (the config's default)."""
+    for arg in argv:
+        name, sep, value = arg.partition("=")
+        if sep and name.lstrip("+~") == "analysis":
+            return [name for name in re.findall(r"\w+", value) if name != "none"]
+    return None
+
+
+def one_line_composition_errors(app: str) -> None:
+    """Hydra reports every error of ``@hydra.main`` through ``hydra._internal.utils.run_and_report``, its errors of
+    composing the config as several lines of advice (``+key`` for a typo); wrapped here, those get
+    :func:`composition_error`'s one line, ``<app>: error: …`` with exit status 2, as every other user mistake.
+    Any other error goes on to Hydra's own report."""
+    from hydra._internal import utils
+
+    report = utils.run_and_report
+    if getattr(report, "one_line", False):
+        return
+
+    def run_and_report(func):
+        def composed():
+            try:
+                return func()
+            except Exception as err:
+                line = composition_error(err, sys.argv[1:])
+                if line is None:
+                    raise
+                print(f"{app}: error: {line}", file=sys.stderr)
+                sys.exit(2)
+
+        return report(composed)
+
+    run_and_report.one_line = True
+    utils.run_and_report = run_and_report
+
+
+def train_main() -> None:
+    """``attn-study``: Hydra's composition errors in one line (:func:`one_line_composition_errors`), then the run."""
+    one_line_composition_errors("attn-study")
+    _train()
+
+
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="config")
-def train_main(cfg: DictConfig) -> float | None:
+def _train(cfg: DictConfig) -> float | None:
     """Train, test and (when configured) analyse; the run directory is Hydra's output dir. A
     complete run directory is skipped; inside a sweep a failure is recorded and the sweep goes on."""
     from attn_study.run import run  # heavy imports after Hydra has parsed --help etc.
@@ -115,11 +222,13 @@ def unquoted_path_error(argv: list[str], options: tuple[str, ...]) -> str | None
 
 
 def analyze_main() -> None:
-    """``attn-study-analyze``: refuse an unquoted sweep-job path in one line, then run Hydra."""
+    """``attn-study-analyze``: refuse an unquoted sweep-job path in one line, then run Hydra (its composition errors
+    in one line too)."""
     error = unquoted_path_error(sys.argv[1:], ("ckpt_path",))
     if error:
         print(f"attn-study-analyze: error: {error}", file=sys.stderr)
         sys.exit(2)
+    one_line_composition_errors("attn-study-analyze")
     _analyze()
 
 

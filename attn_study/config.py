@@ -33,16 +33,34 @@ def _options_help(app: str) -> str:
     return help_text(app)
 
 
+def analyze_dir(ckpt_path, time: str) -> str:
+    """``attn-study-analyze``'s Hydra directory (its log): ``<run>/analyze/<time>`` inside the run it analyses
+    when ``ckpt_path`` names a run that can be written to; else (a pretrained model, a wrong path — said in one line
+    once it runs) ``outputs/analyze/<time>``."""
+    if ckpt_path:
+        import os
+
+        from attn_study import layout
+
+        run = layout.run_of(str(ckpt_path).strip("'\""))
+        if layout.is_run(run) and os.access(run, os.W_OK):
+            return str(run / layout.ANALYZE_LOGS / time)
+    return f"outputs/analyze/{time}"
+
+
 def register_resolvers() -> None:
     """``${attn_study.job_dir:${hydra.overrides.task}}`` (a sweep job's directory name),
-    ``${attn_study.families:${analysis}}`` (the chosen analyses) and ``${attn_study.options:train}`` (the
-    groups' options and the settings, for ``--help``)."""
+    ``${attn_study.families:${analysis}}`` (the chosen analyses), ``${attn_study.analyze_dir:…}`` (where an
+    ``attn-study-analyze`` logs: :func:`analyze_dir`) and ``${attn_study.options:train}`` (the groups' options and
+    the settings, for ``--help``)."""
     if not OmegaConf.has_resolver("attn_study.job_dir"):
         OmegaConf.register_new_resolver(
             "attn_study.job_dir", lambda overrides: job_dir_name(list(overrides), job_keys())
         )
     if not OmegaConf.has_resolver("attn_study.families"):
         OmegaConf.register_new_resolver("attn_study.families", family_names)
+    if not OmegaConf.has_resolver("attn_study.analyze_dir"):
+        OmegaConf.register_new_resolver("attn_study.analyze_dir", analyze_dir)
     if not OmegaConf.has_resolver("attn_study.options"):  # --help's listing, generated from conf/
         OmegaConf.register_new_resolver("attn_study.options", _options_help)
     names.register_resolvers()  # ${attn_study.run_name:}, ${attn_study.run_tags:}
@@ -91,6 +109,7 @@ SCHEMA: dict[str, dict[str, Callable]] = {
         "threads": ranged,
         "force": boolean,
         "resume": boolean,
+        "analysis_max_instances": integer(1, optional=True),
         "run_name": anything,
         "analysis": anything,
         "callbacks": anything,
@@ -214,7 +233,7 @@ def check_config(cfg: DictConfig) -> None:
                 continue
             if name not in allowed:
                 raise UserError(
-                    f"{option}: no such setting{_nearest(name, allowed)}; "
+                    f"{option}: no such setting{nearest(name, allowed)}; "
                     f"{path or 'the top level'} has {sorted(allowed)}"
                 )
             problem = allowed[name](value)
@@ -234,7 +253,8 @@ def _at(container, path: str):
     return node
 
 
-def _nearest(name: str, allowed) -> str:
+def nearest(name: str, allowed) -> str:
+    """`` (did you mean <the closest of allowed>?)`` for a typo, else ''."""
     close = difflib.get_close_matches(name, list(allowed), n=1)
     return f" (did you mean {close[0]}?)" if close else ""
 

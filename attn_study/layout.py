@@ -8,7 +8,8 @@
   checkpoints/best.ckpt, last.ckpt                 the tested checkpoint; the resume point while training
   attention.parquet                                each test instance's attention and output (flat and pair runs)
   analysis/<family>/                               instances.parquet, tokens.parquet, summary.json, figures, epochs.*
-  csv/, wandb/                                     the loggers' files
+  csv/, wandb/                                     the loggers' files (an attn-study-analyze's CSV: csv/analyze_<n>/)
+  analyze/<time>/cli.log                           the log of each attn-study-analyze of the run
   report/                                          attn-study-report's output, when the run is a report's root
 """
 
@@ -28,10 +29,11 @@ TOKENS = "tokens.parquet"  # each instance's text and per-token importances, ins
 TOKENS_TEXT = ("uid", "tokens", "query")
 EPOCHS_CSV, EPOCHS_PARQUET, EPOCHS_FIGURE = "epochs.csv", "epochs.parquet", "epochs.png"
 CSV, WANDB, REPORT = "csv", "wandb", "report"
+ANALYZE_LOGS = "analyze"
 #: an unfinished attempt's outputs, removed before the next attempt starts (the record and the logs stay)
 ATTEMPT_OUTPUTS = (SUMMARY, ERROR, ANALYSIS, CSV, WANDB, CHECKPOINTS)
 #: folders inside a run that are never runs themselves (what a search for runs skips)
-NOT_RUNS = frozenset({".submitit", WANDB, ANALYSIS, CHECKPOINTS, CSV, REPORT, RECORD})
+NOT_RUNS = frozenset({".submitit", WANDB, ANALYSIS, CHECKPOINTS, CSV, REPORT, RECORD, ANALYZE_LOGS})
 
 
 def config_file(run_dir: Path) -> Path:
@@ -53,6 +55,15 @@ def family_dir(run_dir: Path, family: str) -> Path:
 def token_methods(columns) -> list[str]:
     """The importance methods of a ``tokens.parquet`` with ``columns``: each has a score per token."""
     return [c for c in columns if c not in TOKENS_TEXT]
+
+
+def run_of(path: Path) -> Path:
+    """The run directory a ``ckpt_path`` names: the directory itself, or the run that holds the ``.ckpt`` file
+    (in its ``checkpoints/`` or beside it)."""
+    path = Path(path).expanduser().resolve()
+    if path.is_dir():
+        return path
+    return path.parent.parent if path.parent.name == CHECKPOINTS else path.parent
 
 
 def is_run(path: Path) -> bool:

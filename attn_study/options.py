@@ -119,7 +119,8 @@ def listing(only: tuple[str, ...] | None = None, config: str = "config", conf: P
 
 def settings(config: str = "config", conf: Path = CONF) -> str:
     """The top-level settings of ``conf/<config>.yaml`` that hold a single value, each with its comment (the
-    lines that continue it joined): ``seed=13  seeds everything: ...``."""
+    lines that continue it joined): ``seed=13  seeds everything: ...``; a ``${oc.select:…,default}`` as its
+    default."""
     lines: list[tuple[str, str]] = []
     following = False
     for line in (conf / f"{config}.yaml").read_text().splitlines():
@@ -127,7 +128,7 @@ def settings(config: str = "config", conf: Path = CONF) -> str:
         more = re.match(r"^\s+#\s*(.*)$", line)
         if found:
             name, value, text = found.groups()
-            lines.append((f"{name}={value}", text))
+            lines.append((f"{name}={_by_default(value)}", text))
         elif following and more:
             lines[-1] = (lines[-1][0], f"{lines[-1][1]} {more.group(1)}")
         following = bool(found) or (following and bool(more))
@@ -135,13 +136,53 @@ def settings(config: str = "config", conf: Path = CONF) -> str:
     return "".join(f"  {left.ljust(pad)}{text}\n" for left, text in lines)
 
 
+def _shown_value(value) -> str:
+    """A YAML default as one writes it on the command line: ``[a,b]``, ``null``, ``true``."""
+    if isinstance(value, list):
+        return f"[{','.join(_shown_value(v) for v in value)}]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}: {_shown_value(v)}" for k, v in value.items()) + "}"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return _by_default(str(value))
+
+
+def _by_default(value: str) -> str:
+    """``${oc.select:key,default}`` (a default another setting may replace) shown as its default."""
+    return re.sub(r"\$\{oc\.select:[^,}]+,([^}]*)\}", r"\1", value)
+
+
+def family_options(conf: Path = CONF, width: int = 116) -> str:
+    """Every family's options, set as ``analysis.<family>.<key>=value``: those all share
+    (``conf/_analysis_common.yaml``, each with its comment; an interpolated default shown as what it gives by
+    default), then each family's own with their defaults (their comments: ``conf/analysis/<family>.yaml``)."""
+    import textwrap
+
+    lines = [line for line in settings("_analysis_common", conf).splitlines() if not line.strip().startswith("_")]
+    shared = set(yaml.safe_load((conf / "_analysis_common.yaml").read_text()))
+    for family in options("analysis", conf):
+        values = yaml.safe_load((conf / "analysis" / f"{family}.yaml").read_text()) or {}
+        own = [f"{k}={_shown_value(v)}" for k, v in values.items() if k not in shared and k != "defaults"]
+        if own:
+            lines += textwrap.wrap(
+                f"{family}: {', '.join(own)}", width, initial_indent="  ", subsequent_indent="      "
+            )
+    return "\n".join(lines) + "\n"
+
+
 def help_text(app: str) -> str:
     """What ``--help`` lists for ``app`` (``train``: attn-study, ``analyze``: attn-study-analyze): the groups'
-    options, then the settings. ``$`` escaped: Hydra fills its help template with ``string.Template``."""
+    options, the settings, then the families' options. ``$`` escaped: Hydra fills its help template with
+    ``string.Template``."""
+    families = "\n== Family options: analysis.<family>.<key>=value (each explained in conf/analysis/<family>.yaml) ==\n"
+    families += family_options()
     if app == "train":
-        text = listing() + "\n== Settings (key=default) ==\n" + settings("config")
+        text = listing() + "\n== Settings (key=default) ==\n" + settings("config") + families
     elif app == "analyze":
         text = listing(only=("analysis",), config="analyze") + "\n== Settings (key=default) ==\n" + settings("analyze")
+        text += families
     else:
         raise ValueError(f"help for {app!r}: 'train' or 'analyze'")
     return text.replace("$", "$$")

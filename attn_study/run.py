@@ -43,6 +43,7 @@ from attn_study.data.checks import check_embeddings
 from attn_study.errors import UserError
 from attn_study.io import atomic_open, read_json, write_json_atomic
 from attn_study.models.selector import soft_token_attention
+from attn_study.progress import training_bar
 from attn_study.sweep import state
 
 log = logging.getLogger(__name__)
@@ -396,11 +397,12 @@ def _trainer(cfg: DictConfig, run_dir: Path, loggers: list, analyses: list) -> L
     extra = {}
     if SLURMEnvironment.detect():  # submitit requeues on time-out and we resume from last.ckpt;
         extra["plugins"] = [SLURMEnvironment(auto_requeue=False)]  # Lightning's own requeue stays off
+    bar = [training_bar()] if cfg.trainer.get("enable_progress_bar", True) else []
     return component(
         cfg.trainer,
         option="trainer",
         logger=loggers or False,
-        callbacks=build_callbacks(cfg, run_dir) + analyses,
+        callbacks=build_callbacks(cfg, run_dir) + bar + analyses,
         default_root_dir=str(run_dir),
         plugins=[AtomicCheckpointIO(), *extra.pop("plugins", [])],
         **extra,
@@ -461,15 +463,13 @@ def _training_summary(trainer: L.Trainer, module, datamodule, tested: dict) -> d
 
 
 def _publish(summary: dict, loggers: list, run_dir: Path, step: int) -> str:
-    """The summary to every logger (final values: W&B's run summary, not its history; ``tracking.publish_summary``)
-    and to ``summary.json`` (last: the run's results are then whole); the resume point removed. Returns where
-    everything went, for the console."""
-    tracking.publish_summary(loggers, summary, step)
-    for lg in loggers:
-        lg.finalize("success")
-    locations = describe_locations(run_dir, loggers, summary)
-    _finish_wandb()
+    """The summary to ``summary.json`` first, then to every logger (final values: W&B's run summary, not its
+    history; ``tracking.publish_summary``; a logger's failure is one line, not the run's); the resume point
+    removed. Returns where everything went, for the console."""
     write_json_atomic(run_dir / layout.SUMMARY, summary)
+    tracking.publish_summary(loggers, summary, step)
+    locations = describe_locations(run_dir, loggers, summary)
+    tracking.finish(loggers)
     Path(run_dir / layout.CHECKPOINTS / layout.LAST).unlink(missing_ok=True)  # resume point, no longer needed
     return locations
 

@@ -21,11 +21,8 @@ log = logging.getLogger(__name__)
 def locate(ckpt_path: str | Path, option: str = "ckpt_path") -> tuple[Path, Path]:
     """(run directory, checkpoint file) from a run directory or a checkpoint path."""
     path = Path(ckpt_path).expanduser().resolve()
-    if path.is_dir():
-        run_dir, ckpt = path, path / layout.CHECKPOINTS / layout.BEST
-    else:
-        ckpt = path
-        run_dir = path.parent.parent if path.parent.name == layout.CHECKPOINTS else path.parent
+    run_dir = layout.run_of(path)
+    ckpt = path / layout.CHECKPOINTS / layout.BEST if path.is_dir() else path
     if not ckpt.is_file():
         raise UserError(f"{option}={ckpt_path}: no checkpoint at {ckpt}; give a run directory or its .ckpt file")
     if not (run_dir / layout.RECORD / layout.CONFIG).is_file():

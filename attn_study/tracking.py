@@ -12,14 +12,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import math
 from pathlib import Path
 
+import numpy as np
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from attn_study import keys
 from attn_study.sweep.state import code_version, flatten
+
+log = logging.getLogger(__name__)
 
 #: the namespaces logged once per epoch: the history's keys (everything else is a final value)
 TIMED = ("train", "val")
@@ -73,13 +79,21 @@ def run_metadata(labels: list[str]) -> dict:
     return {"data/labels": list(labels), **{f"code/{k}": v for k, v in code_version().items()}}
 
 
-# -- the logger ---------------------------------------------------------------------------------------
+# -- the loggers --------------------------------------------------------------------------------------
+
+
+def defined(metrics: dict) -> dict:
+    """``metrics`` without its undefined (non-finite) values: an epoch that cannot be chosen as the best checkpoint
+    logs its ``val/acc``, ``val/f1``, ``val/auroc`` as NaN for model selection (its real values are under
+    ``val/early/``); a history holds no NaN, so W&B's min and max stay numbers."""
+    return {k: v for k, v in metrics.items() if not (isinstance(v, (int, float)) and not math.isfinite(v))}
 
 
 class RunLogger(WandbLogger):
     """Lightning's ``WandbLogger`` whose history holds only what has a time axis (the module docstring):
     ``train/…`` and ``val/…`` go to the history at the global step, declared against ``epoch`` with their
-    min, max and last in the summary; anything else Lightning logs (``test/…``) to the run summary."""
+    min, max and last in the summary, undefined values left out (:func:`defined`); anything else Lightning logs
+    (``test/…``) to the run summary."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -89,7 +103,7 @@ class RunLogger(WandbLogger):
 
     @rank_zero_only
     def log_metrics(self, metrics: dict, step: int | None = None) -> None:
-        timed = {k: v for k, v in metrics.items() if k == EPOCH or keys.namespace(k) in TIMED}
+        timed = {k: v for k, v in defined(metrics).items() if k == EPOCH or keys.namespace(k) in TIMED}
         final = {k: v for k, v in metrics.items() if k not in timed}
         if final:
             self.experiment.summary.update(final)
@@ -108,12 +122,101 @@ class RunLogger(WandbLogger):
             run.log({**timed, "trainer/global_step": step}, step=step)
 
 
+class RunCSVLogger(CSVLogger):
+    """Lightning's ``CSVLogger`` whose rows hold no undefined values (:func:`defined`: an empty cell instead of
+    ``nan``)."""
+
+    @rank_zero_only
+    def log_metrics(self, metrics: dict, step: int | None = None) -> None:
+        super().log_metrics(defined(metrics), step)
+
+
+#: the training's statistics in the headline (with the dev score the checkpoint was chosen by, ``val/…_best``)
+TRAINING_HEADLINE = ("test/acc", "test/f1", "test/auroc")
+
+
+def headline(summary: dict) -> dict:
+    """The few final values a team sorts runs by, copied under ``headline/`` (W&B's runs table has them side by side
+    in one section, of the ~700 keys of a run): test accuracy, F1 and AUROC, the best dev score, and each family's
+    headline statistics (``families.HEADLINE_KEYS``) — those ``summary`` has, as numbers."""
+    from attn_study import families
+
+    chosen = [
+        *TRAINING_HEADLINE,
+        *(k for k in summary if k.startswith("val/") and k.endswith("_best")),
+        *families.HEADLINE_KEYS,
+    ]
+    return {
+        f"headline/{k}": summary[k]
+        for k in chosen
+        if isinstance(summary.get(k), (int, float)) and not isinstance(summary.get(k), bool)
+    }
+
+
+def final_values(logger, summary: dict, step: int) -> None:
+    """Final values to one logger: W&B's run summary, the :func:`headline` too; nothing to a ``CSVLogger`` (its
+    ``metrics.csv`` is the per-epoch history, ``summary.json`` beside it holds these); any other logger, having no
+    summary, gets them once at ``step`` (the final global step)."""
+    if isinstance(logger, WandbLogger):
+        logger.experiment.summary.update({**summary, **headline(summary)})
+    elif not isinstance(logger, CSVLogger):
+        logger.log_metrics(summary, step=step)
+
+
 def publish_summary(loggers, summary: dict, step: int) -> None:
-    """Final values to each logger: W&B's run summary; nothing to a ``CSVLogger`` (its ``metrics.csv`` is the
-    per-epoch history, ``summary.json`` beside it holds these); any other logger, having no summary, gets them
-    once at ``step`` (the final global step)."""
+    """:func:`final_values` to each logger; one that fails says so in one line (:func:`reported`)."""
     for lg in loggers:
-        if isinstance(lg, WandbLogger):
-            lg.experiment.summary.update(summary)
-        elif not isinstance(lg, CSVLogger):
-            lg.log_metrics(summary, step=step)
+        with reported(logger_name(lg), "the summary"):
+            final_values(lg, summary, step)
+
+
+def finish(loggers) -> None:
+    """Each logger finalised and the W&B run ended (its offline files complete), each failure one line
+    (:func:`reported`)."""
+    import sys
+
+    for lg in loggers:
+        with reported(logger_name(lg), "the end of the run"):
+            lg.finalize("success")
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and wandb.run is not None:
+        with reported("W&B", "the end of the run"):
+            wandb.finish()
+
+
+def logger_name(logger) -> str:
+    """What a person calls the logger: ``W&B``, ``CSV``, else its class."""
+    if isinstance(logger, WandbLogger):
+        return "W&B"
+    return "CSV" if isinstance(logger, CSVLogger) else type(logger).__name__
+
+
+@contextlib.contextmanager
+def reported(logger: str, what: str):
+    """A failure of ``logger`` (its name) while it is given ``what`` becomes one error line, never the run's
+    failure: what a logger is given is on disk already (``summary.json``, ``analysis/<family>/``)."""
+    try:
+        yield
+    except Exception as err:  # a logger's bug or a full quota must not undo finished results
+        first = f"{type(err).__name__}: {err}".splitlines()[0]
+        log.error("%s: %s not logged (%s); the results on disk are complete", logger, what, first)
+
+
+def histogram_counts(values: np.ndarray, bins: int = 64) -> tuple[np.ndarray, np.ndarray]:
+    """(counts, edges) of the finite ``values`` in ``bins`` equal bins over their range, as ``np.histogram``; values
+    that differ by rounding only (a spread under 1e-12 of their magnitude: τ's equal to 2e-16, which numpy cannot cut
+    into 64 bins) as one bin of width 2e-6 × their magnitude (at least 2e-6) around their middle."""
+    values = np.asarray(values, dtype=float)
+    low, high = float(values.min()), float(values.max())
+    scale = max(abs(low), abs(high))
+    if high - low > 1e-12 * scale:
+        return np.histogram(values, bins=bins)
+    middle, half = (low + high) / 2, 1e-6 * max(scale, 1.0)
+    return np.array([len(values)]), np.array([middle - half, middle + half])
+
+
+def histogram(values: np.ndarray):
+    """A ``wandb.Histogram`` of the finite ``values`` (:func:`histogram_counts`)."""
+    import wandb
+
+    return wandb.Histogram(np_histogram=histogram_counts(values))

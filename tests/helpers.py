@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 import subprocess
 import sys
 from functools import partial
@@ -21,6 +20,7 @@ from attn_study.cli import CONFIG_DIR
 from attn_study.data.datamodule import collate
 from attn_study.models import attention, encoders, projection
 from attn_study.models.classifier import AttentionClassifier
+from tests.wandb_records import offline_runs, read_run
 
 REPO = Path(__file__).resolve().parents[1]
 #: the real datasets of the slow tests: $ATTN_STUDY_TEST_DATA, else a "shared/data" folder beside the repository
@@ -112,6 +112,13 @@ def token_batch(seqs: list[list[int]], labels: list[int] | None = None, boundary
     return collate([{"index": i, "ids": s, "label": labels[i], "boundary": boundary} for i, s in enumerate(seqs)])
 
 
+class StubSplit(SimpleNamespace):
+    """A split's columns (ids, uids, lengths, labels); its length is its number of instances."""
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
 class StubData:
     """A stand-in for a datamodule serving one batch (``batch``, e.g. from :func:`token_batch`): what
     the families read from their data (protocol.AnalysisData)."""
@@ -124,7 +131,7 @@ class StubData:
         self.batch, self.num_classes = batch, num_classes
         lengths = batch["lengths"].tolist()
         ids = [batch["ids"][r, :n].numpy() for r, n in enumerate(lengths)]
-        self._split = SimpleNamespace(
+        self._split = StubSplit(
             ids=ids,
             uids=[f"t{i}" for i in range(len(ids))],
             lengths=np.array(lengths),
@@ -186,63 +193,16 @@ def tiny_model(
     return model.eval().requires_grad_(False)
 
 
-# -- the offline W&B run, read back --------------------------------------------------------------
-
-_BLOCK, _HEADER, _FILE_HEADER = 32768, 7, 7  # LevelDB log blocks; chunk header; ":W&B" + magic + version
-
-
-def wandb_records(path: Path):
-    """The records of a ``run-<id>.wandb`` transaction log, parsed with wandb's own protobuf ``Record``.
-
-    wandb 0.31 ships no Python reader for these files (its ``datastore`` module is gone), so this
-    undoes the framing — LevelDB's log format: 32 KiB blocks of chunks, each ``crc32c (4) · length
-    (2, LE) · type (1: full, 2: first, 3: middle, 4: last)``, after a 7-byte ``:W&B`` file header.
-    """
-    from wandb.proto import wandb_internal_pb2
-
-    data = Path(path).read_bytes()
-    assert data[:4] == b":W&B", f"{path} is not a W&B transaction log"
-    pos, pending = _FILE_HEADER, b""
-    while pos + _HEADER <= len(data):
-        left_in_block = _BLOCK - pos % _BLOCK
-        if left_in_block < _HEADER:  # block trailer: zero padding
-            pos += left_in_block
-            continue
-        _, length, kind = struct.unpack("<IHB", data[pos : pos + _HEADER])
-        chunk = data[pos + _HEADER : pos + _HEADER + length]
-        pos += _HEADER + length
-        if kind == 0 and length == 0:
-            continue
-        pending = chunk if kind in (1, 2) else pending + chunk
-        if kind in (1, 4):
-            record = wandb_internal_pb2.Record()
-            record.ParseFromString(pending)
-            yield record
-            pending = b""
+# -- the offline W&B run, read back (tests/wandb_records.py) ---------------------------------------
 
 
 def wandb_run_summary(run_dir: Path) -> dict:
     """The summary of the one offline W&B run under ``run_dir/wandb``, as the W&B app would show it."""
-    (log_file,) = list((Path(run_dir) / "wandb").glob("offline-run-*/run-*.wandb"))
-    out: dict = {}
-    for record in wandb_records(log_file):
-        if record.WhichOneof("record_type") != "summary":
-            continue
-        for item in record.summary.update:
-            name = item.key or "/".join(item.nested_key)
-            out[name] = json.loads(item.value_json)
-        for item in record.summary.remove:
-            out.pop(item.key or "/".join(item.nested_key), None)
-    return out
+    (path,) = offline_runs(run_dir)
+    return read_run(path).summary
 
 
 def wandb_run_history(run_dir: Path) -> list[dict]:
     """The history rows (``wandb.log`` calls) of the one offline W&B run under ``run_dir/wandb``."""
-    (log_file,) = list((Path(run_dir) / "wandb").glob("offline-run-*/run-*.wandb"))
-    rows = []
-    for record in wandb_records(log_file):
-        if record.WhichOneof("record_type") == "history":
-            rows.append(
-                {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
-            )
-    return rows
+    (path,) = offline_runs(run_dir)
+    return read_run(path).history

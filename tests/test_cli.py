@@ -24,7 +24,7 @@ from attn_study.run import run, train_and_test
 from attn_study.sweep.naming import JOB_KEYS_ENV, job_dir_name, swept_keys
 from attn_study.sweep.record import SweepRecorder
 from tests.data.test_recipes import ListSource
-from tests.helpers import REPO, TINY, TWO_JOBS, cli_env, job_dirs, launch
+from tests.helpers import REPO, TINY, TWO_JOBS, cli_env, compose_config, job_dirs, launch
 
 # a debug run's test (trainer=debug: 2 batches) sees 32 of these 80 test instances
 CUT_SHORT = [*TINY, "logger=none", "encoder.hidden_size=8", "dataset.source.n_test=80", "dataset.eval_batch_size=16"]
@@ -330,3 +330,31 @@ def test_a_run_with_its_output_in_a_file_says_what_informs_and_no_noise(tmp_path
         assert noise not in output, noise
     for information in ("synthetic/test: 32 read, 32 kept", "analysis:  jain_wallace on test", "results:"):
         assert information in output, information
+
+
+def test_trainer_debug_bounds_the_analyses_too():
+    """trainer=debug is quick end to end: every chosen family analyses 32 test instances unless told otherwise."""
+    debug = compose_config("trainer=debug", "analysis=[agreement,sanity]")
+    assert debug.trainer.max_epochs == 1 and debug.trainer._target_ == "lightning.pytorch.Trainer"
+    assert [debug.analysis[f].max_instances for f in ("agreement", "sanity")] == [32, 32]
+    chosen = compose_config("trainer=debug", "analysis=[sanity]", "analysis.sanity.max_instances=5")
+    assert chosen.analysis.sanity.max_instances == 5
+    assert compose_config("analysis=[sanity]").analysis.sanity.max_instances is None
+
+
+def test_help_lists_every_familys_options_with_their_defaults():
+    """``--help`` (both commands) ends with the options every family shares, each with its comment, then each
+    family's own as analysis.<family>.<key>=default — every key of its YAML, none left out."""
+    import yaml
+
+    for app in ("train", "analyze"):
+        text = options.help_text(app)
+        part = text[text.index("== Family options") :]
+        assert "  max_instances=null " in part and "  val_max_instances=200 " in part and "_target_" not in part
+        joined = " ".join(part.split())
+        for family in options.options("analysis"):
+            values = yaml.safe_load((CONF / "analysis" / f"{family}.yaml").read_text()) or {}
+            own = [k for k in values if k not in ("defaults", "_target_", "tests", "val_tests")]
+            assert all(f" {k}=" in joined or f"{family}: {k}=" in joined for k in own), family
+        assert "jain_wallace: tests=[correlation,permutation,adversarial]," in joined
+        assert "auc_tp_fractions=[0,0.1," in joined and "target=null" in joined  # numbers as numbers, defaults

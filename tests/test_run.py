@@ -10,7 +10,7 @@ import pytest
 from hydra.errors import MissingConfigException
 
 from attn_study.run import train_and_test
-from tests.helpers import REPO, TINY, cli_env
+from tests.helpers import REPO, TINY, cli_env, compose_config
 
 CLI = [sys.executable, "-m", "attn_study.cli"]
 
@@ -138,6 +138,7 @@ def test_user_mistakes_of_the_command_line_get_one_line(tmp_path):
     cases = [
         ([*CLI, *TINY, "logger=wandb", "logger.wandb.mode=online", f"hydra.run.dir={tmp_path}/a"], "wandb login"),
         ([*CLI, *TINY, f"hydra.run.dir={tmp_path}/a-file"], "a-file: a file, not a directory; choose another hydra"),
+        ([*CLI, "trainer.max_epoch=1"], "did you mean trainer.max_epochs=1?"),  # Hydra's own error, in one line
         ([sys.executable, "-c", "from attn_study.cli import analyze_main; analyze_main()"], "ckpt_path is required"),
         (
             [sys.executable, "-c", "from attn_study.cli import analyze_main; analyze_main()", f"ckpt_path={tmp_path}"],
@@ -228,3 +229,44 @@ def test_an_output_directory_that_cannot_be_written_is_one_line_before_hydra_mak
     if name == "config":
         check, cfg = callback(f"hydra.sweep.dir={tmp_path / 'a-file'}")
         assert "choose another hydra.sweep.dir" in refused(check.on_multirun_start, cfg)
+
+
+@pytest.mark.parametrize(
+    "overrides, says",
+    [
+        (
+            ["analysis=[faithfullness]"],
+            "analysis=[…,faithfullness,…]: no test family faithfullness (did you mean faithfulness?); the families: "
+            "agreement, faithfulness, jain_wallace, sanity, serrano_smith, shortcuts, sparsity, wiegreffe_pinter",
+        ),
+        (
+            ["analysis=[sanity]", "analysis.jain_wallace.max_instances=5"],
+            "analysis.jain_wallace.max_instances=5: jain_wallace is not among the chosen families; add "
+            "analysis=[sanity,jain_wallace]",
+        ),
+        (
+            ["model=han", "analysis.jain_wallace.max_instances=5"],
+            "analysis.jain_wallace.max_instances=5: jain_wallace is not among the chosen families; add jain_wallace "
+            "to analysis=[…]",
+        ),
+        (["analysis.jain_walace.steps=5"], "analysis.jain_walace.steps=5: no test family jain_walace (did you mean"),
+        (["trainer.max_epoch=1"], "trainer.max_epoch: no such setting; did you mean trainer.max_epochs=1?"),
+        (
+            ["analysis.jain_wallace.max_instancs=5"],
+            "analysis.jain_wallace.max_instancs: no such setting; did you mean analysis.jain_wallace.max_instances=5?",
+        ),
+        (["model.optimizer.zzz=1"], "model.optimizer.zzz: no such setting; model.optimizer has amsgrad, "),
+        (["trainer.precision=16"], "trainer.precision=16: not in the config, though Trainer takes it; add it as "),
+        (["encoder=lstmm"], "encoder=lstmm: no such option (did you mean lstm?); choose from average, cnn, "),
+    ],
+)
+def test_hydras_composition_errors_get_one_line_naming_the_fix(overrides, says):
+    """What Hydra says in several lines (a list of search paths, 'Key ... is not in struct', '+key=...' advice for a
+    typo) as the one line attn-study prints instead (attn_study.cli.composition_error)."""
+    from attn_study.cli import composition_error
+
+    with pytest.raises(Exception) as raised:
+        compose_config(*overrides)
+    line = composition_error(raised.value, overrides)
+    assert line is not None and line.startswith(says) and "\n" not in line, line
+    assert "+" not in line or "add it as +trainer.precision=16" in line

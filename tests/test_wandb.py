@@ -11,7 +11,7 @@ import subprocess
 
 import pandas as pd
 import pytest
-from lightning.pytorch.loggers import Logger
+from lightning.pytorch.loggers import Logger, WandbLogger
 
 from attn_study import names, tracking
 from attn_study.figures import training as training_figures
@@ -153,7 +153,8 @@ def test_an_analyze_run_is_linked_to_its_training_run(trained, tmp_path):
     analyze(cfg)
     training, analysed = (read_run(p) for p in offline_runs(run_dir))
     assert analysed.run.job_type == "analyze" and analysed.run.run_group == training.run.run_group == "team-sweep"
-    assert analysed.run.display_name == training.run.display_name
+    assert analysed.run.display_name == f"{training.run.display_name}-analyze-jain_wallace"
+    assert not [row for row in analysed.history if "epoch" in row]  # its media: in its one history row
     assert analysed.config["analyze/of"] == training.run.run_id == status(run_dir)["wandb_id"]
     assert analysed.config["analyze/run"] == "run"
     assert analysed.config["encoder/name"] == "average" and analysed.config["data/labels"] == ["negative", "positive"]
@@ -279,3 +280,114 @@ def test_other_loggers_get_the_final_values_once_at_the_last_step():
 def test_the_name_resolvers_are_registered():
     cfg = compose_config("projection=sparsegen_grid/lam-100")
     assert cfg.run_name == names.run_name(_root_=cfg)
+
+
+def test_a_histogram_of_values_equal_but_for_rounding_is_one_bar():
+    """The randomisation check's τ's of a constant method differ by 2e-16: numpy cannot cut that range into 64
+    bins (wandb.Histogram(values) raised 'Too many bins'); they are one bar holding every value. A real spread is
+    numpy's 64 bins."""
+    import numpy as np
+    import wandb
+
+    tied = -0.14285714285714285 + np.array([0.0, 2e-16, 1e-17, 2e-16])
+    counts, edges = tracking.histogram_counts(tied)
+    assert counts.tolist() == [4] and edges[0] < tied.min() and tied.max() < edges[1]
+    assert wandb.Histogram(np_histogram=(counts, edges)).histogram == [4]
+    assert tracking.histogram_counts(np.zeros(3))[0].tolist() == [3]
+    spread = np.random.default_rng(0).normal(size=200)
+    counts, edges = tracking.histogram_counts(spread)
+    expected = np.histogram(spread, bins=64)
+    assert counts.tolist() == expected[0].tolist() and edges.tolist() == expected[1].tolist()
+
+
+class BrokenWandb(WandbLogger):
+    """A W&B logger whose run refuses everything (a bug in wandb, a full disk, a lost connection)."""
+
+    def __init__(self):  # no run is started
+        pass
+
+    @property
+    def experiment(self):
+        raise ValueError("Too many bins for data range.\nCannot create 64 finite-sized bins.")
+
+
+def test_a_loggers_failure_leaves_the_analysis_whole_and_says_so_in_one_line(tmp_path, caplog):
+    """The results are on disk and returned; the failure is one error line naming the logger and the error."""
+    from attn_study.families.jain_wallace.callback import JainWallace
+    from tests.helpers import StubData, tiny_model, token_batch
+
+    family = JainWallace(tests=["correlation"])
+    batch = token_batch([[5, 6, 7, 8], [9, 10, 11], [4, 12, 13, 14, 15]], labels=[0, 1, 0])
+    with caplog.at_level("ERROR"):
+        summary = family.analyse(tiny_model(), StubData(batch), tmp_path, loggers=[BrokenWandb()])
+    assert summary["jw/n_instances"] == 3 and family.summary == summary
+    assert json.loads((tmp_path / "analysis" / "jain_wallace" / "summary.json").read_text())["jw/n_instances"] == 3
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors == [
+        "W&B: jw/ results not logged (ValueError: Too many bins for data range.); the results on disk are complete"
+    ]
+
+
+def test_an_epoch_that_cannot_be_chosen_logs_no_nan(tmp_path):
+    """recipe=jain_wallace never keeps epoch 0 (training.select_from_epoch=1): the module logs its val/acc, val/f1
+    and val/auroc as NaN for model selection, the real values under val/early/. No logger writes the NaN: W&B's
+    history holds none, so the summary's min and max of val/acc are numbers, and metrics.csv has an empty cell."""
+    import math
+
+    import wandb
+
+    nan = float("nan")
+    epochs = [
+        ({"epoch": 0, "val/acc": nan, "val/auroc": nan, "val/early/acc": 0.6, "val/loss": 0.7}, 5),
+        ({"epoch": 1, "val/acc": 0.8, "val/auroc": 0.9, "val/loss": 0.5}, 10),
+    ]
+    wandb_logger = tracking.RunLogger(project="attn_study", mode="offline", save_dir=str(tmp_path))
+    csv_logger = tracking.RunCSVLogger(save_dir=str(tmp_path), name="csv", version="")
+    for metrics, step in epochs:
+        wandb_logger.log_metrics(dict(metrics), step=step)
+        csv_logger.log_metrics(dict(metrics), step=step)
+    csv_logger.save()
+    wandb.finish()
+    (path,) = offline_runs(tmp_path)
+    logged = read_run(path)
+    values = [v for row in logged.history for k, v in row.items() if not k.startswith("_")]
+    assert values and all(math.isfinite(v) for v in values), logged.history
+    assert [row["val/early/acc"] for row in logged.history if "val/early/acc" in row] == [0.6]
+    assert [row["epoch"] for row in logged.history if "val/acc" in row] == [1]
+    assert logged.summary["val/acc"] == {"min": 0.8, "max": 0.8, "last": 0.8}
+    assert "nan" not in (tmp_path / "csv" / "metrics.csv").read_text().lower()
+    assert pd.read_csv(tmp_path / "csv" / "metrics.csv")["val/acc"].tolist()[1] == 0.8
+
+
+def test_the_training_bar_shows_the_epoch_as_the_files_number_it_and_no_noise():
+    from attn_study import progress
+
+    assert progress.epoch_label(0, 2) == "Epoch 0 (1 of 2)" and progress.epoch_label(3, -1) == "Epoch 3"
+    shown = progress.shown({"v_num": "t5q_", "val/acc": float("nan"), "train/loss": 0.5, "val/f1": float("inf")})
+    assert shown == {"train/loss": 0.5}
+
+
+def test_each_analyze_logs_inside_the_run_beside_the_earlier_ones(trained, tmp_path):
+    """attn-study-analyze's Hydra directory (its cli.log) is <run>/analyze/<time>/ when ckpt_path names a run,
+    outputs/analyze/<time>/ otherwise (a pretrained model; a wrong path, refused once it runs); each analysis's CSV
+    log is csv/analyze_<n>/, so a second one replaces nothing."""
+    from attn_study.analyze import analysis_config
+    from attn_study.config import analyze_dir
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(trained[0], run_dir)
+    t = "2026-01-01_00-00-00"
+    assert analyze_dir(str(run_dir), t) == str(run_dir / "analyze" / t)
+    assert analyze_dir(str(run_dir / "checkpoints" / "best.ckpt"), t) == str(run_dir / "analyze" / t)
+    assert analyze_dir(str(tmp_path / "typo"), t) == analyze_dir(None, t) == f"outputs/analyze/{t}"
+    from hydra import compose, initialize_config_dir
+
+    from attn_study.cli import CONFIG_DIR
+
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        hydra = compose("analyze", [f"ckpt_path={run_dir}"], return_hydra_config=True).hydra
+    assert hydra.run.dir.startswith(str(run_dir / "analyze" / "20")) and hydra.output_subdir is None
+    cfg = compose_config(f"ckpt_path={run_dir}", "analysis=[jain_wallace]", name="analyze")
+    assert analysis_config(cfg, run_dir).logger.csv.version == "analyze_1"
+    (run_dir / "csv" / "analyze_1").mkdir()
+    assert analysis_config(cfg, run_dir).logger.csv.version == "analyze_2"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,13 +62,25 @@ class OfflineRun:
         return {k for row in self.history for k in row if not k.startswith("_")}
 
 
+def finished_records(path: Path, wait: float = 30.0) -> list:
+    """The records of a finished run's file, once its ``exit`` record is written: wandb-core may flush the file
+    a moment after ``wandb.finish()`` returns (read at once, it can hold the header alone). An unfinished run's
+    records after ``wait`` seconds."""
+    deadline = time.monotonic() + wait
+    while True:
+        found = records(path)
+        if any(r.WhichOneof("record_type") == "exit" for r in found) or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
+
+
 def read_run(path: Path) -> OfflineRun:
     """The run in ``path`` (a ``.wandb`` file or an ``offline-run-*`` folder)."""
     path = Path(path)
     if path.is_dir():
         path = next(path.glob("run-*.wandb"))
     out = OfflineRun()
-    for record in records(path):
+    for record in finished_records(path):
         kind = record.WhichOneof("record_type")
         if kind == "run":
             out.run = record.run

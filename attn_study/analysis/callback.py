@@ -23,6 +23,7 @@ import contextlib
 import logging
 import os
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -32,7 +33,6 @@ import pandas as pd
 import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import WandbLogger
-from tqdm.auto import tqdm
 
 from attn_study import families, keys, layout
 from attn_study.analysis.protocol import analysis_data, staged_model
@@ -41,7 +41,8 @@ from attn_study.errors import UserError
 from attn_study.figures.training import epochs_figure
 from attn_study.io import publish_mode, write_csv_atomic, write_json_atomic, write_parquet_atomic
 from attn_study.layout import EPOCHS_CSV, EPOCHS_FIGURE, EPOCHS_PARQUET, INSTANCES, SUMMARY, TOKENS
-from attn_study.tracking import publish_summary
+from attn_study.progress import Progress, seconds_lines
+from attn_study.tracking import final_values, histogram, logger_name, reported
 
 log = logging.getLogger(__name__)
 
@@ -272,33 +273,34 @@ class AnalysisCallback(Callback):
 
     def batches(self, model, data, split: str, indices: np.ndarray, label: str = ""):
         """The instances ``indices`` of ``split`` in batches on the model's device — ``batch_size`` of them, or
-        as many as the device's token budget holds — with a progress bar ``<family>/<label>``."""
+        as many as the device's token budget holds — counted by a ``progress.Progress`` ``<family>/<label> on
+        <split>`` (a bar on a terminal, a line every 30 s in a log)."""
         device = next(model.parameters()).device
         size = self.batch_size_for(data, split, indices, device)
         desc = f"{self.name}/{label}" if label else self.name
-        for batch in tqdm(
-            data.loader(split, batch_size=size, indices=indices),
-            desc=desc,
-            leave=False,
-            dynamic_ncols=True,
-            disable=None,  # on a terminal only: in a log file or a pipe its redrawn lines bury the rest
-        ):
-            yield {k: v.to(device) for k, v in batch.items()}
+        with Progress(f"{desc} on {split}", len(indices)) as progress:
+            for batch in data.loader(split, batch_size=size, indices=indices):
+                yield {k: v.to(device) for k, v in batch.items()}
+                progress.update(len(batch["index"]))
 
     def analyse(self, model, data, out_dir: Path, loggers=(), step: int = 0) -> dict:
         """The full analysis of ``model`` on ``split``: results into ``<out_dir>/analysis/<family>/``
         and to ``loggers`` (as final values of the training's last ``step``); returns (and keeps as
-        ``.summary``) the flat summary."""
+        ``.summary``) the flat summary. Says how long each sub-test took (``progress.seconds_lines``)."""
         self.check(model, data)
+        started = time.monotonic()
         with analysis_mode(model):
             indices = self.instances(data, self.split, self.max_instances, self.subsample_seed)
             measured = self.measure(model, data, self.split, indices, self.tests)
+        wall = time.monotonic() - started
+        for line in seconds_lines(f"{self.name} on {self.split}", len(indices), wall, measured.seconds):
+            print(line, flush=True)
         summary = self.summarise(measured, self.tests)
         tokens = measured.tokens.table(measured.frame, data)
         folder, artefacts = self._write(Path(out_dir), measured, summary, data, tokens)
+        self.summary = summary
         log_analysis(loggers, self.prefix, summary, measured.frame, artefacts, data, self.split, step, tokens)
         print(f"analysis:  {folder}", flush=True)
-        self.summary = summary
         return summary
 
     def track(self, model, data, epoch: int) -> dict:
@@ -387,37 +389,39 @@ def log_analysis(
     step=0,
     tokens: pd.DataFrame | None = None,
 ) -> None:
-    """The summary to every logger as final values (``tracking.publish_summary``: W&B's run summary, another
+    """The summary to every logger as final values (``tracking.final_values``: W&B's run summary, another
     logger's history at ``step``); to W&B also the figures and the per-instance table (:func:`readable`; with
     ``tokens``, the family's ``tokens.parquet`` table, an ``explanations`` column of coloured text for a bounded
-    number of instances: ``token_scores.coloured_cells``) in the history, and histograms of the table's numeric
-    columns in the run summary."""
-    publish_summary(loggers, summary, step)
+    number of instances: ``token_scores.coloured_cells``) in the history's last row (the last epoch's; every
+    family's in the same row), and histograms of the table's numeric columns in the run summary. Called once the
+    results are on disk: a logger's failure is one error line (``tracking.reported``), never the analysis's."""
     for lg in loggers:
-        if isinstance(lg, WandbLogger):
-            import wandb
+        with reported(logger_name(lg), f"{prefix}/ results"):
+            final_values(lg, summary, step)
+            if isinstance(lg, WandbLogger):
+                import wandb
 
-            payload = {
-                f"{prefix}/figures/{name}": wandb.Image(str(path))
-                for name, path in artefacts.items()
-                if Path(path).suffix == ".png"
-            }
-            table = readable(frame, data, split)
-            if tokens is not None:
-                cells = coloured_cells(frame, tokens, families.family_of(f"{prefix}/"))
-                table["explanations"] = [None if c is None else wandb.Html(c, inject=False) for c in cells]
-            payload[f"{prefix}/instances"] = wandb.Table(dataframe=table)
-            for name, path in artefacts.items():
-                if Path(path).suffix == ".html":
-                    payload[f"{prefix}/{name}"] = wandb.Html(Path(path).read_text())
-            histograms = {}
-            for column in frame.select_dtypes("number").columns:
-                values = frame[column].to_numpy(dtype=float)
-                values = values[np.isfinite(values)]
-                if len(values) and column not in ("index", "label", "prediction"):
-                    histograms[f"{prefix}/hist/{column}"] = wandb.Histogram(values)
-            lg.experiment.log(payload)
-            lg.experiment.summary.update(histograms)
+                payload = {
+                    f"{prefix}/figures/{name}": wandb.Image(str(path))
+                    for name, path in artefacts.items()
+                    if Path(path).suffix == ".png"
+                }
+                table = readable(frame, data, split)
+                if tokens is not None:
+                    cells = coloured_cells(frame, tokens, families.family_of(f"{prefix}/"))
+                    table["explanations"] = [None if c is None else wandb.Html(c, inject=False) for c in cells]
+                payload[f"{prefix}/instances"] = wandb.Table(dataframe=table)
+                for name, path in artefacts.items():
+                    if Path(path).suffix == ".html":
+                        payload[f"{prefix}/{name}"] = wandb.Html(Path(path).read_text())
+                histograms = {}
+                for column in frame.select_dtypes("number").columns:
+                    values = frame[column].to_numpy(dtype=float)
+                    values = values[np.isfinite(values)]
+                    if len(values) and column not in ("index", "label", "prediction"):
+                        histograms[f"{prefix}/hist/{column}"] = histogram(values)
+                lg.experiment.log(payload, commit=False)  # every family's media in the run's last history row
+                lg.experiment.summary.update(histograms)
 
 
 def readable(frame: pd.DataFrame, data=None, split: str = "test") -> pd.DataFrame:

@@ -3,7 +3,8 @@
 A family ``<name>`` is the folder ``attn_study/families/<name>/`` (plus ``conf/analysis/<name>.yaml``):
 
     keys.py      NAMESPACE (its key prefix), ORDER, TRACKED and its key builders — no torch; optionally
-                 DISAGREEMENT, the per-instance columns that say an instance disagrees (the explorer, W&B)
+                 DISAGREEMENT, the per-instance columns that say an instance disagrees (the explorer, W&B),
+                 and HEADLINE_KEYS, its few statistics a team sorts runs by
     callback.py  the measures: an ``attn_study.analysis.callback.AnalysisCallback`` (the YAML's _target_)
     figures.py   its per-run figures (optional)
     report.py    ``sections(runs, work)``: its part of ``attn-study-report`` (optional)
@@ -32,6 +33,8 @@ class Family:
     tracked: tuple[str, ...]  # statistics drawn against the epoch when tracked during training
     # (per-instance column, "low" | "high"): the columns by which an instance disagrees most, in preference order
     disagreement: tuple[tuple[str, str], ...] = ()
+    # its few statistics a team sorts runs by (W&B's headline/…): its keys.py's HEADLINE_KEYS, else TRACKED
+    headline: tuple[str, ...] = ()
 
     def module(self, part: str) -> ModuleType | None:
         """``families/<name>/<part>.py`` imported, or ``None`` when the family has no such part."""
@@ -53,7 +56,10 @@ def _discover() -> dict[str, Family]:
         odd = [end for _, end in disagreement if end not in ("low", "high")]
         if odd:
             raise ImportError(f"attn_study/families/{info.name}/keys.py: DISAGREEMENT ends {odd}: 'low' or 'high'")
-        found[info.name] = Family(info.name, k.NAMESPACE, int(k.ORDER), tuple(k.TRACKED), disagreement)
+        headline = tuple(getattr(k, "HEADLINE_KEYS", k.TRACKED))
+        found[info.name] = Family(
+            info.name, k.NAMESPACE, int(k.ORDER), tuple(k.TRACKED), disagreement, headline=headline
+        )
     owners: dict[str, str] = {}
     for family in found.values():
         taken = owners.get(family.namespace) or (family.namespace in schema.TRAINING_NAMESPACES and "training")
@@ -63,11 +69,12 @@ def _discover() -> dict[str, Family]:
                 f"{taken}'s; give each family its own key prefix"
             )
         owners[family.namespace] = family.name
-        stray = [k for k in family.tracked if schema.namespace(k) != family.namespace]
-        if stray:
-            raise ImportError(
-                f"attn_study/families/{family.name}/keys.py: TRACKED keys outside {family.namespace}/: {stray}"
-            )
+        for what, listed in (("TRACKED", family.tracked), ("HEADLINE_KEYS", family.headline)):
+            stray = [k for k in listed if schema.namespace(k) != family.namespace]
+            if stray:
+                raise ImportError(
+                    f"attn_study/families/{family.name}/keys.py: {what} keys outside {family.namespace}/: {stray}"
+                )
     return dict(sorted(found.items(), key=lambda item: (item[1].order, item[0])))
 
 
@@ -77,6 +84,8 @@ REGISTRY: dict[str, Family] = _discover()
 FAMILIES: dict[str, str] = {name: family.namespace for name, family in REGISTRY.items()}
 #: family name → statistics drawn against the epoch
 TRACKED: dict[str, tuple[str, ...]] = {name: family.tracked for name, family in REGISTRY.items() if family.tracked}
+#: every family's headline statistics (W&B's ``headline/`` namespace), in report order
+HEADLINE_KEYS: tuple[str, ...] = tuple(k for family in REGISTRY.values() for k in family.headline)
 
 
 def disagreement(family: str, columns) -> tuple[str, str] | None:

@@ -57,9 +57,33 @@ def new_figure(figsize) -> Figure:
     return fig
 
 
+def fit_titles(fig: Figure) -> None:
+    """Wrap every axes title and the figure's title onto lines that stay inside the figure: a title wider than the
+    room either side of its centre (an axes pushed right by long tick labels) would run past the PNG's edge and be
+    cut. Measured on the drawn figure; a title that fits is left as it is."""
+    fig.canvas.draw()
+    renderer, right = fig.canvas.get_renderer(), fig.bbox.width
+    titles = [t for ax in fig.axes for t in (ax.title, ax._left_title, ax._right_title)]
+    titles += [fig._suptitle] if fig._suptitle is not None else []
+    for text in titles:
+        content = text.get_text()
+        if not content:
+            continue
+        box = text.get_window_extent(renderer)
+        centre = (box.x0 + box.x1) / 2
+        room = 0.96 * 2 * min(centre, right - centre) if text.get_ha() == "center" else 0.96 * (right - box.x0)
+        if box.x0 >= 0 and box.x1 <= right and box.width <= room:
+            continue
+        longest = max(len(line) for line in content.splitlines())
+        width = max(12, int(longest * room / max(box.width, 1.0)))
+        text.set_text(wrap_label(" ".join(content.split()), width))
+
+
 def save_png(fig: Figure, path: Path) -> Path:
-    """Write ``fig`` as a PNG at ``path`` (atomically) and release its contents."""
+    """Write ``fig`` as a PNG at ``path`` (atomically), its titles inside it (:func:`fit_titles`), and release
+    its contents."""
     try:
+        fit_titles(fig)
         with atomic_open(Path(path), "wb") as handle:
             fig.savefig(handle, format="png", dpi=DPI)
     finally:

@@ -20,7 +20,8 @@ from attn_study.analysis.measures import kendall_tau_b
 from attn_study.errors import UserError
 from attn_study.families.agreement import report
 from attn_study.families.agreement.callback import Agreement, available
-from attn_study.families.agreement.keys import ag, pair_column
+from attn_study.families.agreement.figures import tau_matrix
+from attn_study.families.agreement.keys import ag, pair_column, tau_key
 from attn_study.models.encoders import AverageEncoder, TransformerEncoder
 from tests.helpers import CLI, TINY, StubData, cli_env, tiny_model, token_batch
 
@@ -49,8 +50,12 @@ def test_each_pairs_tau_is_kendalls_tau_of_the_two_methods_scores():
     for a, b in [("rollout", "flow"), ("flow", "loo"), ("attention", "gradient"), ("rollout", "loo")]:
         expected = kendall_tau_b(scores[a].double(), scores[b].double(), text)[0].numpy()
         np.testing.assert_allclose(result.frame[pair_column(a, b)], expected, atol=1e-12, err_msg=f"{a}, {b}")
-        assert summary[ag(a, b, "tau", "mean")] == pytest.approx(np.nanmean(expected))
-    assert pair_column("flow", "rollout") not in result.frame  # each pair once, in the table's order
+        assert summary[tau_key(a, b, "mean")] == pytest.approx(np.nanmean(expected))
+    # each pair once, its two methods in alphabetical order in the columns and keys
+    assert "tau_flow__rollout" in result.frame and "tau_rollout__flow" not in result.frame
+    assert ag("attention", "flow", "tau", "mean") in summary and ag("flow", "attention", "tau", "mean") not in summary
+    pair_keys = [k.split("/")[1:3] for k in summary if k.endswith("/tau/mean")]
+    assert len(pair_keys) == 10 and all(a < b for a, b in pair_keys)
     assert summary[ag("n_instances")] == 4 and summary[ag("flow", "too_long")] == 0
 
 
@@ -79,9 +84,9 @@ def test_by_default_the_methods_a_model_gives_and_a_named_one_it_cannot_is_refus
 def test_the_report_matrix_shows_each_pair_above_the_diagonal_with_its_interval_or_seed_spread():
     frame = pd.DataFrame(
         [
-            {"a": "rollout", "b": "loo", "seed": 1, "mean": 0.2, "ci_low": 0.1, "ci_high": 0.3, "n": 10},
-            {"a": "rollout", "b": "gradient", "seed": 1, "mean": 0.5, "ci_low": 0.4, "ci_high": 0.6, "n": 10},
-            {"a": "rollout", "b": "gradient", "seed": 2, "mean": 0.7, "ci_low": 0.6, "ci_high": 0.8, "n": 10},
+            {"a": "loo", "b": "rollout", "seed": 1, "mean": 0.2, "ci_low": 0.1, "ci_high": 0.3, "n": 10},
+            {"a": "gradient", "b": "rollout", "seed": 1, "mean": 0.5, "ci_low": 0.4, "ci_high": 0.6, "n": 10},
+            {"a": "gradient", "b": "rollout", "seed": 2, "mean": 0.7, "ci_low": 0.6, "ci_high": 0.8, "n": 10},
             {"a": "gradient", "b": "loo", "seed": 1, "mean": -0.1, "ci_low": -0.2, "ci_high": 0.0, "n": 10},
         ]
     )
@@ -115,13 +120,51 @@ def test_agreement_on_a_transformer_from_the_command_line_and_its_report_table(t
     )
     assert job.returncode == 0, job.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary[ag("rollout", "integrated_gradients", "tau", "n")] == 6
+    assert summary[ag("integrated_gradients", "rollout", "tau", "n")] == 6
     assert all(k.startswith("ag/") for k in json.loads((run_dir / "analysis/agreement/summary.json").read_text()))
     shown = subprocess.run(
         [*CLI[:-1], "attn_study.report.cli", str(run_dir)], env=cli_env(), capture_output=True, text=True, timeout=300
     )
     assert shown.returncode == 0, shown.stderr[-2000:]
-    table = (run_dir / "report" / "ag_tau_0.md").read_text()
+    table = (run_dir / "report" / "ag_tau_synthetic_transformer_additive_softmax.md").read_text()
     assert "| raw | " in table and "| flow |" in table and "LOO |" in table.splitlines()[2]
     assert "Neely et al. 2022, SST-2, DistilBERT" in (run_dir / "report" / "ag_references.md").read_text()
     assert torch.isfinite(torch.tensor(summary[ag("raw", "rollout", "tau", "mean")]))
+    assert (run_dir / "analysis" / "agreement" / "tau_matrix.png").is_file()
+
+
+def test_the_figures_matrix_is_each_pairs_mean_tau_over_the_instances_where_it_is_defined():
+    """Symmetric, 1 on the diagonal, in the table's order of methods; NaN instances left out and not counted."""
+    frame = pd.DataFrame(
+        {
+            "tau_attention__gradient": [0.5, 0.1, np.nan],
+            "tau_attention__loo": [-1.0, -0.5, 0.0],
+            "tau_gradient__loo": [np.nan, np.nan, np.nan],
+        }
+    )
+    methods, means, counts = tau_matrix(frame, ["loo", "gradient", "attention"])
+    assert methods == ["attention", "gradient", "loo"]
+    np.testing.assert_allclose(means, [[1, 0.3, -0.5], [0.3, 1, np.nan], [-0.5, np.nan, 1]])
+    assert counts.tolist() == [[0, 2, 3], [2, 0, 0], [3, 0, 0]]
+
+
+def test_each_matrix_is_named_by_its_dataset_and_model():
+    taken = set()
+    assert report.table_stem("sst", "lstm + additive (softmax)", taken) == "ag_tau_sst_lstm_additive_softmax"
+    assert report.table_stem("sst", "lstm + additive (softmax)", taken) == "ag_tau_sst_lstm_additive_softmax_2"
+
+
+def test_the_report_reads_pairs_in_either_order_of_their_methods():
+    """A run made before the keys' order was alphabetical has ag/rollout/loo/…: its pair is in the table all the
+    same, as (loo, rollout)."""
+    from types import SimpleNamespace
+
+    config = {"dataset": "sst", "encoder": "lstm", "attention": "additive", "projection": "softmax", "seed": 13}
+    stats = {"mean": 0.2, "ci_low": 0.1, "ci_high": 0.3, "n": 10}
+    old = {ag("n_instances"): 10, **{ag("rollout", "loo", "tau", k): v for k, v in stats.items()}}
+    new = {ag("n_instances"): 10, **{ag("attention", "loo", "tau", k): v for k, v in stats.items()}}
+    frame = report.table([SimpleNamespace(config=config, summary=old), SimpleNamespace(config=config, summary=new)])
+    assert frame[["a", "b", "mean", "n"]].values.tolist() == [
+        ["loo", "rollout", 0.2, 10],
+        ["attention", "loo", 0.2, 10],
+    ]

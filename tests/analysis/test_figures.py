@@ -288,3 +288,40 @@ def test_heatmap_length_mismatch_is_visible(tmp_path):
     with pytest.warns(UserWarning, match="tokens"):
         text = attention_heatmaps_html([example(tokens=["a", "b", "c", "<eos>"])], tmp_path / "h.html", "t").read_text()
     assert 'class="warn"' in text and [len(r) for r in token_rows(text)] == [3, 3]
+
+
+def _inside(fig, text) -> bool:
+    box = text.get_window_extent(fig.canvas.get_renderer())
+    return 0 <= box.x0 and box.x1 <= fig.bbox.width
+
+
+def test_a_title_wider_than_its_figure_is_wrapped_inside_it(tmp_path):
+    """J&W's Fig 4 lost its ')' and Meister's Fig 1 its end: an axes title centred over an axes that long tick
+    labels push right, and a figure title longer than a narrow figure. Saved, each is wrapped inside the figure;
+    a title that fits is left alone."""
+    fig = common.new_figure((7, 2.5))
+    ax = fig.add_subplot()
+    ax.boxplot([np.arange(5.0), np.arange(3.0)], orientation="horizontal")
+    ax.set_yticks([1, 2], ["synthetic / negative (mean +0.12, n=300)", "synthetic / positive (mean -0.05, n=290)"])
+    title = "Fig 4: τ(grad, loo) − τ(attn, grad), BiLSTM + additive (softmax)"
+    ax.set_title(title, fontsize=10)
+    fig.canvas.draw()
+    assert not _inside(fig, ax.title)  # as drawn before: the ')' past the edge
+    seen = {}
+    savefig = fig.savefig
+
+    def capture(handle, **kwargs):
+        fig.canvas.draw()
+        seen.update(text=ax.title.get_text(), inside=_inside(fig, ax.title))
+        savefig(handle, **kwargs)
+
+    fig.savefig = capture
+    common.save_png(fig, tmp_path / "fig4.png")
+    assert seen["inside"] and seen["text"].replace("\n", " ") == title and "\n" in seen["text"]
+
+    narrow = common.new_figure((5.1, 4.0))
+    narrow.add_subplot().set_title("dataset", fontsize=10)
+    narrow.suptitle("Fig 1: attention vs feature importance of inputs and of intermediate representations")
+    common.fit_titles(narrow)
+    narrow.canvas.draw()
+    assert _inside(narrow, narrow._suptitle) and narrow.axes[0].title.get_text() == "dataset"

@@ -1,11 +1,13 @@
 """What every family in the registry must do, checked for each one found (a new family's folder is picked up
-with no change here): one real tiny run with all families, then per family — its keys under its namespace and
-in the run's summary, strict JSON, statistics that do not depend on the batch size, tracking that a resumed run
-keeps, and a report section that renders."""
+with no change here): one real tiny run with all families, logged as by default (W&B offline and CSV), then per
+family — its keys under its namespace and in the run's summary, strict JSON, the same results in the offline W&B
+run with no logger error, statistics that do not depend on the batch size, tracking that a resumed run keeps, and
+a report section that renders."""
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 
 import numpy as np
@@ -19,6 +21,7 @@ from attn_study.families import REGISTRY
 from attn_study.report.cli import build_report
 from attn_study.run import run as run_job
 from tests.helpers import TINY, compose_config
+from tests.wandb_records import offline_runs, read_run
 
 #: options that only make a family quick on the tiny run (none needed for a family not named here)
 QUICK = {
@@ -29,7 +32,7 @@ QUICK = {
 }
 #: what a family needs to run at all on the tiny run (W&P compares with a base run)
 NEEDS = {"wiegreffe_pinter": lambda base: [f"base={base}"]}
-RUN = [*TINY, "logger=csv", "encoder=average", "encoder.hidden_size=8", "trainer.max_epochs=2"]
+RUN = [*TINY, "encoder=average", "encoder.hidden_size=8", "trainer.max_epochs=2"]
 
 
 def tracks(name: str) -> bool:
@@ -44,17 +47,42 @@ def family_overrides(name: str, base) -> list[str]:
     return [f"analysis.{name}.{o}" for o in options]
 
 
+class Errors(logging.Handler):
+    """The error lines logged while it is attached (a logger's failure is one, ``tracking.reported``)."""
+
+    def __init__(self):
+        super().__init__(logging.ERROR)
+        self.lines: list[str] = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
 @pytest.fixture(scope="module")
 def contract_run(tmp_path_factory):
+    """The base run (CSV only), then the run with every family through the default loggers, W&B offline and CSV."""
     root = tmp_path_factory.mktemp("contract")
     base = root / "base"
-    run_job(compose_config(*RUN), base)
+    run_job(compose_config(*RUN, "logger=csv"), base)
     overrides = [f"analysis=[{','.join(REGISTRY)}]"]
     for name in REGISTRY:
         overrides += family_overrides(name, base)
     run_dir = root / "run"
-    summary = run_job(compose_config(*RUN, *overrides), run_dir)
+    errors = Errors()
+    logging.getLogger("attn_study").addHandler(errors)
+    try:
+        summary = run_job(compose_config(*RUN, *overrides), run_dir)
+    finally:
+        logging.getLogger("attn_study").removeHandler(errors)
+    assert errors.lines == []  # no logger (nor anything else) failed
     return run_dir, summary
+
+
+@pytest.fixture(scope="module")
+def logged(contract_run):
+    """The contract run's offline W&B run, read back from its file."""
+    (path,) = offline_runs(contract_run[0])
+    return read_run(path)
 
 
 def strict_json(path):
@@ -76,6 +104,43 @@ def test_keys_under_the_namespace_in_strict_json_and_in_the_runs_summary(contrac
         if isinstance(v, float) and math.isfinite(v):
             assert run_summary[k] == pytest.approx(v), k
     assert all(k in run_summary for k in own if isinstance(own[k], (int, float)) and math.isfinite(own[k]))
+
+
+@pytest.mark.parametrize("name", list(REGISTRY))
+def test_the_wandb_run_holds_the_results(contract_run, logged, name):
+    """The family's final values in W&B's summary as in its summary.json, a histogram of every numeric
+    per-instance column, its figures and table as media — all in the run's last history row, with every other
+    family's."""
+    run_dir, _ = contract_run
+    folder = run_dir / "analysis" / name
+    prefix = REGISTRY[name].namespace
+    own = strict_json(folder / "summary.json")
+    for k, v in own.items():
+        if isinstance(v, (int, float)) and math.isfinite(v):
+            assert logged.summary[k] == pytest.approx(v), k
+    # its few statistics a team sorts by, copied under headline/: keys the family really writes
+    headline = [k for k in REGISTRY[name].headline if isinstance(own.get(k), (int, float))]
+    assert headline, f"{name}: none of its HEADLINE_KEYS {REGISTRY[name].headline} in its summary"
+    for k in headline:
+        assert logged.summary[f"headline/{k}"] == pytest.approx(own[k]), k
+    assert logged.summary["headline/test/acc"] == logged.summary["test/acc"]
+    frame = pd.read_parquet(folder / "instances.parquet")
+    columns = [
+        c
+        for c in frame.select_dtypes("number").columns
+        if c not in ("index", "label", "prediction") and np.isfinite(frame[c].to_numpy(float)).any()
+    ]
+    assert columns, name
+    for column in columns:
+        drawn = logged.summary[f"{prefix}/hist/{column}"]
+        finite = np.isfinite(frame[column].to_numpy(float)).sum()
+        assert drawn["_type"] == "histogram" and sum(drawn["values"]) == finite, column
+    last = logged.history[-1]
+    media = {k.rsplit("/", 1)[0] for k in last if k.endswith("/_type")}
+    assert f"{prefix}/instances" in media
+    figures = [m for m in media if m.startswith(f"{prefix}/figures/")]
+    assert len(figures) == len(list(folder.glob("*.png"))), (figures, sorted(p.name for p in folder.glob("*.png")))
+    assert last["epoch"] == 1  # the last epoch's row
 
 
 @pytest.mark.parametrize("name", list(REGISTRY))

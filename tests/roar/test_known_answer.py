@@ -7,38 +7,21 @@ import json
 
 from attn_study.run import run
 
-# a bag of words can read this task: no negation, so the label is the sign of the 1 or 3 signal words; texts of
-# 20–30 tokens, so the rationale is at most 3 / 20 = 15 % of an instance and k = 0.15 masks all of it
-TASK = [
-    "encoder=average",
-    "encoder.hidden_size=16",
-    "model.network.embedding_dim=16",
-    "analysis=[]",
-    "logger=none",
-    "trainer=cpu",
-    "trainer.max_epochs=4",
-    "dataset.source.n_train=800",
-    "dataset.source.n_dev=100",
-    "dataset.source.n_test=300",
-    "dataset.source.min_length=20",
-    "dataset.source.max_length=30",
-    "dataset.source.negation_prob=0",
-    "dataset.source.decoy_negators=0",
-    "model.optimizer.lr=0.01",
-]
+# sweep=smoke_roar's task, whose known answer it promises: no negation, so a bag of words reads the label from the
+# sign of the 1 or 3 signal words; texts of 20–30 tokens, so the rationale is at most 3 / 20 = 15 % of an instance
+# and the sweep's smallest k, 0.2, masks all of it
+TASK = ["sweep=smoke_roar", "logger=none"]
 
 
 def test_masking_the_truth_leaves_chance_and_masking_at_random_does_not(make_cfg, tmp_path):
-    base = run(make_cfg(*TASK), tmp_path / "base")
+    base = run(make_cfg(*TASK, "roar.fraction=0"), tmp_path / "base")
     assert base["test/acc"] > 0.9  # the unmasked model reads the task
     accuracy = {}
     for method in ("truth", "random"):
-        cfg = make_cfg(
-            *TASK, "roar=roar", f"roar.method={method}", "roar.fraction=0.15", f"roar.source={tmp_path / 'base'}"
-        )
+        cfg = make_cfg(*TASK, f"roar.method={method}", "roar.fraction=0.2", f"roar.source={tmp_path / 'base'}")
         summary = run(cfg, tmp_path / method)
         accuracy[method] = summary["test/acc"]
-        assert abs(summary["data/masked_share/test"] - 0.15) < 0.02
+        assert abs(summary["data/masked_share/test"] - 0.2) < 0.02
         status = json.loads((tmp_path / method / "status.json").read_text())
         assert status["roar"]["method"] == method and status["roar"]["source"] == str((tmp_path / "base").resolve())
     # chance: 300 test instances, a class share near 1/2; the label's evidence is gone

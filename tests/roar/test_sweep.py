@@ -17,6 +17,12 @@ def test_smoke_roar_sweep_chains_its_jobs_and_the_report_draws_them(tmp_path):
     for method in ("truth",):
         status = json.loads((sweep / f"seed=13,roar.fraction=0.5,roar.method={method}" / "status.json").read_text())
         assert status["roar"]["source"] == str(sweep / f"seed=13,roar.fraction=0,roar.method={method}")
+    # the known answer the sweep shows: the unmasked model reads the task, with its rationale masked it is at chance
+    accuracy = {
+        k: json.loads((sweep / f"seed=13,roar.fraction={k},roar.method=truth" / "summary.json").read_text())["test/acc"]
+        for k in ("0", "0.5")
+    }
+    assert accuracy["0"] > 0.9 and abs(accuracy["0.5"] - 0.5) < 0.1, accuracy
     out = build_report(sweep)
     table = (out / "roar.md").read_text()
     assert "| truth |" in table and (out / "roar_1.png").is_file()

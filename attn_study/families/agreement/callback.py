@@ -6,7 +6,9 @@ methods gets Kendall τ-b between its two score vectors over the text's tokens. 
 with its 95 % bootstrap interval. An instance where τ is undefined for a pair (under two tokens, a method's scores
 all tied, or NaN — flow past ``flow_max_length``) is left out of that pair's mean and counted.
 
-Metric keys ``ag/<a>/<b>/tau/…``; outputs in ``analysis/agreement/``.
+Metric keys ``ag/<a>/<b>/tau/…``, the two methods in alphabetical order (``ag/attention/flow/tau/mean``); outputs
+in ``analysis/agreement/``: ``instances.parquet``, ``summary.json`` and ``tau_matrix.png``, the heatmap of the mean
+τ of every two methods.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from attn_study.analysis.measures import UNDEFINED, kendall_tau_b, snap_ties, su
 from attn_study.analysis.token_scores import TokenScores
 from attn_study.errors import UserError
 
-from .keys import AG_METHODS, ag, pair_column, pairs
+from .figures import tau_matrix_figure
+from .keys import AG_METHODS, FIGURE, ag, pair_column, pairs
 
 
 def available(model) -> list[str]:
@@ -103,7 +106,7 @@ class Agreement(AnalysisCallback):
         rows: dict[int, dict] = {}
         seconds = dict.fromkeys(["predict", *methods, "tau"], 0.0)
         tokens = TokenScores()  # every method's scores per token (tokens.parquet)
-        for batch in self.batches(model, data, split, indices, "agreement"):
+        for batch in self.batches(model, data, split, indices, f"{len(methods)} methods"):
             started = time.time()
             _, alpha, probs = predict(model, batch)
             seconds["predict"] += time.time() - started
@@ -143,3 +146,9 @@ class Agreement(AnalysisCallback):
             out.update({ag(a, b, "tau", k): v for k, v in summarise(frame[pair_column(a, b)].to_numpy(float)).items()})
         out.update({ag("seconds", k): v for k, v in measured.seconds.items()})
         return out
+
+    def artefacts(self, measured: Measured, out_dir, data) -> dict:
+        figure = tau_matrix_figure(
+            measured.frame, measured.extras["methods"], out_dir / FIGURE, f"{data.name} ({self.split})"
+        )
+        return {} if figure is None else {"tau_matrix": figure}

@@ -50,19 +50,30 @@ REFERENCES = (
 
 
 def ag(*parts) -> str:
-    """``ag('rollout', 'loo', 'tau', 'mean')`` → ``ag/rollout/loo/tau/mean``."""
+    """``ag('loo', 'rollout', 'tau', 'mean')`` → ``ag/loo/rollout/tau/mean``."""
     return key(NAMESPACE, *parts)
 
 
+def pair(a: str, b: str) -> tuple[str, str]:
+    """The two methods in the one order of every key and column: alphabetical (``attention``, ``flow``)."""
+    return (a, b) if a <= b else (b, a)
+
+
+def tau_key(a: str, b: str, stat: str) -> str:
+    """The summary key of τ(a, b) in either order: ``ag/attention/flow/tau/mean``."""
+    return ag(*pair(a, b), "tau", stat)
+
+
 def pair_column(a: str, b: str) -> str:
-    """The per-instance column of τ(a, b): ``tau_rollout__loo``."""
-    return f"tau_{a}__{b}"
+    """The per-instance column of τ(a, b) in either order: ``tau_loo__rollout``."""
+    first, second = pair(a, b)
+    return f"tau_{first}__{second}"
 
 
 def pairs(methods) -> list[tuple[str, str]]:
-    """Every pair (a, b) of ``methods`` with a before b in :data:`AG_METHODS`' order."""
-    ordered = [m for m in AG_METHODS if m in methods]
-    return [(a, b) for i, a in enumerate(ordered) for b in ordered[i + 1 :]]
+    """Every pair of ``methods`` once, each in :func:`pair`'s order, the pairs sorted."""
+    chosen = sorted(set(methods))
+    return [(a, b) for i, a in enumerate(chosen) for b in chosen[i + 1 :]]
 
 
 TRACKED = ()  # nothing is measured during training
@@ -78,3 +89,13 @@ DISAGREEMENT = tuple(
         ("gradient", "loo"),
     )
 )
+#: the statistics a team sorts runs by (W&B's headline/…; those a run has): attention against the attributions
+#: Neely et al. compare it with, and rollout against leave-one-out
+HEADLINE_KEYS = (
+    tau_key("attention", "gradient", "mean"),
+    tau_key("attention", "integrated_gradients", "mean"),
+    tau_key("attention", "loo", "mean"),
+    tau_key("rollout", "loo", "mean"),
+)
+#: the figure of a run's mean τ between every two methods
+FIGURE = "tau_matrix.png"

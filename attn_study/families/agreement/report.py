@@ -4,6 +4,7 @@ and data: not to be matched)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ import pandas as pd
 from attn_study.report.render import MISSING, captioned_table, format_number, mean_ci
 from attn_study.report.runs import Run
 
-from .keys import AG_METHODS, REFERENCES, SHORT, ag, pairs
+from .keys import AG_METHODS, REFERENCES, SHORT, ag, pair, pairs, tau_key
 
 
 def ag_runs(runs: list[Run]) -> list[Run]:
@@ -26,13 +27,16 @@ def model_label(run: Run) -> str:
 
 
 def table(runs: list[Run]) -> pd.DataFrame:
-    """One row per run × pair of methods: dataset, model, seed, a, b, mean, ci_low, ci_high, n."""
+    """One row per run × pair of methods (:func:`keys.pair`'s order): dataset, model, seed, a, b, mean, ci_low,
+    ci_high, n. A run made before the keys' order was alphabetical has its pairs under the table's order."""
     rows = []
     for run in ag_runs(runs):
         named = {"dataset": run.config["dataset"], "model": model_label(run), "seed": run.config["seed"]}
         for a, b in pairs(AG_METHODS):
-            if ag(a, b, "tau", "mean") in run.summary:
-                stats = {s: run.summary.get(ag(a, b, "tau", s), np.nan) for s in ("mean", "ci_low", "ci_high", "n")}
+            found = next((k for k in (tau_key(a, b, "mean"), ag(b, a, "tau", "mean")) if k in run.summary), None)
+            if found is not None:
+                stem = found.rsplit("/", 1)[0]
+                stats = {s: run.summary.get(f"{stem}/{s}", np.nan) for s in ("mean", "ci_low", "ci_high", "n")}
                 rows.append({**named, "a": a, "b": b, **stats})
     return pd.DataFrame(rows)
 
@@ -57,7 +61,7 @@ def matrix(part: pd.DataFrame) -> pd.DataFrame:
     for i, a in enumerate(methods[:-1]):
         row = {"method": SHORT[a]}
         for j, b in enumerate(methods[1:], start=1):
-            row[SHORT[b]] = cells.get((a, b), MISSING) if j > i else ""
+            row[SHORT[b]] = cells.get(pair(a, b), MISSING) if j > i else ""
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -67,7 +71,8 @@ def references(frame: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (dataset, model), part in frame.groupby(["dataset", "model"], sort=False):
         for a, b, value, statistic, source in REFERENCES:
-            group = part[(part["a"] == a) & (part["b"] == b)]
+            first, second = pair(a, b)
+            group = part[(part["a"] == first) & (part["b"] == second)]
             if group.empty:
                 continue
             rows.append(
@@ -84,20 +89,33 @@ def references(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def table_stem(dataset: str, model: str, taken: set) -> str:
+    """The matrix's file name: ``ag_tau_<dataset>_<model>`` in lower-case letters, digits and ``_``
+    (``ag_tau_sst_lstm_additive_softmax``), ``_2``, ``_3``… after a name ``taken`` already (which it joins)."""
+    stem = "ag_tau_" + re.sub(r"[^a-z0-9]+", "_", f"{dataset} {model}".lower()).strip("_")
+    name, n = stem, 1
+    while name in taken:
+        n += 1
+        name = f"{stem}_{n}"
+    taken.add(name)
+    return name
+
+
 def sections(runs: list[Run], work: Path) -> list[tuple[str, str]]:
     """Per dataset × model the pairwise τ matrix; then the published numbers beside ours."""
     frame = table(runs)
     if frame.empty:
         return []
-    body = ""
-    for n, ((dataset, model), part) in enumerate(frame.groupby(["dataset", "model"], sort=True)):
+    body, stems = "", set()
+    for (dataset, model), part in frame.groupby(["dataset", "model"], sort=True):
         caption = (
             f"Agreement between explanation methods (Neely et al. 2022), {dataset}, {model}: Kendall τ-b between "
             "the two methods' token scores for the predicted class, per instance; mean [95% bootstrap interval over "
             "instances] for one seed, mean ± std over seeds for several. raw, rollout, flow, norms: the encoder's "
             "layer attention through the pooling attention α (docs/transformer_attention.md)"
         )
-        body += captioned_table(part.reset_index(drop=True), work, f"ag_tau_{n}", caption, display=matrix(part))
+        stem = table_stem(dataset, model, stems)
+        body += captioned_table(part.reset_index(drop=True), work, stem, caption, display=matrix(part))
     published = references(frame)
     if not published.empty:
         caption = (

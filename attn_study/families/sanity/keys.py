@@ -48,3 +48,6 @@ TRACKED: tuple[str, ...] = ()
 DISAGREEMENT = tuple(
     (f"{method}_{stage}_rho", "high") for stage in ("embeddings", LABELS) for method in ("gradient", "attention")
 )
+#: the statistics a team sorts runs by (W&B's headline/…): with every parameter redrawn, how much attention's and
+#: the gradient's explanations still correlate with the trained model's, |ρ| (a passed check: near 0)
+HEADLINE_KEYS = tuple(sn(method, "embeddings", "spearman_magnitude", "mean") for method in ("attention", "gradient"))

@@ -20,3 +20,6 @@ TRACKED: tuple[str, ...] = ()
 #: the per-instance column by which an instance disagrees most (the explorer's ★, W&B's coloured sample): this
 #: model's attention far from the base run's (JSD)
 DISAGREEMENT = (("jsd", "high"),)
+#: the statistics a team sorts runs by (W&B's headline/…): how far this run's attention is from the base's, and
+#: how often their predictions agree
+HEADLINE_KEYS = (wp("jsd", "mean"), wp("tvd", "mean"), wp("agreement"))

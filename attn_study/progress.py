@@ -1,0 +1,155 @@
+"""What a person sees while a run works: the training bar, and how far each analysis is.
+
+- Training (:func:`training_bar`): Lightning's bar (Rich where installed, else tqdm) without what says nothing —
+  the logger's version (``v_num``) and undefined values (NaN) — and with the epoch as the files number it and the
+  count of epochs: ``Epoch 0 (1 of 2)``; it ends with the test loop, before the analyses (callbacks after it) draw
+  their own.
+- Analyses (:class:`Progress`, one per family and sub-test label, counted in instances): on a terminal a tqdm bar
+  with the instances done and an ETA; elsewhere (a log file, SLURM) a line every :data:`EVERY` seconds with the
+  instances done, the time so far and the time left. When a family is done, :func:`seconds_lines` gives a line per
+  sub-test with its seconds.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+import time
+
+from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
+from lightning.pytorch.utilities.imports import _RICH_AVAILABLE
+from tqdm.auto import tqdm
+
+#: seconds between two progress lines of an analysis in a log (not on a terminal)
+EVERY = 30.0
+#: what starts every line an analysis prints
+PREFIX = "analysis:  "
+
+
+def duration(seconds: float) -> str:
+    """``4.2 s``, ``3 min 05 s``, ``1 h 02 min``."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes} min {rest:02d} s"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def epoch_label(epoch: int, max_epochs: int | None) -> str:
+    """``Epoch 0 (1 of 2)``: the epoch numbered from 0, as in every file, and which of how many it is."""
+    if max_epochs is None or max_epochs < 1:
+        return f"Epoch {epoch}"
+    return f"Epoch {epoch} ({epoch + 1} of {max_epochs})"
+
+
+def shown(metrics: dict) -> dict:
+    """The bar's metrics without the logger's version (``v_num``) and without undefined (non-finite) values."""
+    return {k: v for k, v in metrics.items() if k != "v_num" and not (isinstance(v, float) and not math.isfinite(v))}
+
+
+class _RichTrainingBar(RichProgressBar):
+    def get_metrics(self, trainer, pl_module):
+        return shown(super().get_metrics(trainer, pl_module))
+
+    def _get_train_description(self, current_epoch: int) -> str:
+        return epoch_label(current_epoch, self.trainer.max_epochs)
+
+    def on_test_end(self, trainer, pl_module) -> None:
+        """Rich's display ends with the test loop (Lightning keeps it until teardown): while it is live it holds
+        back what others write to the terminal, and the analyses, callbacks after this one, draw their bars."""
+        super().on_test_end(trainer, pl_module)
+        self._stop_progress()
+
+
+class _TqdmTrainingBar(TQDMProgressBar):
+    def get_metrics(self, trainer, pl_module):
+        return shown(super().get_metrics(trainer, pl_module))
+
+    def on_train_epoch_start(self, trainer, *args) -> None:
+        super().on_train_epoch_start(trainer, *args)
+        self.train_progress_bar.set_description(epoch_label(trainer.current_epoch, trainer.max_epochs))
+
+
+def training_bar():
+    """The training bar (the module docstring): Rich's where it is installed, else tqdm's."""
+    return _RichTrainingBar() if _RICH_AVAILABLE else _TqdmTrainingBar()
+
+
+class Progress:
+    """How far ``label`` (``<family>/<sub-tests> on <split>``) is through ``total`` instances.
+
+    On a terminal (``interactive``; default: standard error is one) a tqdm bar, its clock redrawn every second; else
+    a line to ``stream`` (standard output) at most every ``every`` seconds (:data:`EVERY`), from :meth:`update` and
+    from a ticker thread, so that a batch of several minutes still shows the run is alive. ``clock`` is the time
+    source (a test's fake clock)."""
+
+    def __init__(self, label: str, total: int, interactive=None, every=None, stream=None, clock=time.monotonic):
+        self.label, self.total, self.done = label, int(total), 0
+        self.every = EVERY if every is None else float(every)
+        self.stream, self.clock = stream or sys.stdout, clock
+        self.started = self.said = clock()
+        interactive = sys.stderr.isatty() if interactive is None else interactive
+        self.bar = (
+            tqdm(total=self.total, desc=label, unit="inst", leave=False, dynamic_ncols=True) if interactive else None
+        )
+        self._lock, self._stop = threading.Lock(), threading.Event()
+        self._ticker: threading.Thread | None = None
+
+    def __enter__(self) -> Progress:
+        self._ticker = threading.Thread(target=self._tick, name=f"progress {self.label}", daemon=True)
+        self._ticker.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join()
+        if self.bar is not None:
+            self.bar.close()
+
+    def update(self, instances: int) -> None:
+        """``instances`` more are done."""
+        with self._lock:
+            self.done += int(instances)
+            if self.bar is not None:
+                self.bar.update(int(instances))
+        self.beat()
+
+    def beat(self) -> None:
+        """In a log: the progress line, when ``every`` seconds have passed since the last one (or the start)."""
+        if self.bar is not None:
+            return
+        with self._lock:
+            now = self.clock()
+            if now - self.said < self.every or self.done >= self.total:
+                return
+            self.said = now
+            print(self.line(now), file=self.stream, flush=True)
+
+    def line(self, now: float) -> str:
+        """``analysis:  sanity/cascading on test: 320/1000 instances, 1 min 05 s, about 2 min 18 s left``."""
+        elapsed = now - self.started
+        text = f"{PREFIX}{self.label}: {self.done}/{self.total} instances, {duration(elapsed)}"
+        if self.done:
+            text += f", about {duration(elapsed / self.done * (self.total - self.done))} left"
+        return text
+
+    def _tick(self) -> None:
+        pause = 1.0 if self.bar is not None else min(max(self.every / 4, 0.01), 5.0)
+        while not self._stop.wait(pause):
+            if self.bar is not None:
+                with self._lock:
+                    self.bar.refresh()
+            else:
+                self.beat()
+
+
+def seconds_lines(label: str, instances: int, wall: float, seconds: dict) -> list[str]:
+    """The lines a finished family prints: its instances and ``wall`` seconds, then one line per sub-test with the
+    seconds it took (``seconds``, the family's ``Measured.seconds``)."""
+    width = max((len(name) for name in seconds), default=0)
+    lines = [f"{PREFIX}{label}: {instances} instances in {duration(wall)}"]
+    lines += [f"{PREFIX}  {name.ljust(width)}  {duration(value)}" for name, value in seconds.items()]
+    return lines

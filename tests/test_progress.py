@@ -1,0 +1,109 @@
+"""What a person sees while a run works: the analyses' progress in a log (a line every 30 s, a line per sub-test
+with its seconds) and on a terminal (a bar counted in instances), checked in process with a fake clock or a short
+interval."""
+
+from __future__ import annotations
+
+import io
+import time
+
+import pytest
+
+from attn_study import progress
+from attn_study.families.jain_wallace.callback import JainWallace
+from attn_study.progress import Progress, duration, seconds_lines
+from tests.helpers import StubData, tiny_model, token_batch
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_in_a_log_a_line_every_30_seconds_with_instances_done_and_time_left():
+    clock, out = FakeClock(), io.StringIO()
+    bar = Progress("sanity/cascading on test", 1000, interactive=False, stream=out, clock=clock)
+    clock.now = 10.0
+    bar.update(100)  # 10 s since the start: nothing yet
+    clock.now = 31.0
+    bar.update(100)  # 200 done in 31 s: 800 left at that rate, 124 s
+    clock.now = 45.0
+    bar.beat()  # 14 s since the last line
+    clock.now = 61.0
+    bar.beat()  # the ticker's call: no instance more, the time left grows with the time spent
+    clock.now = 100.0
+    bar.update(800)  # done: the family's own lines follow
+    assert out.getvalue().splitlines() == [
+        "analysis:  sanity/cascading on test: 200/1000 instances, 31.0 s, about 2 min 04 s left",
+        "analysis:  sanity/cascading on test: 200/1000 instances, 1 min 01 s, about 4 min 04 s left",
+    ]
+
+
+def test_the_ticker_speaks_while_one_batch_takes_long():
+    out = io.StringIO()
+    with Progress("faithfulness/removal on test", 10, interactive=False, every=0.05, stream=out):
+        time.sleep(0.5)  # one long batch: no update
+    lines = out.getvalue().splitlines()
+    assert lines and all(line.startswith("analysis:  faithfulness/removal on test: 0/10 instances, ") for line in lines)
+
+
+def test_on_a_terminal_a_bar_counted_in_instances():
+    out = io.StringIO()
+    with Progress("agreement/attention+gradient on test", 1000, interactive=True, stream=out) as bar:
+        bar.update(300)
+        assert (bar.bar.n, bar.bar.total, bar.bar.unit) == (300, 1000, "inst")
+        assert bar.bar.desc.startswith("agreement/attention+gradient on test")
+    assert out.getvalue() == ""  # the bar replaces the log's lines
+
+
+def test_durations_read_as_a_person_says_them():
+    assert [duration(s) for s in (4.24, 59.96, 65, 3599, 3725)] == [
+        "4.2 s",
+        "60.0 s",
+        "1 min 05 s",
+        "59 min 59 s",
+        "1 h 02 min",
+    ]
+    assert seconds_lines("jw on test", 3, 125.0, {"predict": 1.0, "adversarial": 120.5}) == [
+        "analysis:  jw on test: 3 instances in 2 min 05 s",
+        "analysis:    predict      1.0 s",
+        "analysis:    adversarial  2 min 00 s",
+    ]
+
+
+def test_a_family_reports_each_batch_in_a_log_and_each_sub_test_with_its_seconds(capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(progress, "EVERY", 0.0)  # a line per batch
+    family = JainWallace(tests=["correlation", "permutation"], batch_size=1, permutations=3)
+    batch = token_batch([[5, 6, 7, 8], [9, 10, 11], [4, 12, 13, 14, 15]], labels=[0, 1, 0])
+    family.analyse(tiny_model(), StubData(batch), tmp_path)
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("analysis:  jain_wallace on test: 1/3 instances, ") for line in lines), lines
+    assert any(line.startswith("analysis:  jain_wallace on test: 2/3 instances, ") for line in lines), lines
+    at = lines.index(next(line for line in lines if line.startswith("analysis:  jain_wallace on test: 3 instances in")))
+    assert [line.split()[1] for line in lines[at + 1 : at + 4]] == ["predict", "correlation", "permutation"]
+
+
+def test_the_training_bar_has_ended_when_the_analyses_start():
+    """Rich's live display holds back what others write to the terminal (the analyses' bars appeared only once
+    done): the training bar ends it with the test loop, before the callbacks after it — the analyses — run."""
+    import lightning as L
+    from lightning.pytorch.demos.boring_classes import BoringModel
+
+    from attn_study.progress import training_bar
+
+    bar, seen = training_bar(), {}
+    if not hasattr(bar, "progress"):
+        pytest.skip("Rich is not installed: Lightning's tqdm bar holds nothing back")
+
+    class Analysis(L.Callback):
+        def on_test_end(self, trainer, pl_module):
+            seen["live"] = bar.progress is not None and bar.progress.live.is_started
+
+    trainer = L.Trainer(
+        max_epochs=1, limit_test_batches=1, callbacks=[bar, Analysis()], logger=False, enable_checkpointing=False
+    )
+    trainer.test(BoringModel(), verbose=False)
+    assert seen == {"live": False}
