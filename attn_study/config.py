@@ -109,7 +109,7 @@ SCHEMA: dict[str, dict[str, Callable]] = {
         "threads": ranged,
         "force": boolean,
         "resume": boolean,
-        "analysis_max_instances": integer(1, optional=True),
+        "analysis_max_instances": ranged,
         "run_name": anything,
         "analysis": anything,
         "callbacks": anything,

@@ -115,6 +115,7 @@ BATCHES = Either(
 RANGES: dict[str, Range | Either | Devices] = {
     # the run
     "seed": SEED,
+    "analysis_max_instances": whole(1, optional=True),
     "model_seed": whole(0, SEED_MAX, optional=True),
     "threads": whole(1, optional=True),
     # model=
