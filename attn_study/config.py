@@ -17,6 +17,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from attn_study import names
+from attn_study.data.embeddings import MISSING
 from attn_study.errors import UserError
 from attn_study.sweep.naming import job_dir_name, job_keys
 
@@ -94,6 +95,15 @@ def anything(_value):
     return None
 
 
+def one_of(*choices) -> Callable:
+    """One of ``choices``."""
+
+    def check(value):
+        return None if value in choices else f"choose one of {', '.join(map(str, choices))}"
+
+    return check
+
+
 CONFIG_FILE = Path(__file__).resolve().parent.parent / "conf" / "config.yaml"
 
 #: nodes instantiated from a ``_target_`` (their constructors check their options) or free-form (a recipe's
@@ -153,7 +163,7 @@ SCHEMA: dict[str, dict[str, Callable]] = {
         "attention_weight_decay": number(0),
         "amsgrad": boolean,
     },
-    "model.embeddings": {"path": anything, "freeze": boolean},
+    "model.embeddings": {"path": anything, "freeze": boolean, "missing": one_of(*MISSING)},
     "training": {
         "schedule": anything,
         "pretrain_epochs": integer(0),
