@@ -148,7 +148,9 @@ def build_model(cfg: DictConfig, datamodule: TextDataModule) -> AttentionModule:
     pretrained: np.ndarray | None = None
     coverage = None
     if m.embeddings.path:
-        pretrained, coverage = load_embeddings(m.embeddings.path, vocab, dim, seed=model_seed(cfg))
+        pretrained, coverage = load_embeddings(
+            m.embeddings.path, vocab, dim, seed=model_seed(cfg), missing=m.embeddings.get("missing", "normal")
+        )
         log.info("pretrained embeddings cover %.1f%% of the vocabulary", 100 * coverage)
     classifier = component(
         m.network,

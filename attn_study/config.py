@@ -17,6 +17,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from attn_study import names, ranges
+from attn_study.data.embeddings import MISSING
 from attn_study.errors import UserError
 from attn_study.sweep.naming import job_dir_name, job_keys
 
@@ -82,6 +83,15 @@ def ranged(_value):
     return None
 
 
+def one_of(*choices) -> Callable:
+    """One of ``choices``."""
+
+    def check(value):
+        return None if value in choices else f"choose one of {', '.join(map(str, choices))}"
+
+    return check
+
+
 CONFIG_FILE = Path(__file__).resolve().parent.parent / "conf" / "config.yaml"
 
 #: nodes instantiated from a ``_target_`` (their constructors check their options) or free-form (a recipe's
@@ -142,7 +152,7 @@ SCHEMA: dict[str, dict[str, Callable]] = {
         "attention_weight_decay": ranged,
         "amsgrad": boolean,
     },
-    "model.embeddings": {"path": anything, "freeze": boolean},
+    "model.embeddings": {"path": anything, "freeze": boolean, "missing": one_of(*MISSING)},
     "training": {
         "schedule": anything,
         "pretrain_epochs": ranged,

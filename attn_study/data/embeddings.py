@@ -1,8 +1,10 @@
 """Pretrained word vectors in the GloVe / fastText text format (plain or gzip).
 
 One word per line followed by its vector; a fastText header line ``<count> <dim>`` is skipped.
-Rows of the embedding matrix: the vector for words found, N(0, 1) for words missing
-(as Jain & Wallace), zeros for ``<pad>``.
+Rows of the embedding matrix: the vector for words found, zeros for ``<pad>``, and for words missing
+(``<unk>``, ``<sos>``, ``<eos>`` included) ``missing``: ``normal`` draws N(0, 1) from the seed, ``zero`` leaves
+them 0 — what Jain & Wallace's code gives (torchtext's ``Vectors[word]`` returns a zero vector for a word
+fastText or GloVe 840B lacks; their N(0, 1) draw is only on the gensim path, for MIMIC's vectors).
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ from pathlib import Path
 import numpy as np
 
 from attn_study.data.text import PAD_ID, Vocab
-from attn_study.errors import DataError
+from attn_study.errors import DataError, UserError
 
 log = logging.getLogger(__name__)
+
+#: how the rows of words without a vector start (``model.embeddings.missing``)
+MISSING = ("normal", "zero")
 
 
 def _open_text(path: Path):
@@ -25,17 +30,23 @@ def _open_text(path: Path):
     return open(path, encoding="utf-8", errors="replace")
 
 
-def load_embeddings(path: str | Path, vocab: Vocab, dim: int, seed: int = 0) -> tuple[np.ndarray, float]:
-    """Embedding matrix (len(vocab), dim) for ``vocab`` and the fraction of vocabulary words found.
+def load_embeddings(
+    path: str | Path, vocab: Vocab, dim: int, seed: int = 0, missing: str = "normal"
+) -> tuple[np.ndarray, float]:
+    """Embedding matrix (len(vocab), dim) for ``vocab`` and the fraction of vocabulary words found; the rows of
+    words the file lacks are N(0, 1) draws from ``seed`` (``missing='normal'``) or 0 (``'zero'``).
 
     Raises DataError when the file is missing, empty of vectors, its vectors are not ``dim`` wide, or the vector of
     a vocabulary word holds a NaN or an infinity (training would diverge on it).
     """
+    if missing not in MISSING:
+        raise UserError(f"model.embeddings.missing={missing}: choose one of {', '.join(MISSING)}")
     path = Path(path).expanduser()
     if not path.is_file():
         raise DataError(f"model.embeddings.path={path}: file not found; give a GloVe/fastText .txt or .txt.gz file")
     rng = np.random.default_rng(seed)
-    matrix = rng.standard_normal((len(vocab), dim)).astype(np.float32)
+    shape = (len(vocab), dim)
+    matrix = rng.standard_normal(shape).astype(np.float32) if missing == "normal" else np.zeros(shape, np.float32)
     found = np.zeros(len(vocab), dtype=bool)
     n_vectors = 0
     try:

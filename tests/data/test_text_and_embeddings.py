@@ -86,3 +86,43 @@ def test_embeddings_errors_name_the_file_and_fix(tmp_path):
         undefined.write_text(f"other 1 2 3 4\ngood 1 2 {value} 4\n")
         with pytest.raises(DataError, match=rf"undefined.txt:2: the vector of 'good' holds {value} \(its value 3\)"):
             load_embeddings(undefined, vocab, dim=4)
+
+
+def test_missing_words_start_at_zero_as_the_authors_code_or_normal(tmp_path):
+    """``model.embeddings.missing=zero``: every word the file lacks (``<unk>`` too) starts at exactly 0, as
+    torchtext's ``Vectors[word]`` gives Jain & Wallace's code; the found rows are the file's either way; through
+    ``build_model`` too (the option reaches the model's embedding, past the config's check); a value not offered
+    is one line naming it, from the config's check before any data is read."""
+    from attn_study.build import build_datamodule, build_model
+    from attn_study.config import check_config
+    from attn_study.errors import UserError
+    from tests.helpers import TINY, compose_config
+
+    vocab = Vocab(["good", "bad", "meh"])
+    path = tmp_path / "vec.txt"
+    path.write_text("good 1 2 3 4\nbad 0.5 0.5 0.5 0.5\n")
+    zero, _ = load_embeddings(path, vocab, dim=4, seed=0, missing="zero")
+    normal, _ = load_embeddings(path, vocab, dim=4, seed=0, missing="normal")
+    for word in ("meh", "<unk>"):
+        np.testing.assert_array_equal(zero[vocab.stoi[word]], 0)
+        assert np.abs(normal[vocab.stoi[word]]).min() > 0
+    np.testing.assert_array_equal(zero[vocab.stoi["good"]], [1, 2, 3, 4])
+    np.testing.assert_array_equal(zero[vocab.stoi["good"]], normal[vocab.stoi["good"]])
+    with pytest.raises(UserError, match="model.embeddings.missing=uniform: choose one of normal, zero"):
+        load_embeddings(path, vocab, dim=4, missing="uniform")
+
+    cfg = compose_config(*TINY, "logger=none", "model.network.embedding_dim=4")
+    data = build_datamodule(cfg)
+    data.setup()
+    found = data.vocab.itos[2]  # a word of the data's own vocabulary
+    path.write_text(f"{found} 1 2 3 4\n")
+    for missing in ("zero", "normal"):
+        options = [f"model.embeddings.path={path}", f"model.embeddings.missing={missing}"]
+        run = compose_config(*TINY, "logger=none", "model.network.embedding_dim=4", *options)
+        check_config(run)
+        weight = build_model(run, data).model.embedding.weight.detach().numpy()
+        np.testing.assert_array_equal(weight[data.vocab.stoi[found]], [1, 2, 3, 4])
+        others = np.delete(weight, [PAD_ID, data.vocab.stoi[found]], axis=0)
+        assert (np.abs(others).max() == 0) == (missing == "zero"), missing
+    with pytest.raises(UserError, match="model.embeddings.missing=uniform: choose one of normal, zero"):
+        check_config(compose_config(*TINY, "model.embeddings.missing=uniform"))
