@@ -314,7 +314,7 @@ def _nothing(runs: list[RunInstances]) -> str:
             why = f"its test families ({run.config.get('analysis')}) wrote no per-instance rows"
         return (
             f"Nothing per instance: {run.name} has no analysed instances — {why}. "
-            f"attn-study-analyze ckpt_path=<this run> analysis=[jain_wallace] analyses its saved model."
+            "attn-study-analyze ckpt_path=<this run> analysis=[<families>] analyses its saved model."
         )
     return "Nothing per instance: none of these runs has analysed instances (each ran analysis=[])."
 

@@ -249,6 +249,7 @@ def trained(tmp_path_factory):
         "dataset.source.n_test=120",
         "trainer.max_epochs=6",
         "trainer.limit_train_batches=1.0",
+        "analysis_max_instances=null",  # every test instance (trainer=debug's bound is 32)
         "model.optimizer.lr=0.01",
         "analysis=[faithfulness]",
         "analysis.faithfulness.ig_steps=8",

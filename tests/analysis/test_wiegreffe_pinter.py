@@ -79,6 +79,8 @@ def test_the_family_compares_a_run_with_its_base_file_by_instance(tmp_path):
     ).to_parquet(tmp_path / layout.ATTENTION)
     (tmp_path / "summary.json").write_text("{}")  # a finished base run
     (tmp_path / "status.json").write_text('{"state": "complete"}')
+    (tmp_path / ".hydra").mkdir()
+    (tmp_path / ".hydra" / "config.yaml").write_text("{}")
     family = WiegreffePinter(base=str(tmp_path), batch_size=2)  # batches whose rows are not the split's order
     family.base_dir = tmp_path
     with analysis_mode(model):

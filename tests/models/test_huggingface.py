@@ -161,7 +161,7 @@ def test_a_tiny_checkpoint_analysed_end_to_end_and_the_tests_it_cannot_take_refu
     )
     assert job.returncode == 0, job.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["ag/n_instances"] == 8 and summary["ag/rollout/integrated_gradients/tau/n"] >= 1
+    assert summary["ag/n_instances"] == 8 and summary["ag/integrated_gradients/rollout/tau/n"] >= 1
     assert "ag/attention/loo/tau/mean" not in summary  # no pooling attention to compare
     assert summary["jw/tau_loo/n"] >= 1
     refused = subprocess.run(

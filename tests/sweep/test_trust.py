@@ -154,8 +154,8 @@ REFUSED = {
     "+trainer.max_epoch=3": r"trainer.max_epoch: no such setting \(did you mean max_epochs\?\)",
     # settings under which no weight changes: the model tested would be untrained
     "model.optimizer.lr=0": r"model.optimizer.lr=0: must be a number > 0 \(at 0 no weight changes",
-    "trainer.limit_train_batches=0": r"limit_train_batches=0: must be a whole number >= 1 or a number in \(0, 1\]",
-    "trainer.limit_train_batches=0.0": r"limit_train_batches=0.0: must be a whole number >= 1 or a number in \(0, 1\]",
+    "trainer.limit_train_batches=0": r"limit_train_batches=0: must be a whole number >= 1 or null or a number in",
+    "trainer.limit_train_batches=0.0": r"limit_train_batches=0.0: must be a whole number >= 1 or null or a number",
     "++trainer.max_steps=0": r"trainer.max_steps=0: must be a whole number >= 1 or -1 \(-1: as many as",
     # sizes, probabilities and numbers that would reach torch
     "encoder.hidden_size=0": r"encoder.hidden_size=0: must be a whole number >= 1$",
@@ -302,7 +302,8 @@ def test_every_smoke_sweep_also_composes_on_real_data(sweep):
     from attn_study.config import check_config
 
     synthetic = compose_config(f"sweep={sweep}")
-    assert synthetic.dataset.source.n_train == 256 and synthetic.dataset.source.n_test == 64
+    size = OmegaConf.to_container(compose_config(f"sweep={sweep}").sweep.synthetic)
+    assert (synthetic.dataset.source.n_train, synthetic.dataset.source.n_test) == (size["n_train"], size["n_test"])
     cfg = compose_config(f"sweep={sweep}", "dataset=sst")
     check_config(cfg)
     check_components(cfg)
