@@ -29,7 +29,7 @@ from lightning.pytorch.plugins import TorchCheckpointIO
 from lightning.pytorch.plugins.environments import SLURMEnvironment
 from omegaconf import DictConfig
 
-from attn_study import assemble, families, keys, layout, saved, stopping, tracking
+from attn_study import assemble, families, keys, layout, memory, saved, stopping, tracking
 from attn_study.analysis.measures import summarise
 from attn_study.build import (
     build_analyses,
@@ -324,6 +324,7 @@ def train_and_test(
     ``wandb_id`` the W&B run to log to (the run's own over its attempts; None: a new one)."""
     run_dir = Path(run_dir)
     started = time.time()
+    memory.reset_peak()
     _prepare(cfg, run_dir)
     assembled, data_metrics, warnings = _assemble(cfg, run_dir)
     module, datamodule = assembled.module, assembled.datamodule
@@ -343,6 +344,7 @@ def train_and_test(
     # is lost with them)
     summary["run/seconds"] = time.time() - started + module.seconds_before
     summary["run/attempts"] = attempt
+    summary.update(memory.peak_mib())  # this attempt's peak, analyses included
     summary, undefined = finite_summary(summary)
     summary.update(undefined=undefined, warnings=warnings)
     locations = _publish(summary, loggers, run_dir, trainer.global_step)

@@ -366,7 +366,8 @@ class AttentionModule(L.LightningModule):
         if "val_acc_best" in checkpoint:
             self.val_acc_best.reset()
             self.val_acc_best.update(torch.tensor(checkpoint["val_acc_best"]))
-        self._seconds_before = float(checkpoint.get("train_seconds", 0.0))
+        if self.trainer.state.fn == "fit":  # resuming: the earlier attempts' training (not a reload for testing)
+            self._seconds_before = float(checkpoint.get("train_seconds", 0.0))
         if "rng_states" in checkpoint and self.trainer.state.fn == "fit":
             _set_rng_states(checkpoint["rng_states"])
 

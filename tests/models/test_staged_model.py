@@ -188,6 +188,27 @@ def test_training_seconds_stop_at_the_end_of_fit(monkeypatch):
     module.on_load_checkpoint({"train_seconds": 20.0, "state_dict": {}})  # the best epoch's checkpoint
     now[0] = 500.0  # testing and analyses
     assert module.train_seconds == 30.0
+    assert module.seconds_before == 0.0  # run/seconds adds it to this attempt's wall time: not the best epoch's
+    resumed = AttentionModule(make_model("average", "additive", "softmax"), lr=0.01)
+    resumed._trainer = SimpleNamespace(state=SimpleNamespace(fn="fit"))
+    resumed.on_load_checkpoint({"train_seconds": 20.0, "state_dict": {}})  # resuming: the earlier attempt's training
+    assert resumed.seconds_before == 20.0
+
+
+def test_the_peak_memory_is_counted_from_the_runs_start():
+    """``run/peak_memory_mib`` is the resident set's peak since :func:`memory.reset_peak`: a 200 MiB array freed
+    before the reset does not count, one held after it does (Linux's VmHWM)."""
+    import numpy as np
+
+    from attn_study import memory
+
+    big = np.ones(200 * 2**20 // 8)
+    del big
+    memory.reset_peak()
+    before = memory.peak_mib()["run/peak_memory_mib"]
+    held = np.ones(200 * 2**20 // 8)
+    after = memory.peak_mib()["run/peak_memory_mib"]
+    assert held.sum() > 0 and after - before == pytest.approx(200, abs=20)
 
 
 def _packed_states(rnn: torch.nn.RNNBase, embedded: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
