@@ -4,17 +4,23 @@ the wall time of every job and of its stages and, on a GPU, its utilisation, in 
     # on a GPU machine (processed-dataset caches copied into $ATTN_STUDY_CACHE: no spaCy needed there)
     python benchmarks/gpu_grid.py --out outputs/gpu_grid.csv --jobs 3 \\
         paths.data.sst=<trainDevTestTrees_PTB> paths.data.imdb=<aclImdb_v1.tar.gz>
+    # one job on 2 CPU cores: the J&W IMDB BiLSTM under the recipe
+    python benchmarks/gpu_grid.py --out imdb_lstm.csv --datasets imdb --encoders lstm --attentions additive \
+        recipe=jain_wallace dataset.path=<aclImdb_v1.tar.gz> model.embeddings.path=<glove.6B.50d.txt.gz> \
+        model.network.embedding_dim=50
     # anywhere, in seconds: the same code on a tiny synthetic grid (the test suite runs this)
     python benchmarks/gpu_grid.py --tiny --out /tmp/grid.csv
 
 The grid is ``dataset`` × ``encoder`` × ``attention`` (default sst,imdb × lstm,cnn,average ×
-additive,dot: 12 jobs; ``--datasets sst`` for one dataset's 6), trained and analysed with
+additive,dot: 12 jobs; ``--datasets sst`` for one dataset's 6; ``--encoders``, ``--attentions``), trained and
+analysed with
 ``analysis=[jain_wallace]``, launched as one ``attn-study -m`` into ``--sweep-dir`` (a relaunch skips
 the complete jobs: delete the folder to time again). ``--jobs N`` > 1 runs N jobs at once through
 ``hydra/launcher=joblib``, each with cores / N torch threads.
 Extra arguments are Hydra overrides passed on. Columns: job, state, wall_s (the job's
-run, from its status.json), train_s, outside_training_s (data loading, testing, the analyses), one column per J&W
-sub-test (jw_<test>_s), test_acc, torch_threads and, where ``nvidia-smi`` exists, gpu_util_mean
+run, from its status.json), train_s, outside_training_s (data loading, testing, the analyses), epoch_s, one column
+per J&W sub-test (jw_<test>_s) and per other family's (``<ns>_<test>_s``, with ``analysis=[…]``), peak_memory_mib
+(peak_gpu_memory_mib), test_acc, torch_threads and, where ``nvidia-smi`` exists, gpu_util_mean
 (%), gpu_util_max and gpu_mem_max_mib over the job's time span (shared by the jobs that ran together).
 """
 
@@ -32,7 +38,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-GRID = ["dataset=sst,imdb", "encoder=lstm,cnn,average", "attention=additive,dot", "analysis=[jain_wallace]"]
 TINY = [
     "dataset=synthetic",
     "encoder=lstm,average",
@@ -93,8 +98,14 @@ def job_row(job: Path, sampler: GpuSampler | None) -> dict:
         "train_s": train,
         "outside_training_s": wall - train if wall is not None and train is not None else None,
     }
+    row["epoch_s"] = summary.get("train/seconds_per_epoch")
     for test in JW_TESTS:
         row[f"jw_{test}_s"] = summary.get(f"jw/seconds/{test}")
+    for key, value in summary.items():  # every other family's sub-tests
+        if "/seconds/" in key and not key.startswith("jw/"):
+            row[key.replace("/seconds/", "_").replace("/", "_") + "_s"] = value
+    row["peak_memory_mib"] = summary.get("run/peak_memory_mib")
+    row["peak_gpu_memory_mib"] = summary.get("run/peak_gpu_memory_mib")
     row["test_acc"] = summary.get("test/acc")
     row["torch_threads"] = status.get("torch_threads")
     if sampler is not None and started and finished:
@@ -109,6 +120,8 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="jobs at once (joblib launcher when > 1)")
     parser.add_argument("--tiny", action="store_true", help="a tiny synthetic grid, seconds on a CPU")
     parser.add_argument("--datasets", default="sst,imdb", help="the grid's datasets, comma-separated")
+    parser.add_argument("--encoders", default="lstm,cnn,average", help="the grid's encoders, comma-separated")
+    parser.add_argument("--attentions", default="additive,dot", help="the grid's attentions, comma-separated")
     args, overrides = parser.parse_known_args(argv)
     out = Path(args.out)
     sweep_dir = Path(args.sweep_dir) if args.sweep_dir else out.with_suffix("").with_name(out.stem + "_sweep")
@@ -118,7 +131,16 @@ def main(argv=None) -> int:
         "attn_study.cli",
         "-m",
         f"hydra.sweep.dir={sweep_dir}",
-        *(TINY if args.tiny else [f"dataset={args.datasets}", *GRID[1:]]),
+        *(
+            TINY
+            if args.tiny
+            else [
+                f"dataset={args.datasets}",
+                f"encoder={args.encoders}",
+                f"attention={args.attentions}",
+                "analysis=[jain_wallace]",
+            ]
+        ),
     ]
     if args.jobs > 1:
         command += ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={args.jobs}"]
