@@ -93,6 +93,8 @@ def require_complete(run_dir: Path, option: str, force: bool = False) -> None:
     if state.is_complete(run_dir, status):
         return
     current = status.get("state") or "never started"
+    if current == "complete":  # marked complete, but its results are not there
+        current = f"complete, but without its {layout.SUMMARY}"
     if force:
         log.warning("%s=%s is not complete (state: %s); used anyway (force=true)", option, run_dir, current)
         return

@@ -93,7 +93,8 @@ def equal_length_chunks(lengths: torch.Tensor, chunk_size: int | None = None, sl
     return chunks
 
 
-#: padding allowed in a gradient method's chunks (``by_length``): a length-bucketed batch is one or two chunks
+#: padding allowed in a chunk of similar lengths (``by_length``'s gradient methods, recurrent leave-one-out): a
+#: length-bucketed batch is one or two chunks
 GRADIENT_SLACK = 0.125
 
 
@@ -480,14 +481,16 @@ def _loo_recurrent(model, batch, inst, pos, chunk_size):
     values, counts = torch.unique_consecutive(pos[order], return_counts=True)
     deleted = None
     for p, group in zip(values.tolist(), torch.split(order, counts.tolist())):
-        for rows in torch.split(group, max(int(chunk_size), 1)):
+        for chunk in equal_length_chunks(enc.lengths[inst[group]], chunk_size, slack=GRADIENT_SLACK):
+            rows = group[chunk]  # texts of similar length: little padding past the shorter ones
             i = inst[rows]
-            hidden = enc.hidden.new_empty(len(i), t_max - 1, enc.hidden.shape[-1])  # the text without token p
-            _forward_after(rnn, enc, states[0], i, p, hidden[..., :size])
+            width = int(enc.lengths[i].max())  # past the chunk's longest text every row is padding
+            hidden = enc.hidden.new_empty(len(i), width - 1, enc.hidden.shape[-1])  # the text without token p
+            _forward_after(rnn, enc, states[0], i, p, width, hidden[..., :size])
             if directions == 2:
-                _backward_before(rnn, enc, states[1], i, p, hidden[..., size:])
-            new_mask = positions[None, : t_max - 1] < (enc.lengths[i] - 1)[:, None]
-            attended_after = torch.cat([enc.mask[i, :p], enc.mask[i, p + 1 :]], 1) & new_mask  # boundary tokens: no
+                _backward_before(rnn, enc, states[1], i, p, width, hidden[..., size:])
+            new_mask = positions[None, : width - 1] < (enc.lengths[i] - 1)[:, None]
+            attended_after = torch.cat([enc.mask[i, :p], enc.mask[i, p + 1 : width]], 1) & new_mask  # no boundary
             scores = model.scorer(hidden, None if enc.query is None else enc.query[i])
             probs = _output_from_states(model, enc, i, hidden, scores, attended_after)
             if deleted is None:
@@ -496,21 +499,22 @@ def _loo_recurrent(model, batch, inst, pos, chunk_size):
     return deleted
 
 
-def _forward_after(rnn, enc, states, i, p: int, out: torch.Tensor) -> None:
-    """Writes into ``out`` (n, T − 1, H) the forward direction's states of instances ``i`` with token p deleted:
-    the original ones before p, then the tokens after p read from the state at p − 1 (zeros for p = 0). Rows
-    shorter than the batch read padding at their end, which changes none of their real states."""
+def _forward_after(rnn, enc, states, i, p: int, width: int, out: torch.Tensor) -> None:
+    """Writes into ``out`` (n, width − 1, H) the forward direction's states of instances ``i`` (texts of at most
+    ``width`` tokens) with token p deleted: the original ones before p, then the tokens after p read from the state
+    at p − 1 (zeros for p = 0). Rows shorter than ``width`` read padding at their end, which changes none of
+    their real states."""
     out[:, :p] = enc.hidden[i, :p, : rnn.hidden_size]
-    if p + 1 < enc.mask.shape[1]:
+    if p + 1 < width:
         start = tuple(x[i, p - 1] for x in states) if p > 0 else None
-        out[:, p:] = run_direction(rnn, False, enc.embedded[i, p + 1 :], start)
+        out[:, p:] = run_direction(rnn, False, enc.embedded[i, p + 1 : width], start)
 
 
-def _backward_before(rnn, enc, states, i, p: int, out: torch.Tensor) -> None:
-    """Writes into ``out`` (n, T − 1, H) the backward direction's states of instances ``i`` with token p
+def _backward_before(rnn, enc, states, i, p: int, width: int, out: torch.Tensor) -> None:
+    """Writes into ``out`` (n, width − 1, H) the backward direction's states of instances ``i`` with token p
     deleted: the tokens before p read in reverse from the state at p + 1 (zeros where p is the text's last
     token), then the original ones after p."""
-    out[:, p:] = enc.hidden[i, p + 1 :, rnn.hidden_size :]
+    out[:, p:] = enc.hidden[i, p + 1 : width, rnn.hidden_size :]
     if p > 0:
         inside = ((p + 1) < enc.lengths[i]).unsqueeze(-1).to(out.dtype)
         start = tuple(x[i, min(p + 1, enc.mask.shape[1] - 1)] * inside for x in states)
