@@ -277,3 +277,21 @@ def test_faithfulness_ranks_by_an_aggregation_on_a_transformer_and_refuses_it_el
     with pytest.raises(UserError, match="analysis.faithfulness.methods: rollout"):
         Faithfulness(methods=["attention", "rollout"]).check_model(average_model())
     assert "rollout" not in Faithfulness().methods  # asked for by name only
+
+
+# -- through aggregated_importance: the heads of a layer are averaged (issue 41) ---------------------------------
+
+
+def test_rollout_and_flow_of_a_model_average_its_heads_worked_by_hand():
+    """Layer 1's two heads differ (HEAD_A, HEAD_B): through the model's trace, rollout and flow use their mean.
+    α = (1, 0, 0): rollout's row 0 (.625, .375, 0), flow (.6, .4, 0) (the worked products above); α = (.5, .5, 0):
+    rollout (.375, .375, .25). Head 0 alone (Â1 = [[1, 0, 0], [.5, .5, 0], [0, 0, 1]]) would give rollout
+    (.75, .25, 0) and (.5, .25, .25)."""
+    for alpha_, method, expected in (
+        ([1.0, 0.0, 0.0], "rollout", [0.625, 0.375, 0.0]),
+        ([0.5, 0.5, 0.0], "rollout", [0.375, 0.375, 0.25]),
+        ([1.0, 0.0, 0.0], "flow", [0.6, 0.4, 0.0]),
+    ):
+        attention, alpha, mask = hand_set(alpha_)
+        scores, _ = aggregated_importance(method, HandSetModel(attention), {"mask": mask}, alpha, AggregationOptions())
+        np.testing.assert_allclose(scores[0, :3].numpy(), expected, atol=1e-9, err_msg=f"{method}, α = {alpha_}")
