@@ -215,3 +215,82 @@ def test_the_report_shows_randomised_labels_beside_the_cascade():
     shown = display(table([Run(Path("/r"), "complete", config=config, summary=summary)]))
     assert shown.loc[0, "ρ decoder"] == "0.900 [0.800, 1.000]"
     assert shown.loc[0, "ρ randomised labels"] == "0.300 [0.200, 0.400]"
+
+
+# -- the cascade's stages on a pair model, their seeds, and the statistics' keys (issue 41) -----------------------
+
+
+def test_the_decoder_stage_of_a_pair_model_redraws_its_whole_decoder():
+    """A pair model decodes with Linear(tanh(W_p c + W_q q)): the decoder stage redraws ``output``, ``w_context``
+    and ``w_query`` and nothing else; the encoder stage also the question's encoder."""
+    from tests.models.test_pair_model import make
+
+    model = make("lstm")
+    original = copy.deepcopy(model.state_dict())
+    stages = ["decoder", "attention", "encoder", "embeddings"]
+    prefixes = {
+        "decoder": ("output.", "w_context.", "w_query."),
+        "attention": ("scorer.",),
+        "encoder": ("encoder.", "question_encoder."),
+        "embeddings": ("embedding.",),
+    }
+    for j, (stage, randomised, _) in enumerate(cascade(model, stages, seed=2)):
+        changed = {n for n, v in randomised.state_dict().items() if not torch.equal(v, original[n])}
+        expected = {n for n in original if n.startswith(tuple(p for s in stages[: j + 1] for p in prefixes[s]))}
+        assert changed == expected, stage
+    assert {n.split(".")[0] for n in expected} == {
+        "output",
+        "w_context",
+        "w_query",
+        "scorer",
+        "encoder",
+        "question_encoder",
+        "embedding",
+    }
+
+
+def test_each_stage_draws_from_its_own_seed():
+    """Three stages whose modules have the same shape (Linear 3 → 3): each is redrawn from a seed of its own,
+    so no two get the same values (one seed for every stage would give all three the same weights)."""
+
+    class ThreeStages(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.output, self.scorer, self.encoder = (torch.nn.Linear(3, 3) for _ in range(3))
+
+    (_, last, _) = cascade(ThreeStages(), ["decoder", "attention", "encoder"], seed=7)[-1]
+    weights = [last.output.weight, last.scorer.weight, last.encoder.weight]
+    for a, b in ((0, 1), (0, 2), (1, 2)):
+        assert not torch.equal(weights[a], weights[b]), (a, b)
+
+
+def test_spearman_and_kendall_are_stored_under_their_own_keys_worked_by_hand(monkeypatch):
+    """A method that explains the trained model by x = (1, 2, 3, 4) and every randomised one by y = (−2, 1, 4, 3):
+    signed ranks (1, 2, 3, 4) vs (1, 2, 4, 3): ρ = 1 − 6·2/(4·15) = 0.8, τ = (5 − 1)/6 = 2/3; of |·|, |y| ranks
+    (2, 1, 4, 3): ρ = 1 − 6·4/60 = 0.6, τ = (4 − 2)/6 = 1/3 — four different numbers, each under its key, and
+    scipy's."""
+    from attn_study.analysis.callback import analysis_mode
+    from tests.helpers import StubData, token_batch
+
+    model = tiny_model(double=True)
+    x = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64)
+    y = torch.tensor([-2.0, 1.0, 4.0, 3.0], dtype=torch.float64)
+
+    def fixed(explained, batch, alpha, probs, options):
+        return (x if explained is model else y).expand(batch["mask"].shape[0], 4).clone(), {}
+
+    monkeypatch.setitem(importance.METHODS, "fixed", fixed)
+    analysis = Sanity(methods=["fixed"], stages=["decoder", "attention"])
+    batch = token_batch([[5, 6, 7, 8], [9, 10, 11, 12], [13, 14, 15, 16]])
+    with analysis_mode(model):
+        measured = analysis.measure(model, StubData(batch), "test", np.arange(3), ["cascading"])
+    summary = analysis.summarise(measured, ["cascading"])
+    expected = {"spearman": 0.8, "kendall": 2 / 3, "spearman_abs": 0.6, "kendall_abs": 1 / 3}
+    assert expected["spearman"] == pytest.approx(stats.spearmanr(x, y).statistic)
+    assert expected["kendall"] == pytest.approx(stats.kendalltau(x, y).statistic)
+    assert expected["spearman_abs"] == pytest.approx(stats.spearmanr(x, y.abs()).statistic)
+    assert expected["kendall_abs"] == pytest.approx(stats.kendalltau(x, y.abs()).statistic)
+    for stage in ("decoder", "attention"):
+        for part, value in expected.items():
+            assert summary[f"sn/fixed/{stage}/{part}/mean"] == pytest.approx(value, abs=1e-12), (stage, part)
+            assert summary[f"sn/fixed/{stage}/{part}/n"] == 3
