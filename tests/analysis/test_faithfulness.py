@@ -618,3 +618,42 @@ def test_the_report_ranks_soft_metrics_up_and_auc_tp_down(tmp_path):
         cells = dict(zip(columns, (c.strip() for c in row.split("|"))))
         best = cells["method"] == "attention"  # the lowest AUC-TP and the lowest Soft-NC
         assert cells["rank (AUC-TP)"] == ("1" if best else "3") and cells["rank (Soft-NC)"] == ("3" if best else "1")
+
+
+# -- signed importance in the soft metrics; IOU precision against recall (issue 41) -------------------------------
+
+
+def test_soft_metrics_scale_signed_importance_between_its_min_and_max():
+    """Signed scores (the row's minimum is not 0): a = (s − min)/(max − min). Row (−2, 0, 2, −1) → (0, ½, 1, ¼);
+    through the soft metrics, the signal token of (−3, 1, −1, 1) has a = (−1 + 3)/(1 + 3) = ½, so its dimension 0 is
+    dropped where the draw u ≥ 1 − ½ (comprehensiveness) or u ≥ ½ (sufficiency), as worked out from the draws."""
+    from attn_study.analysis.seeding import instance_draws
+    from attn_study.families.faithfulness.callback import soft_scores, unit_importance
+
+    signed = torch.tensor([[-2.0, 0.0, 2.0, -1.0, 7.0]], dtype=torch.float64)
+    text = torch.tensor([[True, True, True, True, False]])
+    assert unit_importance(signed, text)[0].tolist() == [0.0, 0.5, 1.0, 0.25, 0.0]
+    s, b = 4.0, -0.2
+    model = one_token_model(s, b)
+    batch = token_batch([[3, 4, SIGNAL, 5]])
+    _, _, probs = predict(model, batch)
+    raw = torch.tensor([[-3.0, 1.0, -1.0, 1.0]], dtype=torch.float64)
+    samples, seed = 40, 1
+    soft, _ = soft_scores(model, batch, probs, {"m": raw}, seed, samples, chunk_size=50)
+    u = instance_draws(batch["index"], batch["mask"], seed, "faithfulness_soft", leading=(samples, 6))[0, :, 0, 2]
+    assert soft["m"][0].item() == pytest.approx((u >= 0.5).double().mean().item(), abs=1e-12)
+    assert soft["m"][1].item() == pytest.approx(1 - (u >= 0.5).double().mean().item(), abs=1e-12)
+    assert 0 < (u >= 0.5).double().mean().item() < 1  # both outcomes drawn: a = ½ is what decides
+
+
+def test_iou_precision_and_recall_when_the_spans_differ_in_number_worked_by_hand():
+    """Truth {1, 2, 3}: one true span. The ranking's top 3 are {1, 2, 5}: two selected spans, [1–2] (IOU 2/3 with
+    [1–3]: a match) and [5] (none). IOU precision = 1 of 2 selected spans = ½; IOU recall = 1 of 1 true span = 1.
+    And the other way: truth {1, 5} (two spans), top 2 = {1, 2} (one span, IOU ½ with [1]): precision 1, recall ½."""
+    truth = torch.zeros(2, 8, dtype=torch.bool)
+    truth[0, [1, 2, 3]] = True
+    truth[1, [1, 5]] = True
+    order = torch.tensor([[1, 2, 5, 0, 3, 4, 6, 7], [1, 2, 0, 3, 4, 5, 6, 7]])
+    f1, precision, recall = hard_rationale_scores(order, truth, torch.ones_like(truth))
+    assert precision.tolist() == [0.5, 1.0] and recall.tolist() == [1.0, 0.5]
+    assert f1.tolist() == [2 / 3, 0.5]  # token F1: 2 of 3, 1 of 2
