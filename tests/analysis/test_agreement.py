@@ -1,6 +1,6 @@
-"""The agreement family (families/agreement): per-instance τ of every pair of methods equals scipy's Kendall τ-b of the
-registry's scores, the methods a model cannot give are left out by default and refused when named, flow's bound
-is counted, the report's matrix; one end-to-end run from the command line and its report."""
+"""The agreement family (families/agreement): per-instance τ of every pair of methods equals scipy's Kendall τ-b of
+the registry's scores (near-ties snapped), the methods a model cannot give are left out by default and refused when
+named, flow's bound is counted, the report's matrix; one end-to-end run from the command line and its report."""
 
 from __future__ import annotations
 
