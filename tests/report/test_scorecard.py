@@ -213,3 +213,48 @@ def test_the_bootstrap_interval_widens_the_band():
         )
         == "not reproduced (ours higher)"
     )
+
+
+# ------------------------------------------------------------------------------------------------
+# issue 41 (tests helper): the band's factors, each on a cell that only the right factor classifies right
+# ------------------------------------------------------------------------------------------------
+
+
+def test_the_band_is_two_seed_stds_a_cell_between_s_plus_r_and_2s_plus_r_is_reproduced():
+    """Seeds 0.825, 0.845, 0.865: mean 0.845, s = 0.02 (n − 1 in the denominator), no interval (h = 0); the paper's
+    0.81 (r = 0.005) is |Δ| = 0.035 away: beyond s + r = 0.025, within 2s + r = 0.045 — reproduced. At 0.795 and
+    0.775 seeds' mean (|Δ| = 0.05 > 0.045) it is not."""
+    found = cell(scorecard(runs([0.825, 0.845, 0.865])))
+    assert found["seed std"] == pytest.approx(0.02) and found["ours"] == pytest.approx(0.845)
+    assert found["verdict"] == "reproduced"
+    assert cell(scorecard(runs([0.74, 0.76, 0.78])))["verdict"] == "not reproduced (ours lower)"
+    hand = {"n seeds": 3, "ours": 0.845, "seed std": 0.02, "ci low": float("nan"), "ci high": float("nan")}
+    assert verdict(0.81, "0.81", hand) == "reproduced"
+    assert verdict(0.81, "0.81", {**hand, "ours": 0.86}) == "not reproduced (ours higher)"
+
+
+def test_the_band_takes_half_the_intervals_width_a_cell_between_h_plus_r_and_2h_plus_r_is_not_reproduced():
+    """Seeds that agree (s = 0), the interval [0.825, 0.865]: h = 0.02; the paper's 0.81 (r = 0.005) at |Δ| = 0.035 is
+    beyond h + r = 0.025 — not reproduced — though within the full width + r = 0.045; at |Δ| = 0.02 it is. The same
+    through the scorecard on Jain & Wallace's τ_g (a key with an interval): ours 0.035 above the paper's value."""
+    hand = {"n seeds": 3, "ours": 0.845, "seed std": 0.0, "ci low": 0.825, "ci high": 0.865}
+    assert verdict(0.81, "0.81", hand) == "not reproduced (ours higher)"
+    assert verdict(0.81, "0.81", {**hand, "ours": 0.83, "ci low": 0.81, "ci high": 0.85}) == "reproduced"
+    key = "jw/tau_grad/class_1/mean"
+    table = references()
+    row = table[
+        (table.paper == "jain_wallace")
+        & (table.key == key)
+        & (table.dataset == "sst")
+        & (table.encoder == "lstm")
+        & (table.statistic == "mean")
+    ].iloc[0]
+    paper, r = float(row.value), rounding(row.value)
+    assert r <= 0.005
+    stem = key[: -len("mean")]
+    interval = {stem + "ci_low": [paper + 0.015] * 3, stem + "ci_high": [paper + 0.055] * 3}
+    found = scorecard(runs([paper + 0.035] * 3, key=key, **interval))
+    assert found[found.source == row.source]["verdict"].tolist() == ["not reproduced (ours higher)"]
+    interval = {stem + "ci_low": [paper] * 3, stem + "ci_high": [paper + 0.04] * 3}
+    found = scorecard(runs([paper + 0.02] * 3, key=key, **interval))
+    assert found[found.source == row.source]["verdict"].tolist() == ["reproduced"]
