@@ -186,3 +186,58 @@ def test_a_truncated_checkpoint_is_named_not_resumed(make_cfg, tmp_path):
         run(cfg, tmp_path)
     assert last.is_file() and (tmp_path / "summary.json").is_file()  # nothing deleted
     assert run(make_cfg(*QUICK, "resume=false"), tmp_path)["test/acc"] >= 0
+
+
+# -- what a relaunch trusts: the summary, every setting, the resume point's config (issue 41) ---------------------
+
+
+def test_a_complete_run_whose_summary_is_gone_is_trained_again(make_cfg, tmp_path):
+    """``complete`` in status.json is not enough: without summary.json the results are not whole, so the run is
+    not complete and a relaunch trains it again (it does not skip it, nor fail reading the missing file)."""
+    cfg = make_cfg(*QUICK)
+    first = run(cfg, tmp_path)
+    (tmp_path / "summary.json").unlink()
+    assert status(tmp_path)["state"] == "complete" and not state.is_complete(tmp_path)
+    again = run(cfg, tmp_path)
+    assert status(tmp_path)["state"] == "complete" and status(tmp_path)["attempt"] == 2
+    assert summary(tmp_path) == again and again["test/loss"] == first["test/loss"]
+
+
+def test_a_setting_only_one_identity_has_is_the_same_only_when_it_is_null():
+    """A setting added to the code later (absent from an old run's record) matches only its off value, null; a
+    value either side lacks is a different experiment, said as ``<absent>``."""
+    assert state.same_identity({"a": 1}, {"a": 1, "b": None}) and state.same_identity({"a": 1, "b": None}, {"a": 1})
+    assert not state.same_identity({"a": 1}, {"a": 1, "b": 2})
+    assert not state.same_identity({"a": 1, "b": 0}, {"a": 1})  # 0 and False are values, not null
+    assert state.identity_differences({"a": 1}, {"a": 1, "b": 2}) == ["b: <absent> → 2"]
+
+
+def test_a_complete_run_recorded_without_a_setting_now_set_is_another_configuration(make_cfg, tmp_path):
+    cfg = make_cfg(*QUICK)
+    run(cfg, tmp_path)
+    record = status(tmp_path)
+    old = {k: v for k, v in record["identity"].items() if k != "model/optimizer/lr"}  # recorded before lr existed
+    state._write(tmp_path, {**record, "identity": old})
+    with pytest.raises(UserError, match=r"another configuration \(.*model.optimizer.lr: <absent> → 0.001"):
+        run(cfg, tmp_path)
+
+
+def test_a_killed_run_relaunched_with_another_setting_starts_over_not_from_its_last_checkpoint(
+    make_cfg, tmp_path, capsys
+):
+    """A killed attempt (``running``, its process gone) left ``checkpoints/last.ckpt``; the relaunch has another
+    learning rate. It must not continue the other configuration's training: it trains from scratch, and ends with
+    the numbers of a fresh run of the new setting (resuming the finished epoch would test the old model)."""
+    run(make_cfg(*QUICK), tmp_path / "run")
+    record = status(tmp_path / "run")
+    state._write(tmp_path / "run", {**record, "state": "running", "pid": 999999999})  # killed
+    checkpoints = tmp_path / "run" / "checkpoints"
+    (checkpoints / "last.ckpt").write_bytes((checkpoints / "best.ckpt").read_bytes())
+    capsys.readouterr()
+    changed = [*QUICK, "model.optimizer.lr=0.05"]
+    relaunched = run(make_cfg(*changed), tmp_path / "run")
+    assert "resuming training from" not in capsys.readouterr().out
+    fresh = run(make_cfg(*changed), tmp_path / "fresh")
+    for key in ("test/loss", "test/acc", "val/acc_best"):
+        assert relaunched[key] == fresh[key], key
+    assert status(tmp_path / "run")["identity"]["model/optimizer/lr"] == 0.05
