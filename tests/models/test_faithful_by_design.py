@@ -254,3 +254,23 @@ def test_the_l2_tying_target_sends_no_gradient_to_the_embeddings():
     predict = WordTying(hidden_dim=4, embedding_dim=3, kind="predict").double()
     predict(hidden, mask, ids, embedding).backward()
     assert embedding.weight.grad is not None and embedding.weight.grad.any()
+
+
+def test_word_tying_over_no_position_is_zero_and_over_one_position_is_its_loss():
+    """No attended position: the loss is exactly 0 (not the NaN of a mean over nothing) and still part of the
+    graph; one position: that position's loss, worked out by hand, for both kinds."""
+    torch.manual_seed(1)
+    embedding = torch.nn.Embedding(10, 3).double()
+    hidden = torch.randn(1, 3, 4, dtype=torch.float64, requires_grad=True)
+    ids = torch.tensor([[4, 7, 2]])
+    for kind in ("predict", "l2"):
+        tying = WordTying(hidden_dim=4, embedding_dim=3, kind=kind).double()
+        none = tying(hidden, torch.zeros(1, 3, dtype=torch.bool), ids, embedding)
+        assert none.item() == 0.0 and none.requires_grad, kind
+        mapped = tying.to_embedding.weight @ hidden[0, 1] + tying.to_embedding.bias
+        if kind == "predict":
+            expected = -torch.log_softmax(embedding.weight @ mapped, 0)[7]
+        else:
+            expected = ((mapped - embedding.weight[7]) ** 2).sum()
+        one = tying(hidden, torch.tensor([[False, True, False]]), ids, embedding)
+        assert one.item() == pytest.approx(expected.item(), rel=1e-12) and one.item() > 0, kind
