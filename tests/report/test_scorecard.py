@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -258,3 +259,41 @@ def test_the_band_takes_half_the_intervals_width_a_cell_between_h_plus_r_and_2h_
     interval = {stem + "ci_low": [paper] * 3, stem + "ci_high": [paper + 0.04] * 3}
     found = scorecard(runs([paper + 0.02] * 3, key=key, **interval))
     assert found[found.source == row.source]["verdict"].tolist() == ["reproduced"]
+
+
+def test_meisters_table2_cell_is_the_tau_per_seed_of_the_complete_runs_of_its_model():
+    """Meister et al.'s Table 2 (SST, BiLSTM): Kendall τ-b between sparsegen's λ (sparsemax: 0) and the run's mean
+    H̃(g_ŷ(x)), per seed. Two seeds whose entropies fall as λ grows: τ = −1 each, so ours −1 from 2 seeds, std 0.
+    A run still running and a CNN's run, whose entropies would break the order, are not in it."""
+
+    def point(seed, projection, lam, entropy, encoder="lstm", state="complete"):
+        config = {**SETTING, "projection": projection, "lam": lam, "seed": seed, "encoder": encoder}
+        summary = {"sp/n_instances": 50, "sp/entropy/g_input/mean": entropy}
+        return Run(Path(f"/m/{seed}/{projection}{lam}{encoder}{state}"), state, config=config, summary=summary)
+
+    points = [
+        point(seed, projection, lam, entropy - 0.01 * (seed - 13))
+        for seed in (13, 14)
+        for projection, lam, entropy in (("sparsemax", None, 0.9), ("sparsegen", 0.5, 0.7), ("sparsegen", 2.0, 0.4))
+    ]
+    points += [point(13, "sparsegen", 1.0, 0.95, state="running"), point(14, "sparsegen", 1.0, 0.99, encoder="cnn")]
+    frame = scorecard(points)
+    found = frame[(frame.paper == "meister") & (frame.source == "Table 2") & frame.setting.str.startswith("sst ")]
+    assert len(found) == 1, frame[["paper", "source", "setting"]]
+    row = found.iloc[0]
+    assert row["ours"] == pytest.approx(-1.0) and row["n seeds"] == 2 and row["seed std"] == pytest.approx(0.0)
+    assert row["paper value"] == "-0.866" and row["verdict"] == "not reproduced (ours lower)"
+
+
+def test_one_seeds_interval_is_widened_by_the_papers_rounding_and_a_key_without_an_interval_has_none():
+    """One seed, interval [0.803, 0.827]: the paper's 0.83 (printed to 2 decimals, r = 0.005) is inside it once
+    rounding is allowed (0.83 ≤ 0.832), 0.84 is not, 0.80 is (0.798 ≤ 0.80). A /mean key whose runs record no
+    interval: NaN, not an error."""
+    hand = {"n seeds": 1, "ours": 0.81, "seed std": math.nan, "ci low": 0.803, "ci high": 0.827}
+    assert verdict(0.83, "0.83", hand) == "1 seed: the paper's value inside our interval"
+    assert verdict(0.84, "0.84", hand) == "1 seed: the paper's value outside our interval"
+    assert verdict(0.80, "0.80", hand) == "1 seed: the paper's value inside our interval"
+    key = "jw/tau_grad/class_1/mean"
+    frame = scorecard(runs([0.5, 0.52], key=key))
+    row = frame[frame.key == key].iloc[0]
+    assert math.isnan(row["ci low"]) and math.isnan(row["ci high"]) and row["ours"] == pytest.approx(0.51)
