@@ -151,3 +151,13 @@ def test_a_repeated_words_near_tie_gives_scipys_tau_of_the_exact_tie(monkeypatch
     assert all(abs(e - u) > 0.05 for e, u in zip(expected, unsnapped))  # the tie matters
     np.testing.assert_allclose(result.frame[pair_column("gradient", "loo")], expected, atol=1e-12)
     assert summary[ag("gradient", "loo", "tau", "mean")] == pytest.approx(np.mean(expected), abs=1e-12)
+
+
+def test_texts_under_two_tokens_are_counted_as_too_short_and_left_out_of_every_pair():
+    """Lengths 1, 2, 4: one text is too short (a single token has no ranking); the two-token text counts. τ of the
+    one-token text is undefined (left out: n = 2)."""
+    model = tiny_model(partial(AverageEncoder, hidden_size=4), double=True)
+    batch = token_batch([[4], [5, 6], [7, 8, 9, 10]])
+    _, summary = measured(Agreement(methods=["attention", "loo"]), model, batch)
+    assert summary[ag("n_instances")] == 3 and summary[ag("dropped", "too_short")] == 1
+    assert summary[ag("attention", "loo", "tau", "n")] == 2
