@@ -287,6 +287,7 @@ def test_spearman_and_kendall_are_stored_under_their_own_keys_worked_by_hand(mon
     y = torch.tensor([-2.0, 1.0, 4.0, 3.0], dtype=torch.float64)
 
     def fixed(explained, batch, alpha, probs, options):
+        assert isinstance(explained, torch.nn.Module) and probs.shape == (batch["mask"].shape[0], 2)
         return (x if explained is model else y).expand(batch["mask"].shape[0], 4).clone(), {}
 
     monkeypatch.setitem(importance.METHODS, "fixed", fixed)
@@ -304,3 +305,65 @@ def test_spearman_and_kendall_are_stored_under_their_own_keys_worked_by_hand(mon
         for part, value in expected.items():
             assert summary[f"sn/fixed/{stage}/{part}/mean"] == pytest.approx(value, abs=1e-12), (stage, part)
             assert summary[f"sn/fixed/{stage}/{part}/n"] == 3
+
+
+def test_too_short_texts_and_constant_explanations_are_counted(monkeypatch):
+    """Lengths 1, 2, 3: the one-token text is too short; the two-token text's explanation is constant (1, 1) before
+    the randomisation, so its ρ is undefined and counted (it is long enough); the three-token text's ρ is defined."""
+    from attn_study.analysis.callback import analysis_mode
+    from tests.helpers import StubData, token_batch
+
+    model = tiny_model(double=True)
+
+    def ties_the_pair(explained, batch, alpha, probs, options):
+        scores = torch.arange(1.0, 1 + batch["mask"].shape[1], dtype=torch.float64).expand_as(alpha).clone()
+        scores[batch["lengths"] == 2] = 1.0
+        return scores * batch["mask"], {}
+
+    monkeypatch.setitem(importance.METHODS, "ties_the_pair", ties_the_pair)
+    analysis = Sanity(methods=["ties_the_pair"], stages=["decoder"])
+    batch = token_batch([[5], [6, 7], [8, 9, 10]])
+    with analysis_mode(model):
+        measured = analysis.measure(model, StubData(batch), "test", np.arange(3), ["cascading"])
+    summary = analysis.summarise(measured, ["cascading"])
+    assert summary["sn/dropped/too_short"] == 1 and summary["sn/ties_the_pair/decoder/undefined"] == 1
+    assert summary["sn/ties_the_pair/decoder/spearman/n"] == 1 and summary["sn/decoder/parameters"] == sum(
+        p.numel() for p in model.output.parameters()
+    )
+
+
+def test_a_model_without_a_stages_modules_is_refused_and_one_with_them_is_not():
+    class NoScorer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.output, self.encoder, self.embedding = (
+                torch.nn.Linear(2, 1),
+                torch.nn.Linear(2, 2),
+                torch.nn.Embedding(3, 2),
+            )
+
+    with pytest.raises(UserError, match=r"re-initialises \['attention'\]"):
+        Sanity(stages=["decoder", "attention"]).check_model(NoScorer())
+    Sanity(stages=["decoder", "encoder", "embeddings"]).check_model(NoScorer())
+    Sanity().check_model(tiny_model())
+
+
+def test_a_parameter_without_an_initialiser_is_redrawn_from_a_normal_of_its_own_spread():
+    """Bare parameters (no module's ``reset_parameters`` owns them), in order: (1, 3) has σ = √2; (2, 2) is constant
+    and (5) a single value, so they get 1/√size. From the seed's generator: N(0, 1) draws times those."""
+
+    class Bare(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.spread = torch.nn.Parameter(torch.tensor([1.0, 3.0], dtype=torch.float64))
+            self.constant = torch.nn.Parameter(torch.tensor([2.0, 2.0], dtype=torch.float64))
+            self.single = torch.nn.Parameter(torch.tensor([5.0], dtype=torch.float64))
+
+    module = Bare()
+    assert reinitialise([module], seed=3) == 5
+    generator = torch.Generator().manual_seed(3)
+    expected = [
+        torch.randn(n, dtype=torch.float64, generator=generator) * c for n, c in ((2, 2**0.5), (2, 0.5**0.5), (1, 1.0))
+    ]
+    for name, values in zip(("spread", "constant", "single"), expected):
+        torch.testing.assert_close(getattr(module, name).detach(), values, rtol=0, atol=1e-15, msg=name)
