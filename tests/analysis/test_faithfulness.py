@@ -739,3 +739,43 @@ def test_iou_precision_and_recall_when_the_spans_differ_in_number_worked_by_hand
     f1, precision, recall = hard_rationale_scores(order, truth, torch.ones_like(truth))
     assert precision.tolist() == [0.5, 1.0] and recall.tolist() == [1.0, 0.5]
     assert f1.tolist() == [2 / 3, 0.5]  # token F1: 2 of 3, 1 of 2
+
+
+# -- from mutation survivors (issue 41) -----------------------------------------------------------------------------
+
+
+def test_unit_importance_of_constant_and_nan_scores():
+    """All equal (or all NaN): ½ on every text token; a NaN among others counts as 0: (NaN, 1, 2) → (0, ½, 1)."""
+    from attn_study.families.faithfulness.callback import unit_importance
+
+    scores = torch.tensor([[3.0, 3.0, 3.0], [math.nan, math.nan, 0.0], [math.nan, 1.0, 2.0]], dtype=torch.float64)
+    text = torch.tensor([[True, True, False], [True, True, False], [True, True, True]])
+    assert unit_importance(scores, text).tolist() == [[0.5, 0.5, 0.0], [0.5, 0.5, 0.0], [0.0, 0.5, 1.0]]
+
+
+def test_each_methods_soft_metrics_are_its_own_whatever_the_other_methods():
+    """The masks are the same draws for every method: Soft-NC and Soft-NS of a method computed beside another equal
+    those computed for it alone (each method's pair of variants read from its own place)."""
+    from attn_study.families.faithfulness.callback import soft_scores
+
+    model = one_token_model(4.0, -0.2)
+    batch = token_batch([[3, 4, SIGNAL, 5, 6], [SIGNAL, 3, 4, 5]])
+    _, _, probs = predict(model, batch)
+    first = torch.tensor([[1.0, 0.0, 0.2, 0.5, 0.5], [0.7, 0.0, 1.0, 0.3, 0.0]], dtype=torch.float64)
+    second = torch.tensor([[0.0, 0.1, 0.9, 0.2, 0.3], [0.1, 0.2, 0.3, 0.4, 0.0]], dtype=torch.float64)
+    both, _ = soft_scores(model, batch, probs, {"first": first, "second": second}, seed=2, samples=8)
+    for name, values in (("first", first), ("second", second)):
+        alone, _ = soft_scores(model, batch, probs, {name: values}, seed=2, samples=8)
+        for part in (0, 1):
+            torch.testing.assert_close(both[name][part], alone[name][part], msg=f"{name} {part}")
+    assert not torch.allclose(both["first"][1], both["second"][1])  # the two methods' Soft-NS differ
+
+
+def test_f1_of_zero_precision_and_recall_is_zero_and_no_instance_gives_no_curve():
+    from attn_study.families.faithfulness.callback import area_under_threshold_performance
+
+    assert _f1([0.0, 0.5, 1.0], [0.0, 1.0, 1.0]).tolist() == pytest.approx([0.0, 2 / 3, 1.0])
+    (value, _, _), curve = area_under_threshold_performance(
+        np.zeros((0, 3), dtype=int), np.zeros(0, dtype=int), [0.0, 0.5, 1.0], "accuracy", 2
+    )
+    assert math.isnan(value) and len(curve) == 3 and np.isnan(curve).all()
