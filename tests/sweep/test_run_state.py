@@ -241,3 +241,46 @@ def test_a_killed_run_relaunched_with_another_setting_starts_over_not_from_its_l
     for key in ("test/loss", "test/acc", "val/acc_best"):
         assert relaunched[key] == fresh[key], key
     assert status(tmp_path / "run")["identity"]["model/optimizer/lr"] == 0.05
+
+
+def test_only_a_live_process_of_this_host_started_before_the_status_is_still_running():
+    """A ``running`` status names its host, PID and start: another host's, a missing PID and this very process (a
+    relaunch in the process that crashed) are not running it; a live process that started before the status is;
+    one that started after it (the PID reused) is not."""
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        here, started = os.uname().nodename, state.process_start_time(sleeper.pid)
+        assert started is not None and abs(started - time.time()) < 60
+        live = {"state": "running", "host": here, "pid": sleeper.pid, "started": started + 5}
+        assert state.still_running(live)
+        assert not state.still_running({**live, "host": here + "-other"})
+        assert not state.still_running({**live, "pid": None})
+        assert not state.still_running({**live, "pid": os.getpid()})
+        assert not state.still_running({**live, "started": started - 5})  # the PID now belongs to a newer process
+        assert state.still_running({**live, "started": started - 0.5})  # /proc's start: whole-second boot time
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert not state.still_running(live)  # gone
+
+
+def test_the_differences_name_dotted_settings_both_ways_and_count_the_rest():
+    stored = {"model/optimizer/lr": 0.001, "a": 1, "b": 2}
+    assert state.identity_differences(stored, {"model/optimizer/lr": 0.01, "a": 1}) == [
+        "b: 2 → <absent>",  # the shallower settings first
+        "model.optimizer.lr: 0.001 → 0.01",
+    ]
+    four = {f"k{i}": i for i in range(4)}
+    assert state.identity_differences(four, {}) == [f"k{i}: {i} → <absent>" for i in range(4)]  # four: no "more"
+    five = {f"k{i}": i for i in range(5)}
+    assert state.identity_differences(five, {})[4:] == ["… 1 more"]
+
+
+def test_a_complete_run_recorded_without_an_identity_is_another_configuration(make_cfg, tmp_path):
+    """A complete run whose status predates identities: its settings are unknown, so it is never taken for this
+    one — refused in one line, nothing changed."""
+    (tmp_path / "status.json").write_text('{"state": "complete"}')
+    (tmp_path / "summary.json").write_text('{"test/acc": 0.5}')
+    with pytest.raises(UserError, match=r"holds complete results of another configuration") as err:
+        run(make_cfg(*QUICK), tmp_path)
+    assert "\n" not in str(err.value) and summary(tmp_path) == {"test/acc": 0.5}
