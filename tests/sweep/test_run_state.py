@@ -284,3 +284,17 @@ def test_a_complete_run_recorded_without_an_identity_is_another_configuration(ma
     with pytest.raises(UserError, match=r"holds complete results of another configuration") as err:
         run(make_cfg(*QUICK), tmp_path)
     assert "\n" not in str(err.value) and summary(tmp_path) == {"test/acc": 0.5}
+
+
+def test_a_run_that_fills_the_disk_says_so_naming_its_directory_and_is_recorded_failed(make_cfg, tmp_path, monkeypatch):
+    import errno
+
+    from attn_study import run as run_module
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(run_module, "train_and_test", full)
+    with pytest.raises(UserError, match=f"no space left on the device of {tmp_path}: .*hydra.run.dir") as err:
+        run(make_cfg(*QUICK), tmp_path)
+    assert "\n" not in str(err.value) and status(tmp_path)["state"] == "failed"
