@@ -147,3 +147,14 @@ def test_truths_masks_are_the_same_for_any_batch_size_and_break_ties_by_each_ins
             assert positions.tolist() == sorted(by_key[:wanted]), (split, i)
             ties += wanted > len(truth)
     assert ties > 20  # most instances had to choose among tied tokens
+
+
+def test_a_lone_runs_missing_source_is_refused_at_once_naming_the_option(make_cfg, tmp_path, monkeypatch):
+    """Outside a sweep nothing will finish the source: no wait (``sweep.wait_min`` 0), one line naming
+    roar.source."""
+    waits, wait_for = [], job.wait_for
+    monkeypatch.setattr(job, "wait_for", lambda source, minutes: waits.append(minutes) or wait_for(source, minutes))
+    cfg = make_cfg(*SMALL, "roar=roar", "roar.fraction=0.3", f"roar.source={tmp_path / 'nothing'}")
+    with pytest.raises(UserError, match=r"^roar.source=.*nothing: that run is not complete"):
+        run(cfg, tmp_path / "job")
+    assert waits == [0.0]
