@@ -190,15 +190,7 @@ def test_the_report_reads_each_runs_recorded_overrides(tmp_path):
 
 
 def test_the_bootstrap_interval_widens_the_band():
-    key = "jw/tau_grad/class_1/mean"
-    table = references()
-    row = table[
-        (table.paper == "jain_wallace")
-        & (table.key == key)
-        & (table.dataset == "sst")
-        & (table.encoder == "lstm")
-        & (table.statistic == "mean")
-    ].iloc[0]
+    key, row = TAU_G, tau_g_row()
     paper = float(row.value)
     lows, highs = [paper - 0.02] * 3, [paper + 0.08] * 3
     frame = scorecard(runs([paper + 0.03] * 3, key=key, **{key[:-4] + "ci_low": lows, key[:-4] + "ci_high": highs}))
@@ -219,6 +211,20 @@ def test_the_bootstrap_interval_widens_the_band():
 # ------------------------------------------------------------------------------------------------
 # issue 41 (tests helper): the band's factors, each on a cell that only the right factor classifies right
 # ------------------------------------------------------------------------------------------------
+
+TAU_G = "jw/tau_grad/class_1/mean"
+
+
+def tau_g_row():
+    """The reference row of Jain & Wallace's mean τ_g of class 1 for the SST BiLSTM (a key with an interval)."""
+    table = references()
+    return table[
+        (table.paper == "jain_wallace")
+        & (table.key == TAU_G)
+        & (table.dataset == "sst")
+        & (table.encoder == "lstm")
+        & (table.statistic == "mean")
+    ].iloc[0]
 
 
 def test_the_band_is_two_seed_stds_a_cell_between_s_plus_r_and_2s_plus_r_is_reproduced():
@@ -241,15 +247,7 @@ def test_the_band_takes_half_the_intervals_width_a_cell_between_h_plus_r_and_2h_
     hand = {"n seeds": 3, "ours": 0.845, "seed std": 0.0, "ci low": 0.825, "ci high": 0.865}
     assert verdict(0.81, "0.81", hand) == "not reproduced (ours higher)"
     assert verdict(0.81, "0.81", {**hand, "ours": 0.83, "ci low": 0.81, "ci high": 0.85}) == "reproduced"
-    key = "jw/tau_grad/class_1/mean"
-    table = references()
-    row = table[
-        (table.paper == "jain_wallace")
-        & (table.key == key)
-        & (table.dataset == "sst")
-        & (table.encoder == "lstm")
-        & (table.statistic == "mean")
-    ].iloc[0]
+    key, row = TAU_G, tau_g_row()
     paper, r = float(row.value), rounding(row.value)
     assert r <= 0.005
     stem = key[: -len("mean")]
