@@ -83,7 +83,10 @@ def test_one_wanted_one_candidate_and_more_masked_already_than_wanted():
     assert masking.choose(scores, every, 3, 4, 0.5, keys).tolist() == []  # round(0.5 · 4) − 3 = −1
 
 
-def test_the_masked_share_of_a_split_without_text_tokens_is_zero():
+def test_the_masked_share_of_a_split_without_text_tokens_is_zero_and_of_one_masked_token_one():
     split = ProcessedSplit(ids=[np.array([2, 3])], labels=np.array([0]), uids=["a"], boundary=True)  # <sos> <eos>
     data = ProcessedDataset("toy", 2, ["n", "p"], Vocab(["x"]), {"train": split}, stats={"vocab_size": 3})
     assert masking.shares(data, {"train": [np.array([], dtype=np.int64)]}) == {"train": 0.0}
+    one = ProcessedSplit(ids=[np.array([2, 4, 3])], labels=np.array([0]), uids=["a"], boundary=True)  # one text token
+    data.splits["train"] = one
+    assert masking.shares(data, {"train": [np.array([1])]}) == {"train": 1.0}
