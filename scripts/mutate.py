@@ -4,6 +4,7 @@
     .venv/bin/python scripts/mutate.py attn_study/families/sparsity/callback.py tests/analysis/test_sparsity.py
     .venv/bin/python scripts/mutate.py attn_study/families/shortcuts/callback.py tests/analysis/test_shortcuts.py \\
         --functions choice_accuracy,measure --limit 40 -- -k "not smoke"
+    .venv/bin/python scripts/mutate.py attn_study/io.py tests/test_io.py --lines 23,40   # re-check survivors' lines
 
 Each mutant changes one place of the module's abstract syntax tree — a comparison (< ↔ <=, == ↔ !=), an
 arithmetic operator (+ ↔ −, * ↔ /), a number (k → k + 1), a boolean, a reduction (mean ↔ sum, max ↔ min),
@@ -115,6 +116,7 @@ def main() -> None:
     parser.add_argument("module", type=Path, help="the module to mutate")
     parser.add_argument("tests", nargs="+", help="test files or node ids to run")
     parser.add_argument("--functions", default="", help="only mutate inside these functions (comma-separated)")
+    parser.add_argument("--lines", default="", help="only mutate on these lines (comma-separated): a run's survivors")
     parser.add_argument("--limit", type=int, default=0, help="at most this many mutants, drawn at random")
     parser.add_argument("--seed", type=int, default=0, help="seed of that draw")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per test run")
@@ -124,6 +126,9 @@ def main() -> None:
     original = module.read_text()
     tree = ast.parse(original)
     lines = function_lines(tree, args.functions.split(",")) if args.functions else None
+    if args.lines:
+        chosen = {int(n) for n in args.lines.split(",")}
+        lines = chosen if lines is None else lines & chosen
     found = sites(tree, lines)
     if args.limit and len(found) > args.limit:
         found = sorted(random.Random(args.seed).sample(found, args.limit), key=lambda s: s.index)

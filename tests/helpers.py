@@ -98,6 +98,20 @@ def summary(run_dir: Path) -> dict:
     return json.loads((Path(run_dir) / "summary.json").read_text())
 
 
+def accuracy_by_hand(run_dir: Path) -> float:
+    """The share of the run's test instances whose label its saved best model predicts, each instance run alone
+    (batches of one: no padding, no batch-wide statistic): what ``test/acc`` is for a run that tested them all."""
+    from attn_study import assemble
+
+    loaded = assemble.load(run_dir, force=True)  # force: a run made by train_and_test alone has no status
+    correct = []
+    with torch.no_grad():
+        for batch in loaded.datamodule.loader("test", batch_size=1):
+            predicted = loaded.model.probabilities(loaded.model(batch)[0]).argmax(-1)
+            correct.append(bool(predicted.item() == batch["labels"].item()))
+    return float(np.mean(correct))
+
+
 # -- small models and batches --------------------------------------------------------------------
 
 SOS_ID, EOS_ID = 2, 3  # the ids boundary_batch wraps the texts with

@@ -10,7 +10,7 @@ import pytest
 from hydra.errors import MissingConfigException
 
 from attn_study.run import train_and_test
-from tests.helpers import REPO, TINY, cli_env, compose_config
+from tests.helpers import REPO, TINY, accuracy_by_hand, cli_env, compose_config
 
 CLI = [sys.executable, "-m", "attn_study.cli"]
 
@@ -71,7 +71,7 @@ def test_wandb_offline_run_is_written_into_the_run_directory(make_cfg, tmp_path)
 )
 def test_other_components_compose_and_run(make_cfg, tmp_path, combo):
     summary = train_and_test(make_cfg(*TINY, "logger=none", *combo), tmp_path / "run")
-    assert 0.0 <= summary["test/acc"] <= 1.0
+    assert summary["test/acc"] == pytest.approx(accuracy_by_hand(tmp_path / "run"))
 
 
 def test_wrong_choice_lists_the_available_options(make_cfg):

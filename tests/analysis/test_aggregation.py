@@ -277,3 +277,62 @@ def test_faithfulness_ranks_by_an_aggregation_on_a_transformer_and_refuses_it_el
     with pytest.raises(UserError, match="analysis.faithfulness.methods: rollout"):
         Faithfulness(methods=["attention", "rollout"]).check_model(average_model())
     assert "rollout" not in Faithfulness().methods  # asked for by name only
+
+
+# -- through aggregated_importance: the heads of a layer are averaged (issue 41) ---------------------------------
+
+
+def test_rollout_and_flow_of_a_model_average_its_heads_worked_by_hand():
+    """Layer 1's two heads differ (HEAD_A, HEAD_B): through the model's trace, rollout and flow use their mean.
+    α = (1, 0, 0): rollout's row 0 (.625, .375, 0), flow (.6, .4, 0) (the worked products above); α = (.5, .5, 0):
+    rollout (.375, .375, .25). Head 0 alone (Â1 = [[1, 0, 0], [.5, .5, 0], [0, 0, 1]]) would give rollout
+    (.75, .25, 0) and (.5, .25, .25)."""
+    for alpha_, method, expected in (
+        ([1.0, 0.0, 0.0], "rollout", [0.625, 0.375, 0.0]),
+        ([0.5, 0.5, 0.0], "rollout", [0.375, 0.375, 0.25]),
+        ([1.0, 0.0, 0.0], "flow", [0.6, 0.4, 0.0]),
+    ):
+        attention, alpha, mask = hand_set(alpha_)
+        scores, _ = aggregated_importance(method, HandSetModel(attention), {"mask": mask}, alpha, AggregationOptions())
+        np.testing.assert_allclose(scores[0, :3].numpy(), expected, atol=1e-9, err_msg=f"{method}, α = {alpha_}")
+
+
+def test_the_residual_adjustment_renormalises_over_the_real_positions_and_zeroes_padding():
+    """Â = 0.5·A + 0.5·I over the real positions, rows renormalised: a row that gave mass to padding (a model that
+    does not mask its queries' keys) loses it — row 0 (.5, .25 | .25): (.75, .125) / .875 = (6/7, 1/7) —, and a
+    padding position's row and column are 0 whatever A holds there."""
+    attention = torch.tensor([[[[0.5, 0.25, 0.25], [0.0, 1.0, 0.0], [0.2, 0.3, 0.5]]]], dtype=torch.float64)
+    mask = torch.tensor([[True, True, False]])
+    adjusted = aggregation.residual_attention(attention, mask)
+    expected = [[6 / 7, 1 / 7, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]]
+    np.testing.assert_allclose(adjusted[0, 0].numpy(), expected, atol=1e-12)
+    np.testing.assert_allclose(
+        aggregation.rollout(torch.cat([attention, attention], 1), mask)[0].numpy(),
+        [
+            [6 / 7 * 6 / 7, 6 / 7 * 1 / 7 + 1 / 7, 0.0],
+            [0.0, 1.0, 0.0],
+            [0.0, 0.0, 0.0],
+        ],
+        atol=1e-12,
+    )
+
+
+def test_norms_through_a_models_trace_compose_the_formula_with_the_pooling_attention():
+    """One layer of two heads over two tokens (the vectors of test_norms_equal_the_formula_on_two_tokens), α = (1, 0):
+    the scores are N's row 0, (‖(3.5, 4)‖, ‖(0, 1)‖), normalised; head 1 alone: (5, 0)."""
+
+    class Traced(HandSetModel):
+        attention_shape = (1, 2, True)
+
+        def layer_trace(self, batch):
+            transformed = torch.tensor([[[[1.0, 0], [0, 2]], [[3, 4], [1, 1]]]], dtype=torch.float64)[:, None]
+            return LayerTrace(self.attention, transformed, torch.zeros(1, 2, 1))
+
+    attention = torch.tensor([[[[0.5, 0.5], [0.25, 0.75]], [[1.0, 0], [0.5, 0.5]]]], dtype=torch.float64)[:, None]
+    batch = {"mask": torch.ones(1, 2, dtype=torch.bool)}
+    alpha = torch.tensor([[1.0, 0.0]], dtype=torch.float64)
+    scores, _ = aggregated_importance("norms", Traced(attention), batch, alpha, AggregationOptions())
+    first = np.hypot(3.5, 4)
+    np.testing.assert_allclose(scores[0].numpy(), [first / (first + 1), 1 / (first + 1)], atol=1e-12)
+    one, _ = aggregated_importance("norms", Traced(attention), batch, alpha, AggregationOptions(head=1))
+    np.testing.assert_allclose(one[0].numpy(), [1.0, 0.0], atol=1e-12)

@@ -1,6 +1,6 @@
-"""The agreement family (families/agreement): per-instance τ of every pair of methods equals Kendall's τ-b of the
-registry's scores, the methods a model cannot give are left out by default and refused when named, flow's bound
-is counted, the report's matrix; one end-to-end run from the command line and its report."""
+"""The agreement family (families/agreement): per-instance τ of every pair of methods equals scipy's Kendall τ-b of
+the registry's scores (near-ties snapped), the methods a model cannot give are left out by default and refused when
+named, flow's bound is counted, the report's matrix; one end-to-end run from the command line and its report."""
 
 from __future__ import annotations
 
@@ -16,13 +16,13 @@ import torch
 from attn_study.analysis.aggregation import AggregationOptions
 from attn_study.analysis.callback import analysis_mode
 from attn_study.analysis.importance import ImportanceOptions, importance, predict
-from attn_study.analysis.measures import kendall_tau_b
 from attn_study.errors import UserError
 from attn_study.families.agreement import report
 from attn_study.families.agreement.callback import Agreement, available
 from attn_study.families.agreement.figures import tau_matrix
 from attn_study.families.agreement.keys import ag, pair_column, tau_key
 from attn_study.models.encoders import AverageEncoder, TransformerEncoder
+from tests import reference as ref
 from tests.helpers import CLI, TINY, StubData, cli_env, tiny_model, token_batch
 
 TEXTS = [[4, 5, 6, 7, 8, 9], [9, 10, 11], [12, 4, 13, 14], [5, 6]]
@@ -48,7 +48,7 @@ def test_each_pairs_tau_is_kendalls_tau_of_the_two_methods_scores():
     scores = {m: importance(m, model, batch, alpha, probs, ImportanceOptions())[0] for m in methods}
     text = batch["token_mask"]
     for a, b in [("rollout", "flow"), ("flow", "loo"), ("attention", "gradient"), ("rollout", "loo")]:
-        expected = kendall_tau_b(scores[a].double(), scores[b].double(), text)[0].numpy()
+        expected = np.array([ref.tau(scores[a][r, text[r]], scores[b][r, text[r]])[0] for r in range(len(text))])
         np.testing.assert_allclose(result.frame[pair_column(a, b)], expected, atol=1e-12, err_msg=f"{a}, {b}")
         assert summary[tau_key(a, b, "mean")] == pytest.approx(np.nanmean(expected))
     # each pair once, its two methods in alphabetical order in the columns and keys
@@ -168,3 +168,41 @@ def test_the_report_reads_pairs_in_either_order_of_their_methods():
         ["loo", "rollout", 0.2, 10],
         ["attention", "loo", 0.2, 10],
     ]
+
+
+
+
+# -- near-ties snapped before τ, and τ against scipy (issue 41) ---------------------------------------------------
+
+
+def test_a_repeated_words_near_tie_gives_scipys_tau_of_the_exact_tie(monkeypatch):
+    """Two methods' scores set by hand, the first with a repeated word whose two scores differ by rounding noise
+    (1e-13, 1e-12: far below 1e-9 of the row's largest): τ is scipy's Kendall τ-b of the exactly tied scores —
+    not that of the unsnapped ones, which differs (the pair counts as concordant instead of tied)."""
+    from scipy import stats
+
+    from attn_study.analysis.importance import METHODS
+
+    near = torch.tensor([[0.25, 1.0, 0.25 + 1e-13, 0.5], [2.0, 2.0 - 1e-12, 1.0, 4.0]], dtype=torch.float64)
+    exact = torch.tensor([[0.25, 1.0, 0.25, 0.5], [2.0, 2.0, 1.0, 4.0]], dtype=torch.float64)
+    other = torch.tensor([[0.1, 0.4, 0.3, 0.2], [0.7, 0.9, 0.2, 0.1]], dtype=torch.float64)
+    monkeypatch.setitem(METHODS, "gradient", lambda m, batch, *a: (near[batch["index"]], {}))
+    monkeypatch.setitem(METHODS, "loo", lambda m, batch, *a: (other[batch["index"]], {}))
+    model = tiny_model(partial(AverageEncoder, hidden_size=4), double=True)
+    batch = token_batch([[4, 5, 6, 7], [8, 9, 10, 11]])
+    result, summary = measured(Agreement(methods=["gradient", "loo"]), model, batch)
+    expected = [stats.kendalltau(exact[r], other[r]).statistic for r in range(2)]
+    unsnapped = [stats.kendalltau(near[r], other[r]).statistic for r in range(2)]
+    assert all(abs(e - u) > 0.05 for e, u in zip(expected, unsnapped))  # the tie matters
+    np.testing.assert_allclose(result.frame[pair_column("gradient", "loo")], expected, atol=1e-12)
+    assert summary[ag("gradient", "loo", "tau", "mean")] == pytest.approx(np.mean(expected), abs=1e-12)
+
+
+def test_texts_under_two_tokens_are_counted_as_too_short_and_left_out_of_every_pair():
+    """Lengths 1, 2, 4: one text is too short (a single token has no ranking); the two-token text counts. τ of the
+    one-token text is undefined (left out: n = 2)."""
+    model = tiny_model(partial(AverageEncoder, hidden_size=4), double=True)
+    batch = token_batch([[4], [5, 6], [7, 8, 9, 10]])
+    _, summary = measured(Agreement(methods=["attention", "loo"]), model, batch)
+    assert summary[ag("n_instances")] == 3 and summary[ag("dropped", "too_short")] == 1
+    assert summary[ag("attention", "loo", "tau", "n")] == 2

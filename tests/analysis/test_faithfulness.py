@@ -29,6 +29,7 @@ from attn_study.families.faithfulness.callback import (
 )
 from attn_study.models import attention, encoders
 from attn_study.run import run as run_job
+from tests import reference as ref
 from tests.helpers import TINY, compose_config, tiny_model, token_batch
 
 FRACTIONS = (0.01, 0.05, 0.1, 0.2, 0.5)
@@ -281,7 +282,6 @@ def test_the_trained_runs_curves_are_its_models(trained):
     """The end-to-end run's comprehensiveness and sufficiency of leave-one-out and attention at 20 % and 50 %,
     recomputed from the saved model instance by instance (tests/reference.py)."""
     from attn_study import assemble
-    from tests import reference as ref
 
     run, _ = trained
     loaded = assemble.load(run)
@@ -300,25 +300,45 @@ def test_the_trained_runs_curves_are_its_models(trained):
 
 
 def test_faithfulness_outputs(trained):
+    """The run's files, and its summary from its per-instance frame by independent arithmetic: each mean, the
+    paired Wilcoxon p-value against attention (scipy), ERASER's IOU F1 = F1(mean P, mean R), AOPC = the mean of the
+    five sizes; every interval holds its mean. (The frame itself is checked against the saved model in
+    test_the_trained_runs_curves_are_its_models.)"""
     run, summary = trained
     folder = run / "analysis" / "faithfulness"
     frame = pd.read_parquet(folder / "instances.parquet")
     assert len(frame) == 120 and frame["uid"].is_unique and (folder / "curves.png").is_file()
     for method in ("attention", "gradient", "grad_norm", "input_x_gradient", "integrated_gradients", "loo", "random"):
-        for path in ("comprehensiveness/aopc", "sufficiency/aopc", "auprc", "ap", "token_f1"):
-            for stat in ("mean", "ci_low", "ci_high"):
-                assert math.isfinite(summary[f"ff/{method}/{path}/{stat}"]), (method, path, stat)
+        for path, column in (
+            ("comprehensiveness/aopc", "comp_aopc"),
+            ("sufficiency/aopc", "suff_aopc"),
+            ("auprc", "auprc"),
+            ("ap", "ap"),
+            ("token_f1", "token_f1"),
+        ):
+            values = frame[f"{method}_{column}"].to_numpy(float)
+            assert summary[f"ff/{method}/{path}/mean"] == pytest.approx(np.nanmean(values), abs=1e-12)
+            assert summary[f"ff/{method}/{path}/n"] == np.isfinite(values).sum() > 100
             low, mean, high = (summary[f"ff/{method}/{path}/{s}"] for s in ("ci_low", "mean", "ci_high"))
-            assert low <= mean <= high
-        assert frame[f"{method}_comp_aopc"].mean() == pytest.approx(summary[f"ff/{method}/comprehensiveness/aopc/mean"])
+            assert low <= mean <= high and low < high
+            if method != "attention":
+                base = frame[f"attention_{column}"].to_numpy(float)
+                both = np.isfinite(values) & np.isfinite(base)
+                diff = values[both] - base[both]
+                assert summary[f"ff/{method}/{path}/vs_attention_diff"] == pytest.approx(diff.mean(), abs=1e-12)
+                assert summary[f"ff/{method}/{path}/vs_attention_p"] == pytest.approx(
+                    stats.wilcoxon(diff[diff != 0]).pvalue, rel=1e-9
+                ), (method, path)
         assert summary[f"ff/{method}/comprehensiveness/k50/mean"] == pytest.approx(frame[f"{method}_comp_k50"].mean())
-        if method != "attention":
-            assert 0 <= summary[f"ff/{method}/auprc/vs_attention_p"] <= 1
         p, r = frame[f"{method}_iou_precision"].mean(), frame[f"{method}_iou_recall"].mean()
         assert summary[f"ff/{method}/iou_f1/value"] == pytest.approx(2 * p * r / (p + r) if p + r else 0.0)
     # AOPC is the mean of the five sizes, per instance
     k_columns = [f"loo_comp_k{k}" for k in (1, 5, 10, 20, 50)]
     np.testing.assert_allclose(frame[k_columns].mean(1), frame["loo_comp_aopc"], atol=1e-6)
+    # the known rationale's base rate and the attention's mass on it, from the frame's columns
+    rate = (frame["rationale_size"] / frame["length"]).mean()
+    assert summary["ff/rationale/base_rate/mean"] == pytest.approx(rate)
+    assert summary["ff/attention/rationale_mass/mean"] == pytest.approx(frame["attention_rationale_mass"].mean())
     assert summary["ff/seconds/integrated_gradients"] > 0
     on_disk = json.loads((run / "summary.json").read_text())
     assert on_disk["ff/loo/auprc/mean"] == summary["ff/loo/auprc/mean"]
@@ -334,7 +354,6 @@ def test_every_curve_and_rationale_score_equals_its_definition_instance_by_insta
     from attn_study.analysis.callback import analysis_mode
     from attn_study.data.datamodule import collate
     from attn_study.families.faithfulness.callback import Faithfulness
-    from tests import reference as ref
     from tests.helpers import EOS_ID, SOS_ID, StubData
 
     model = tiny_model(partial(encoders.RNNEncoder, hidden_size=4), num_classes=3, double=True, seed=5)
@@ -580,24 +599,89 @@ def test_soft_and_auc_tp_columns_do_not_depend_on_the_batch():
         np.testing.assert_allclose(other.loc[range(5), columns], frames[0].loc[range(5), columns], atol=1e-12)
 
 
+def soft_by_hand(model, text: list[int], scores: np.ndarray, index: int, seed: int) -> tuple[float, float]:
+    """Zhao & Aletras's (Soft-NC, Soft-NS) of one instance alone, one mask (``soft_samples=1``): a = min-max scaled
+    scores; dimension j of token t kept where u[j, t] < 1 − a_t (NC) or < a_t (NS), u the instance's uniform draws
+    ``default_rng([seed, index, stream]).random((1, d, n))``; over d = p(ŷ|x) − p(ŷ|∅), clipped to [0, 1]."""
+    from attn_study.analysis.seeding import STREAMS
+
+    with torch.no_grad():
+        embedded = model.embed(token_batch([text]))[0]
+        probs = ref.forward(model, text)[3]
+        c = int(probs.argmax())
+        empty = float(probs[c] - ref.forward(model, text, embedded=torch.zeros_like(embedded)[None])[3][c])
+        a = (scores - scores.min()) / (scores.max() - scores.min())
+        u = np.random.default_rng([seed, index, STREAMS["faithfulness_soft"]]).random((1, embedded.shape[1], len(text)))
+        out = []
+        for q in (1 - a, a):
+            kept = torch.from_numpy(u[0].T < q[:, None])
+            drop = float(probs[c] - ref.forward(model, text, embedded=(embedded * kept)[None])[3][c])
+            out.append(min(max(max(drop, 0.0) / empty, 0.0), 1.0))
+    return out[0], 1 - out[1]
+
+
+def masked_prediction(model, text: list[int], scores: np.ndarray, fraction: float) -> int:
+    """The class predicted for the text alone (no boundary tokens) with the embeddings of its top ⌊k·L⌋ tokens by
+    ``scores`` set to 0 (Atanasova et al.'s count, the default ``auc_tp_count=floor_all``)."""
+    top = np.argsort(-scores, kind="stable")[: math.floor(round(fraction * len(text), 9))]
+    with torch.no_grad():
+        embedded = model.embed(token_batch([text]))[0].clone()
+        embedded[torch.as_tensor(top, dtype=torch.long)] = 0
+        return int(ref.forward(model, text, embedded=embedded[None])[3].argmax())
+
+
+def macro_f1_by_hand(gold: np.ndarray, predicted: np.ndarray) -> float:
+    """Per class present in either, 2TP / (2TP + FP + FN), averaged (scikit-learn's ``average='macro'``)."""
+    scores = []
+    for c in sorted(set(gold.tolist()) | set(predicted.tolist())):
+        tp = np.sum((gold == c) & (predicted == c))
+        scores.append(
+            2 * tp / (2 * tp + np.sum((gold != c) & (predicted == c)) + np.sum((gold == c) & (predicted != c)))
+        )
+    return float(np.mean(scores))
+
+
 def test_soft_metrics_and_auc_tp_end_to_end(trained):
-    """On the synthetic task, leave-one-out finds the signal words: masking its top tokens costs more performance
-    than masking random ones (a smaller AUC-TP), and its soft comprehensiveness is higher; every key has its
-    interval."""
+    """On the synthetic task: the run's Soft-NC / Soft-NS and masked predictions of attention and leave-one-out equal
+    their definitions worked out instance by instance from the saved model; AUC-TP is the trapezoid under macro F1
+    (worked out class by class) of the frame's predictions; leave-one-out finds the signal words — masking its top
+    tokens costs more performance than masking random ones (a smaller AUC-TP) and its soft comprehensiveness is
+    higher."""
+    from attn_study import assemble
+
     run, summary = trained
+    loaded = assemble.load(run)
+    model, split = loaded.model.double(), loaded.datamodule.split("test")
+    seed = int(loaded.cfg.analysis.faithfulness.seed)
+    frame = pd.read_parquet(run / "analysis" / "faithfulness" / "instances.parquet").set_index("index")
+    fractions = [round(0.1 * k, 1) for k in range(11)]
+    assert not split.boundary  # n = L: no <sos>/<eos> to count
+    for i in frame.index[:4]:
+        text = split.ids[i].tolist()
+        for method, scores in (
+            ("attention", ref.attention(model, text)),
+            ("loo", ref.signed_leave_one_out(model, text)),
+        ):
+            comp, suff = soft_by_hand(model, text, scores, int(i), seed)
+            assert frame.loc[i, f"{method}_soft_comp"] == pytest.approx(comp, abs=1e-4), (i, method)
+            assert frame.loc[i, f"{method}_soft_suff"] == pytest.approx(suff, abs=1e-4), (i, method)
+            predicted = [masked_prediction(model, text, scores, k) for k in fractions]
+            assert frame.loc[i, [f"{method}_tp_k{round(k * 100):g}" for k in fractions]].tolist() == predicted
+    gold = frame["label"].to_numpy(int)
     for method in ("attention", "gradient", "loo", "random"):
-        for name in ("soft_comprehensiveness", "soft_sufficiency"):
-            low, mean, high = (summary[f"ff/{method}/{name}/{s}"] for s in ("ci_low", "mean", "ci_high"))
-            assert 0 <= low <= mean <= high <= 1, (method, name)
-        low, value, high = (summary[f"ff/{method}/auc_tp/{s}"] for s in ("ci_low", "value", "ci_high"))
-        assert 0 <= low <= value <= high <= 100, method  # k in percent: Atanasova et al.'s scale
-        assert summary[f"ff/{method}/auc_tp/k0"] == summary["ff/random/auc_tp/k0"]  # nothing masked: the model
-        assert summary[f"ff/{method}/auc_tp/k100"] == summary["ff/random/auc_tp/k100"]  # everything masked
+        curve = [macro_f1_by_hand(gold, frame[f"{method}_tp_k{round(k * 100):g}"].to_numpy(int)) for k in fractions]
+        area = sum((curve[j] + curve[j + 1]) / 2 * 10 for j in range(10))  # k in percent: Atanasova et al.'s scale
+        assert summary[f"ff/{method}/auc_tp/value"] == pytest.approx(area, abs=1e-12), method
+        assert summary[f"ff/{method}/auc_tp/ci_low"] < area < summary[f"ff/{method}/auc_tp/ci_high"]
+        for k, value in zip(fractions, curve):
+            assert summary[f"ff/{method}/auc_tp/k{round(k * 100):g}"] == pytest.approx(value, abs=1e-12)
+        for name, column in (("soft_comprehensiveness", "soft_comp"), ("soft_sufficiency", "soft_suff")):
+            assert summary[f"ff/{method}/{name}/mean"] == pytest.approx(frame[f"{method}_{column}"].mean(), abs=1e-12)
+    # nothing masked: the model's own macro F1 (the run's test/f1 is the F1 of the positive class, not this)
+    assert summary["ff/loo/auc_tp/k0"] == pytest.approx(macro_f1_by_hand(gold, frame["prediction"].to_numpy(int)))
     assert summary["ff/loo/auc_tp/ci_high"] < summary["ff/random/auc_tp/ci_low"]
     assert summary["ff/loo/soft_comprehensiveness/mean"] > summary["ff/random/soft_comprehensiveness/mean"]
     assert summary["ff/seconds/soft"] > 0 and summary["ff/seconds/auc_tp"] > 0
-    frame = pd.read_parquet(run / "analysis" / "faithfulness" / "instances.parquet")
-    assert frame["loo_soft_comp"].mean() == pytest.approx(summary["ff/loo/soft_comprehensiveness/mean"])
 
 
 def test_the_report_ranks_soft_metrics_up_and_auc_tp_down(tmp_path):
@@ -865,3 +949,82 @@ def test_the_references_conventions_are_the_defaults(make_cfg):
     assert (node.auc_tp_classes, node.auc_tp_count, node.hard_rationale_k) == ("sum", "floor_all", "dataset")
     built = instantiate(node)
     assert (built.auc_tp_classes, built.auc_tp_count, built.hard_rationale_k) == ("sum", "floor_all", "dataset")
+
+
+# -- signed importance in the soft metrics; IOU precision against recall (issue 41) -------------------------------
+
+
+def test_soft_metrics_scale_signed_importance_between_its_min_and_max():
+    """Signed scores (the row's minimum is not 0): a = (s − min)/(max − min). Row (−2, 0, 2, −1) → (0, ½, 1, ¼);
+    through the soft metrics, the signal token of (−3, 1, −1, 1) has a = (−1 + 3)/(1 + 3) = ½, so its dimension 0 is
+    dropped where the draw u ≥ 1 − ½ (comprehensiveness) or u ≥ ½ (sufficiency), as worked out from the draws."""
+    from attn_study.analysis.seeding import instance_draws
+    from attn_study.families.faithfulness.callback import soft_scores, unit_importance
+
+    signed = torch.tensor([[-2.0, 0.0, 2.0, -1.0, 7.0]], dtype=torch.float64)
+    text = torch.tensor([[True, True, True, True, False]])
+    assert unit_importance(signed, text)[0].tolist() == [0.0, 0.5, 1.0, 0.25, 0.0]
+    s, b = 4.0, -0.2
+    model = one_token_model(s, b)
+    batch = token_batch([[3, 4, SIGNAL, 5]])
+    _, _, probs = predict(model, batch)
+    raw = torch.tensor([[-3.0, 1.0, -1.0, 1.0]], dtype=torch.float64)
+    samples, seed = 40, 1
+    soft, _ = soft_scores(model, batch, probs, {"m": raw}, seed, samples, chunk_size=50)
+    u = instance_draws(batch["index"], batch["mask"], seed, "faithfulness_soft", leading=(samples, 6))[0, :, 0, 2]
+    assert soft["m"][0].item() == pytest.approx((u >= 0.5).double().mean().item(), abs=1e-12)
+    assert soft["m"][1].item() == pytest.approx(1 - (u >= 0.5).double().mean().item(), abs=1e-12)
+    assert 0 < (u >= 0.5).double().mean().item() < 1  # both outcomes drawn: a = ½ is what decides
+
+
+def test_iou_precision_and_recall_when_the_spans_differ_in_number_worked_by_hand():
+    """Truth {1, 2, 3}: one true span. The ranking's top 3 are {1, 2, 5}: two selected spans, [1–2] (IOU 2/3 with
+    [1–3]: a match) and [5] (none). IOU precision = 1 of 2 selected spans = ½; IOU recall = 1 of 1 true span = 1.
+    And the other way: truth {1, 5} (two spans), top 2 = {1, 2} (one span, IOU ½ with [1]): precision 1, recall ½."""
+    truth = torch.zeros(2, 8, dtype=torch.bool)
+    truth[0, [1, 2, 3]] = True
+    truth[1, [1, 5]] = True
+    order = torch.tensor([[1, 2, 5, 0, 3, 4, 6, 7], [1, 2, 0, 3, 4, 5, 6, 7]])
+    f1, precision, recall = hard_rationale_scores(order, truth, torch.ones_like(truth))
+    assert precision.tolist() == [0.5, 1.0] and recall.tolist() == [1.0, 0.5]
+    assert f1.tolist() == [2 / 3, 0.5]  # token F1: 2 of 3, 1 of 2
+
+
+# -- from mutation survivors (issue 41) -----------------------------------------------------------------------------
+
+
+def test_unit_importance_of_constant_and_nan_scores():
+    """All equal (or all NaN): ½ on every text token; a NaN among others counts as 0: (NaN, 1, 2) → (0, ½, 1)."""
+    from attn_study.families.faithfulness.callback import unit_importance
+
+    scores = torch.tensor([[3.0, 3.0, 3.0], [math.nan, math.nan, 0.0], [math.nan, 1.0, 2.0]], dtype=torch.float64)
+    text = torch.tensor([[True, True, False], [True, True, False], [True, True, True]])
+    assert unit_importance(scores, text).tolist() == [[0.5, 0.5, 0.0], [0.5, 0.5, 0.0], [0.0, 0.5, 1.0]]
+
+
+def test_each_methods_soft_metrics_are_its_own_whatever_the_other_methods():
+    """The masks are the same draws for every method: Soft-NC and Soft-NS of a method computed beside another equal
+    those computed for it alone (each method's pair of variants read from its own place)."""
+    from attn_study.families.faithfulness.callback import soft_scores
+
+    model = one_token_model(4.0, -0.2)
+    batch = token_batch([[3, 4, SIGNAL, 5, 6], [SIGNAL, 3, 4, 5]])
+    _, _, probs = predict(model, batch)
+    first = torch.tensor([[1.0, 0.0, 0.2, 0.5, 0.5], [0.7, 0.0, 1.0, 0.3, 0.0]], dtype=torch.float64)
+    second = torch.tensor([[0.0, 0.1, 0.9, 0.2, 0.3], [0.1, 0.2, 0.3, 0.4, 0.0]], dtype=torch.float64)
+    both, _ = soft_scores(model, batch, probs, {"first": first, "second": second}, seed=2, samples=8)
+    for name, values in (("first", first), ("second", second)):
+        alone, _ = soft_scores(model, batch, probs, {name: values}, seed=2, samples=8)
+        for part in (0, 1):
+            torch.testing.assert_close(both[name][part], alone[name][part], msg=f"{name} {part}")
+    assert not torch.allclose(both["first"][1], both["second"][1])  # the two methods' Soft-NS differ
+
+
+def test_f1_of_zero_precision_and_recall_is_zero_and_no_instance_gives_no_curve():
+    from attn_study.families.faithfulness.callback import area_under_threshold_performance
+
+    assert _f1([0.0, 0.5, 1.0], [0.0, 1.0, 1.0]).tolist() == pytest.approx([0.0, 2 / 3, 1.0])
+    (value, _, _), curve = area_under_threshold_performance(
+        np.zeros((0, 3), dtype=int), np.zeros(0, dtype=int), [0.0, 0.5, 1.0], "accuracy", 2
+    )
+    assert math.isnan(value) and len(curve) == 3 and np.isnan(curve).all()

@@ -284,3 +284,73 @@ def test_each_option_composes_trains_and_reports_conicity_with_its_interval(make
     assert "val/conicity/mean" in header  # tracked per epoch
     if logged:
         assert logged in header
+
+
+# -- word tying: its weight λ and what its gradient reaches (issue 41) -------------------------------------------
+
+
+def test_the_training_loss_is_the_task_loss_plus_lambda_times_the_tying_loss():
+    """λ = 0.3 (not 0 or 1, where λ·L = L or 0 hides a missing factor): the loss the optimiser sees equals the
+    binary cross-entropy −mean[y log σ(z) + (1 − y) log(1 − σ(z))] plus 0.3 × the word-level loss, each worked
+    out here from the model's logits and states (the predict kind: −log softmax(E (W h_t + b))[w_t])."""
+    batch = token_batch(SEQS, labels=[0, 1, 0, 1])
+    for kind in ("predict", "l2"):
+        model = _flat(partial(encoders.RNNEncoder, hidden_size=4), seed=4).double().eval()
+        module = AttentionModule(model, word_tying=0.3, word_tying_kind=kind).double()
+        module.log = lambda *args, **kwargs: None
+        loss = module.training_step(batch, 0)
+        with torch.no_grad():
+            z = model(batch)[0][:, 0]
+            y = batch["labels"].double()
+            task = -(y * torch.log(torch.sigmoid(z)) + (1 - y) * torch.log(1 - torch.sigmoid(z))).mean()
+            hidden = model.encode(batch).hidden
+            tie, embedding = module.word_tying.to_embedding, model.embedding.weight
+            terms = []
+            for b, t in batch["mask"].nonzero().tolist():
+                mapped = tie.weight @ hidden[b, t] + tie.bias
+                word = batch["ids"][b, t]
+                if kind == "predict":
+                    terms.append(-torch.log_softmax(embedding @ mapped, 0)[word])
+                else:
+                    terms.append(((mapped - embedding[word]) ** 2).sum())
+            tying = torch.stack(terms).mean()
+        # (the module computes the task loss against float32 targets: equal to 1e-7, not to float64's 1e-15)
+        assert loss.item() == pytest.approx((task + 0.3 * tying).item(), rel=1e-6), kind
+        assert tying.item() > 0.1  # a term large enough that a missing factor shows
+
+
+def test_the_l2_tying_target_sends_no_gradient_to_the_embeddings():
+    """kind='l2' pulls the states towards their words' embeddings, never the embeddings towards the states: the
+    loss's gradient reaches the states (and the map W) but not the embedding matrix. (The predict kind's
+    output is tied to E: there the gradient does reach it.)"""
+    torch.manual_seed(0)
+    embedding = torch.nn.Embedding(10, 3).double()
+    hidden = torch.randn(2, 3, 4, dtype=torch.float64, requires_grad=True)
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0]], dtype=torch.bool)
+    ids = torch.tensor([[4, 7, 0], [9, 0, 0]])
+    WordTying(hidden_dim=4, embedding_dim=3, kind="l2").double()(hidden, mask, ids, embedding).backward()
+    assert embedding.weight.grad is None or not embedding.weight.grad.any()
+    assert hidden.grad[mask].abs().sum() > 0
+    predict = WordTying(hidden_dim=4, embedding_dim=3, kind="predict").double()
+    predict(hidden, mask, ids, embedding).backward()
+    assert embedding.weight.grad is not None and embedding.weight.grad.any()
+
+
+def test_word_tying_over_no_position_is_zero_and_over_one_position_is_its_loss():
+    """No attended position: the loss is exactly 0 (not the NaN of a mean over nothing) and still part of the
+    graph; one position: that position's loss, worked out by hand, for both kinds."""
+    torch.manual_seed(1)
+    embedding = torch.nn.Embedding(10, 3).double()
+    hidden = torch.randn(1, 3, 4, dtype=torch.float64, requires_grad=True)
+    ids = torch.tensor([[4, 7, 2]])
+    for kind in ("predict", "l2"):
+        tying = WordTying(hidden_dim=4, embedding_dim=3, kind=kind).double()
+        none = tying(hidden, torch.zeros(1, 3, dtype=torch.bool), ids, embedding)
+        assert none.item() == 0.0 and none.requires_grad, kind
+        mapped = tying.to_embedding.weight @ hidden[0, 1] + tying.to_embedding.bias
+        if kind == "predict":
+            expected = -torch.log_softmax(embedding.weight @ mapped, 0)[7]
+        else:
+            expected = ((mapped - embedding.weight[7]) ** 2).sum()
+        one = tying(hidden, torch.tensor([[False, True, False]]), ids, embedding)
+        assert one.item() == pytest.approx(expected.item(), rel=1e-12) and one.item() > 0, kind

@@ -268,6 +268,7 @@ def test_config_composes(make_cfg):
 
 def test_end_to_end_run(make_cfg, tmp_path):
     from attn_study.run import run as run_job
+    from tests.helpers import accuracy_by_hand
 
     cfg = make_cfg(
         "trainer=debug",
@@ -282,5 +283,5 @@ def test_end_to_end_run(make_cfg, tmp_path):
         "model.network.embedding_dim=8",
     )
     summary = run_job(cfg, tmp_path / "run")
-    assert 0.0 <= summary["test/acc"] <= 1.0
+    assert summary["test/acc"] == pytest.approx(accuracy_by_hand(tmp_path / "run"))
     assert (tmp_path / "run" / "summary.json").is_file()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -190,15 +191,7 @@ def test_the_report_reads_each_runs_recorded_overrides(tmp_path):
 
 
 def test_the_bootstrap_interval_widens_the_band():
-    key = "jw/tau_grad/class_1/mean"
-    table = references()
-    row = table[
-        (table.paper == "jain_wallace")
-        & (table.key == key)
-        & (table.dataset == "sst")
-        & (table.encoder == "lstm")
-        & (table.statistic == "mean")
-    ].iloc[0]
+    key, row = TAU_G, tau_g_row()
     paper = float(row.value)
     lows, highs = [paper - 0.02] * 3, [paper + 0.08] * 3
     frame = scorecard(runs([paper + 0.03] * 3, key=key, **{key[:-4] + "ci_low": lows, key[:-4] + "ci_high": highs}))
@@ -228,3 +221,92 @@ def test_a_transformer_whose_heads_take_the_models_projection_is_judged_by_it():
     assert setting_value(run, "encoder.self_attention") == "sparsemax"
     run.settings["encoder/self_attention"] = "entmax15"
     assert setting_value(run, "encoder.self_attention") == "entmax15"
+
+
+# ------------------------------------------------------------------------------------------------
+# issue 41 (tests helper): the band's factors, each on a cell that only the right factor classifies right
+# ------------------------------------------------------------------------------------------------
+
+TAU_G = "jw/tau_grad/class_1/mean"
+
+
+def tau_g_row():
+    """The reference row of Jain & Wallace's mean τ_g of class 1 for the SST BiLSTM (a key with an interval)."""
+    table = references()
+    return table[
+        (table.paper == "jain_wallace")
+        & (table.key == TAU_G)
+        & (table.dataset == "sst")
+        & (table.encoder == "lstm")
+        & (table.statistic == "mean")
+    ].iloc[0]
+
+
+def test_the_band_is_two_seed_stds_a_cell_between_s_plus_r_and_2s_plus_r_is_reproduced():
+    """Seeds 0.825, 0.845, 0.865: mean 0.845, s = 0.02 (n − 1 in the denominator), no interval (h = 0); the paper's
+    0.81 (r = 0.005) is |Δ| = 0.035 away: beyond s + r = 0.025, within 2s + r = 0.045 — reproduced. At 0.795 and
+    0.775 seeds' mean (|Δ| = 0.05 > 0.045) it is not."""
+    found = cell(scorecard(runs([0.825, 0.845, 0.865])))
+    assert found["seed std"] == pytest.approx(0.02) and found["ours"] == pytest.approx(0.845)
+    assert found["verdict"] == "reproduced"
+    assert cell(scorecard(runs([0.74, 0.76, 0.78])))["verdict"] == "not reproduced (ours lower)"
+    hand = {"n seeds": 3, "ours": 0.845, "seed std": 0.02, "ci low": float("nan"), "ci high": float("nan")}
+    assert verdict(0.81, "0.81", hand) == "reproduced"
+    assert verdict(0.81, "0.81", {**hand, "ours": 0.86}) == "not reproduced (ours higher)"
+
+
+def test_the_band_takes_half_the_intervals_width_a_cell_between_h_plus_r_and_2h_plus_r_is_not_reproduced():
+    """Seeds that agree (s = 0), the interval [0.825, 0.865]: h = 0.02; the paper's 0.81 (r = 0.005) at |Δ| = 0.035 is
+    beyond h + r = 0.025 — not reproduced — though within the full width + r = 0.045; at |Δ| = 0.02 it is. The same
+    through the scorecard on Jain & Wallace's τ_g (a key with an interval): ours 0.035 above the paper's value."""
+    hand = {"n seeds": 3, "ours": 0.845, "seed std": 0.0, "ci low": 0.825, "ci high": 0.865}
+    assert verdict(0.81, "0.81", hand) == "not reproduced (ours higher)"
+    assert verdict(0.81, "0.81", {**hand, "ours": 0.83, "ci low": 0.81, "ci high": 0.85}) == "reproduced"
+    key, row = TAU_G, tau_g_row()
+    paper, r = float(row.value), rounding(row.value)
+    assert r <= 0.005
+    stem = key[: -len("mean")]
+    interval = {stem + "ci_low": [paper + 0.015] * 3, stem + "ci_high": [paper + 0.055] * 3}
+    found = scorecard(runs([paper + 0.035] * 3, key=key, **interval))
+    assert found[found.source == row.source]["verdict"].tolist() == ["not reproduced (ours higher)"]
+    interval = {stem + "ci_low": [paper] * 3, stem + "ci_high": [paper + 0.04] * 3}
+    found = scorecard(runs([paper + 0.02] * 3, key=key, **interval))
+    assert found[found.source == row.source]["verdict"].tolist() == ["reproduced"]
+
+
+def test_meisters_table2_cell_is_the_tau_per_seed_of_the_complete_runs_of_its_model():
+    """Meister et al.'s Table 2 (SST, BiLSTM): Kendall τ-b between sparsegen's λ (sparsemax: 0) and the run's mean
+    H̃(g_ŷ(x)), per seed. Two seeds whose entropies fall as λ grows: τ = −1 each, so ours −1 from 2 seeds, std 0.
+    A run still running and a CNN's run, whose entropies would break the order, are not in it."""
+
+    def point(seed, projection, lam, entropy, encoder="lstm", state="complete"):
+        config = {**SETTING, "projection": projection, "lam": lam, "seed": seed, "encoder": encoder}
+        summary = {"sp/n_instances": 50, "sp/entropy/g_input/mean": entropy}
+        return Run(Path(f"/m/{seed}/{projection}{lam}{encoder}{state}"), state, config=config, summary=summary)
+
+    points = [
+        point(seed, projection, lam, entropy - 0.01 * (seed - 13))
+        for seed in (13, 14)
+        for projection, lam, entropy in (("sparsemax", None, 0.9), ("sparsegen", 0.5, 0.7), ("sparsegen", 2.0, 0.4))
+    ]
+    points += [point(13, "sparsegen", 1.0, 0.95, state="running"), point(14, "sparsegen", 1.0, 0.99, encoder="cnn")]
+    frame = scorecard(points)
+    found = frame[(frame.paper == "meister") & (frame.source == "Table 2") & frame.setting.str.startswith("sst ")]
+    assert len(found) == 1, frame[["paper", "source", "setting"]]
+    row = found.iloc[0]
+    assert row["ours"] == pytest.approx(-1.0) and row["n seeds"] == 2 and row["seed std"] == pytest.approx(0.0)
+    assert row["paper value"] == "-0.866" and row["verdict"] == "not reproduced (ours lower)"
+
+
+def test_one_seeds_interval_is_widened_by_the_papers_rounding_and_a_key_without_an_interval_has_none():
+    """One seed, interval [0.803, 0.827]: the paper's 0.83 (printed to 2 decimals, r = 0.005) is inside it once
+    rounding is allowed (0.83 ≤ 0.832), 0.84 is not, 0.80 is (0.798 ≤ 0.80). A /mean key whose runs record no
+    interval: NaN, not an error."""
+    hand = {"n seeds": 1, "ours": 0.81, "seed std": math.nan, "ci low": 0.803, "ci high": 0.827}
+    assert verdict(0.83, "0.83", hand) == "1 seed: the paper's value inside our interval"
+    assert verdict(0.84, "0.84", hand) == "1 seed: the paper's value outside our interval"
+    assert verdict(0.80, "0.80", hand) == "1 seed: the paper's value inside our interval"
+    key = "jw/tau_grad/class_1/mean"
+    frame = scorecard(runs([0.5, 0.52], key=key))
+    row = frame[frame.key == key].iloc[0]
+    assert math.isnan(row["ci low"]) and math.isnan(row["ci high"]) and row["ours"] == pytest.approx(0.51)

@@ -116,3 +116,56 @@ def test_a_source_that_cannot_be_built_on_is_refused_in_one_line_before_training
         run(cfg, tmp_path / "job")
     assert "\n" not in str(err.value)
     assert not (tmp_path / "job" / "checkpoints").exists()  # nothing trained
+
+
+# -- the tie-break keys belong to the instance, not to its row in a batch (issue 41) ------------------------------
+
+
+def test_truths_masks_are_the_same_for_any_batch_size_and_break_ties_by_each_instances_keys():
+    """method=truth ties heavily (1 on the rationale, 0 elsewhere): at k = 0.5 each instance masks its rationale
+    and then the other text tokens with the lowest keys of its own stream ``tie_keys(seed, split, index)``,
+    worked out here per instance; the masks are the same with batches of 1, 7 and 64 instances (the loader
+    buckets by length, so a batch's rows are not the split's order)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from attn_study.build import build_datamodule
+    from attn_study.roar import masking
+    from tests.helpers import compose_config
+
+    cfg = compose_config(*TINY, "dataset.source.n_train=20", "dataset.source.n_dev=12", "dataset.source.n_test=12")
+    datamodule = build_datamodule(cfg)
+    datamodule.setup()
+    loaded = SimpleNamespace(model=torch.nn.Linear(1, 1), datamodule=datamodule)
+    settings = {"method": "truth", "fraction": 0.5, "seed": 13, "token": "<mask>", "rounding": "half_up"}
+    results = [
+        job.score_and_choose(loaded, compose_config("roar=roar", f"roar.batch_size={size}"), settings, datamodule.data)
+        for size in (1, 7, 64)
+    ]
+    as_lists = [{split: [a.tolist() for a in chosen] for split, chosen in r.items()} for r in results]
+    assert as_lists[0] == as_lists[1] == as_lists[2]
+    ties = 0
+    for split, chosen in results[1].items():
+        rows = datamodule.split(split)
+        for i, positions in enumerate(chosen):
+            text = masking.text_positions(rows, i).tolist()
+            truth = [p for p in text if p in set(rows.rationales[i])]
+            others = [p for p in text if p not in set(rows.rationales[i])]
+            keys = masking.tie_keys(13, split, i, len(rows.ids[i]))
+            wanted = int(np.floor(0.5 * len(text) + 0.5))
+            by_key = sorted(truth, key=lambda p: keys[p]) + sorted(others, key=lambda p: keys[p])
+            assert positions.tolist() == sorted(by_key[:wanted]), (split, i)
+            ties += wanted > len(truth)
+    assert ties > 20  # most instances had to choose among tied tokens
+
+
+def test_a_lone_runs_missing_source_is_refused_at_once_naming_the_option(make_cfg, tmp_path, monkeypatch):
+    """Outside a sweep nothing will finish the source: no wait (``sweep.wait_min`` 0), one line naming
+    roar.source."""
+    waits, wait_for = [], job.wait_for
+    monkeypatch.setattr(job, "wait_for", lambda source, minutes: waits.append(minutes) or wait_for(source, minutes))
+    cfg = make_cfg(*SMALL, "roar=roar", "roar.fraction=0.3", f"roar.source={tmp_path / 'nothing'}")
+    with pytest.raises(UserError, match=r"^roar.source=.*nothing: no such directory"):
+        run(cfg, tmp_path / "job")
+    assert waits == [0.0]

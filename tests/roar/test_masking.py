@@ -71,3 +71,22 @@ def test_nothing_masked_leaves_the_vocabulary_alone_and_a_word_of_the_text_is_no
 def test_a_roar_runs_name_says_how_its_data_was_masked(make_cfg):
     assert make_cfg("roar=recursive", "roar.method=loo", "roar.fraction=0.3").run_name.endswith("-recursive_loo0.3-s13")
     assert make_cfg().run_name == "synthetic-flat-lstm-additive-softmax-s13"
+
+
+def test_one_wanted_one_candidate_and_more_masked_already_than_wanted():
+    """k·n rounding to one token masks exactly the best one; a single eligible token left is masked; an instance
+    whose earlier steps masked more than this step's round(k·n) gets nothing more (not "all but the excess")."""
+    scores, keys = np.array([0.1, 0.9, 0.5, 0.3]), np.zeros(4)
+    every = np.ones(4, dtype=bool)
+    assert masking.choose(scores, every, 0, 10, 0.1, keys).tolist() == [1]  # round(0.1 · 10) = 1
+    assert masking.choose(scores, np.array([False, False, True, False]), 0, 4, 0.5, keys).tolist() == [2]
+    assert masking.choose(scores, every, 3, 4, 0.5, keys).tolist() == []  # round(0.5 · 4) − 3 = −1
+
+
+def test_the_masked_share_of_a_split_without_text_tokens_is_zero_and_of_one_masked_token_one():
+    split = ProcessedSplit(ids=[np.array([2, 3])], labels=np.array([0]), uids=["a"], boundary=True)  # <sos> <eos>
+    data = ProcessedDataset("toy", 2, ["n", "p"], Vocab(["x"]), {"train": split}, stats={"vocab_size": 3})
+    assert masking.shares(data, {"train": [np.array([], dtype=np.int64)]}) == {"train": 0.0}
+    one = ProcessedSplit(ids=[np.array([2, 4, 3])], labels=np.array([0]), uids=["a"], boundary=True)  # one text token
+    data.splits["train"] = one
+    assert masking.shares(data, {"train": [np.array([1])]}) == {"train": 1.0}

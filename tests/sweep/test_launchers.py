@@ -11,7 +11,19 @@ import time
 
 import pytest
 
-from tests.helpers import CLI, REPO, TINY, TWO_JOBS, cli_env, job_dir, job_dirs, launch, status, summary
+from tests.helpers import (
+    CLI,
+    REPO,
+    TINY,
+    TWO_JOBS,
+    accuracy_by_hand,
+    cli_env,
+    job_dir,
+    job_dirs,
+    launch,
+    status,
+    summary,
+)
 
 LAUNCHERS = {
     "basic": [],
@@ -28,7 +40,7 @@ def test_two_job_sweep(tmp_path, launcher):
     assert len(job_dirs(tmp_path / "sweep")) == 2
     for d in dirs:
         assert status(d)["state"] == "complete"
-        assert 0 <= summary(d)["test/acc"] <= 1 and summary(d)["data/train_size"] == 96
+        assert summary(d)["test/acc"] == pytest.approx(accuracy_by_hand(d)) and summary(d)["data/train_size"] == 96
     assert "2 jobs: 2 ran" in proc.stdout
     record = json.loads((tmp_path / "sweep" / "sweep.json").read_text())
     assert sorted(record["jobs"]) == sorted(d.name for d in dirs)

@@ -53,7 +53,7 @@ def test_failure_is_recorded_in_the_run_dir(make_cfg, tmp_path):
 
 def test_a_killed_attempt_is_cleared_and_run_again(make_cfg, tmp_path):
     cfg = make_cfg(*QUICK)
-    run(cfg, tmp_path)
+    first = run(cfg, tmp_path)
     record = status(tmp_path)
     # what a kill between writing summary.json and the completion marker leaves behind
     state._write(tmp_path, {**record, "state": "running", "pid": 999999999})
@@ -61,7 +61,7 @@ def test_a_killed_attempt_is_cleared_and_run_again(make_cfg, tmp_path):
     (tmp_path / "analysis" / "stale").mkdir(parents=True)
     assert not state.is_complete(tmp_path)
     result = run(cfg, tmp_path)
-    assert result["test/acc"] >= 0 and summary(tmp_path) == result
+    assert result["test/loss"] == first["test/loss"] and summary(tmp_path) == result
     assert not (tmp_path / "analysis").exists() and status(tmp_path)["state"] == "complete"
 
 
@@ -208,7 +208,7 @@ def test_an_unreadable_status_never_lets_a_relaunch_delete_results(make_cfg, tmp
 
 def test_a_truncated_checkpoint_is_named_not_resumed(make_cfg, tmp_path):
     cfg = make_cfg(*QUICK)
-    run(cfg, tmp_path)
+    first = run(cfg, tmp_path)
     record = status(tmp_path)
     state._write(tmp_path, {**record, "state": "running", "pid": 999999999})  # killed
     last = tmp_path / "checkpoints" / "last.ckpt"
@@ -216,4 +216,116 @@ def test_a_truncated_checkpoint_is_named_not_resumed(make_cfg, tmp_path):
     with pytest.raises(UserError, match=r"last.ckpt: unreadable checkpoint.*resume=false"):
         run(cfg, tmp_path)
     assert last.is_file() and (tmp_path / "summary.json").is_file()  # nothing deleted
-    assert run(make_cfg(*QUICK, "resume=false"), tmp_path)["test/acc"] >= 0
+    assert run(make_cfg(*QUICK, "resume=false"), tmp_path)["test/loss"] == first["test/loss"]  # trained over
+
+
+# -- what a relaunch trusts: the summary, every setting, the resume point's config (issue 41) ---------------------
+
+
+def test_a_complete_run_whose_summary_is_gone_is_trained_again(make_cfg, tmp_path):
+    """``complete`` in status.json is not enough: without summary.json the results are not whole, so the run is
+    not complete and a relaunch trains it again (it does not skip it, nor fail reading the missing file)."""
+    cfg = make_cfg(*QUICK)
+    first = run(cfg, tmp_path)
+    (tmp_path / "summary.json").unlink()
+    assert status(tmp_path)["state"] == "complete" and not state.is_complete(tmp_path)
+    again = run(cfg, tmp_path)
+    assert status(tmp_path)["state"] == "complete" and status(tmp_path)["attempt"] == 2
+    assert summary(tmp_path) == again and again["test/loss"] == first["test/loss"]
+
+
+def test_a_setting_only_one_identity_has_is_the_same_only_when_it_is_null():
+    """A setting added to the code later (absent from an old run's record) matches only its off value, null; a
+    value either side lacks is a different experiment, said as ``<absent>``."""
+    assert state.same_identity({"a": 1}, {"a": 1, "b": None}) and state.same_identity({"a": 1, "b": None}, {"a": 1})
+    assert not state.same_identity({"a": 1}, {"a": 1, "b": 2})
+    assert not state.same_identity({"a": 1, "b": 0}, {"a": 1})  # 0 and False are values, not null
+    assert state.identity_differences({"a": 1}, {"a": 1, "b": 2}) == ["b: <absent> → 2"]
+
+
+def test_a_complete_run_recorded_without_a_setting_now_set_is_another_configuration(make_cfg, tmp_path):
+    cfg = make_cfg(*QUICK)
+    run(cfg, tmp_path)
+    record = status(tmp_path)
+    old = {k: v for k, v in record["identity"].items() if k != "model/optimizer/lr"}  # recorded before lr existed
+    state._write(tmp_path, {**record, "identity": old})
+    with pytest.raises(UserError, match=r"another configuration \(.*model.optimizer.lr: <absent> → 0.001"):
+        run(cfg, tmp_path)
+
+
+def test_a_killed_run_relaunched_with_another_setting_starts_over_not_from_its_last_checkpoint(
+    make_cfg, tmp_path, capsys
+):
+    """A killed attempt (``running``, its process gone) left ``checkpoints/last.ckpt``; the relaunch has another
+    learning rate. It must not continue the other configuration's training: it trains from scratch, and ends with
+    the numbers of a fresh run of the new setting (resuming the finished epoch would test the old model)."""
+    run(make_cfg(*QUICK), tmp_path / "run")
+    record = status(tmp_path / "run")
+    state._write(tmp_path / "run", {**record, "state": "running", "pid": 999999999})  # killed
+    checkpoints = tmp_path / "run" / "checkpoints"
+    (checkpoints / "last.ckpt").write_bytes((checkpoints / "best.ckpt").read_bytes())
+    capsys.readouterr()
+    changed = [*QUICK, "model.optimizer.lr=0.05"]
+    relaunched = run(make_cfg(*changed), tmp_path / "run")
+    assert "resuming training from" not in capsys.readouterr().out
+    fresh = run(make_cfg(*changed), tmp_path / "fresh")
+    for key in ("test/loss", "test/acc", "val/acc_best"):
+        assert relaunched[key] == fresh[key], key
+    assert status(tmp_path / "run")["identity"]["model/optimizer/lr"] == 0.05
+
+
+def test_only_a_live_process_of_this_host_started_before_the_status_is_still_running():
+    """A ``running`` status names its host, PID and start: another host's, a missing PID and this very process (a
+    relaunch in the process that crashed) are not running it; a live process that started before the status is;
+    one that started after it (the PID reused) is not."""
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        here, started = os.uname().nodename, state.process_start_time(sleeper.pid)
+        assert started is not None and abs(started - time.time()) < 60
+        live = {"state": "running", "host": here, "pid": sleeper.pid, "started": started + 5}
+        assert state.still_running(live)
+        assert not state.still_running({**live, "host": here + "-other"})
+        assert not state.still_running({**live, "pid": None})
+        assert not state.still_running({**live, "pid": os.getpid()})
+        assert not state.still_running({**live, "started": started - 5})  # the PID now belongs to a newer process
+        assert state.still_running({**live, "started": started - 0.5})  # /proc's start: whole-second boot time
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert not state.still_running(live)  # gone
+
+
+def test_the_differences_name_dotted_settings_both_ways_and_count_the_rest():
+    stored = {"model/optimizer/lr": 0.001, "a": 1, "b": 2}
+    assert state.identity_differences(stored, {"model/optimizer/lr": 0.01, "a": 1}) == [
+        "b: 2 → <absent>",  # the shallower settings first
+        "model.optimizer.lr: 0.001 → 0.01",
+    ]
+    four = {f"k{i}": i for i in range(4)}
+    assert state.identity_differences(four, {}) == [f"k{i}: {i} → <absent>" for i in range(4)]  # four: no "more"
+    five = {f"k{i}": i for i in range(5)}
+    assert state.identity_differences(five, {})[4:] == ["… 1 more"]
+
+
+def test_a_complete_run_recorded_without_an_identity_is_another_configuration(make_cfg, tmp_path):
+    """A complete run whose status predates identities: its settings are unknown, so it is never taken for this
+    one — refused in one line, nothing changed."""
+    (tmp_path / "status.json").write_text('{"state": "complete"}')
+    (tmp_path / "summary.json").write_text('{"test/acc": 0.5}')
+    with pytest.raises(UserError, match=r"holds complete results of another configuration") as err:
+        run(make_cfg(*QUICK), tmp_path)
+    assert "\n" not in str(err.value) and summary(tmp_path) == {"test/acc": 0.5}
+
+
+def test_a_run_that_fills_the_disk_says_so_naming_its_directory_and_is_recorded_failed(make_cfg, tmp_path, monkeypatch):
+    import errno
+
+    from attn_study import run as run_module
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(run_module, "train_and_test", full)
+    with pytest.raises(UserError, match=f"no space left on the device of {tmp_path}: .*hydra.run.dir") as err:
+        run(make_cfg(*QUICK), tmp_path)
+    assert "\n" not in str(err.value) and status(tmp_path)["state"] == "failed"

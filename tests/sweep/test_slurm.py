@@ -11,7 +11,19 @@ import time
 
 import pytest
 
-from tests.helpers import CLI, REPO, TINY, TWO_JOBS, cli_env, job_dir, job_dirs, launch, status, summary
+from tests.helpers import (
+    CLI,
+    REPO,
+    TINY,
+    TWO_JOBS,
+    accuracy_by_hand,
+    cli_env,
+    job_dir,
+    job_dirs,
+    launch,
+    status,
+    summary,
+)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("slurm")]  # one cluster: one worker
 CLUSTER = REPO / "scripts" / "slurm" / "cluster.sh"
@@ -52,7 +64,7 @@ def test_two_job_sweep_on_slurm(tmp_path, slurm_env):
         record = status(d)
         assert record["state"] == "complete" and "slurm_job_id" in record
         assert record["torch_threads"] == 1  # cluster.cpus=1
-        assert 0 <= summary(d)["test/acc"] <= 1
+        assert summary(d)["test/acc"] == pytest.approx(accuracy_by_hand(d))
     assert "2 jobs: 2 ran" in proc.stdout
     assert list((tmp_path / "sweep" / ".submitit").glob("*/*_log.out"))
 

@@ -21,7 +21,7 @@ from attn_study.analyze import analyze
 from attn_study.errors import UserError
 from attn_study.run import out_of_space, run
 from attn_study.sweep import state
-from tests.helpers import REPO, TINY, cli_env, compose_config, status
+from tests.helpers import REPO, TINY, accuracy_by_hand, cli_env, compose_config, status
 
 QUICK = [*TINY, "logger=csv", "encoder=average", "encoder.hidden_size=8"]
 
@@ -99,7 +99,7 @@ def test_a_run_is_built_only_on_a_complete_run(complete_run, tmp_path):
             run(compose_config(*QUICK, *extra), tmp_path / f"built{i}")
         assert not (tmp_path / f"built{i}" / "checkpoints").exists(), extra  # refused before training
     summary_ = run(compose_config(*QUICK, *options[0], "force=true"), tmp_path / "forced")
-    assert summary_["test/acc"] >= 0
+    assert summary_["test/acc"] == pytest.approx(accuracy_by_hand(tmp_path / "forced"))
 
 
 def test_analysing_an_unfinished_run_does_not_make_it_look_finished(complete_run):
@@ -251,7 +251,9 @@ def test_a_read_only_cache_builds_the_data_in_memory(tmp_path, monkeypatch):
         raise PermissionError(errno.EACCES, "Permission denied")
 
     monkeypatch.setattr(processed, "_write_atomic", refuse)
-    assert run(compose_config(*QUICK, "analysis=[]"), tmp_path / "run")["test/acc"] >= 0
+    assert run(compose_config(*QUICK, "analysis=[]"), tmp_path / "run")["test/acc"] == pytest.approx(
+        accuracy_by_hand(tmp_path / "run")
+    )
 
 
 def test_a_full_disk_is_said_in_one_line(tmp_path, monkeypatch):
