@@ -170,8 +170,6 @@ def test_the_report_reads_pairs_in_either_order_of_their_methods():
     ]
 
 
-
-
 # -- near-ties snapped before τ, and τ against scipy (issue 41) ---------------------------------------------------
 
 
