@@ -16,10 +16,21 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from attn_study import stopping
 from attn_study.errors import UserError
 
-#: the families that apply to a pretrained checkpoint: its attention (raw, rollout, flow, norms) against token
-#: importance. Serrano & Smith erase, Meister et al. read the pooled states, Bai et al. and W&P train or compare
-#: pooling attentions; J&W's permutation and adversarial tests are refused by J&W itself.
-APPLICABLE = ("jain_wallace", "faithfulness", "agreement")
+
+def applicable() -> list[str]:
+    """The families that apply to a pretrained checkpoint (their callback's ``PRETRAINED``): its attention (raw,
+    rollout, flow, norms) against token importance. Erasure and the pooled states need a pooling attention, which
+    a pretrained checkpoint does not have."""
+    from attn_study.analysis.callback import AnalysisCallback
+    from attn_study.families import REGISTRY
+
+    found = []
+    for name, family in REGISTRY.items():
+        module = family.module("callback")
+        classes = [c for c in vars(module).values() if isinstance(c, type) and issubclass(c, AnalysisCallback)]
+        if any(c.name == name and c.PRETRAINED for c in classes):
+            found.append(name)
+    return found
 
 
 def analyze_pretrained(cfg: DictConfig, out_dir: str | Path) -> dict:
@@ -41,11 +52,12 @@ def analyze_pretrained(cfg: DictConfig, out_dir: str | Path) -> dict:
     chosen = OmegaConf.merge({"seed": seed}, {"analysis": OmegaConf.to_container(cfg.get("analysis") or {})})
     OmegaConf.resolve(chosen)
     families = [name for name, node in (chosen.get("analysis") or {}).items() if node and "_target_" in node]
-    other = [name for name in families if name not in APPLICABLE]
+    allowed = applicable()
+    other = [name for name in families if name not in allowed]
     if other:
         raise UserError(
             f"analysis=[{','.join(other)}]: {'perturbs' if len(other) == 1 else 'perturb'} a pooling attention or "
-            f"its states, which a pretrained checkpoint does not have; choose from {list(APPLICABLE)}"
+            f"its states, which a pretrained checkpoint does not have; choose from {allowed}"
         )
     analyses = build_analyses(chosen)
     if not analyses:

@@ -92,12 +92,14 @@ def composition_error(err: BaseException, argv: list[str]) -> str | None:
     - a key the config does not have (``trainer.max_epoch=1``): the nearest setting (never Hydra's ``+key=…``
       advice for a typo); a parameter its constructor takes but the config leaves out (``trainer.precision=16``):
       the ``+`` that adds it."""
-    from hydra.errors import ConfigCompositionException, MissingConfigException
+    from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
     from attn_study import options
     from attn_study.config import nearest
 
+    if isinstance(err, OverrideParseException):
+        return unparsable_override(argv)
     if isinstance(err, MissingConfigException) and err.missing_cfg_file:
         path = err.missing_cfg_file.strip("/")
         groups = sorted([*options.groups(), "hydra/launcher"], key=len, reverse=True)
@@ -142,6 +144,28 @@ def composition_error(err: BaseException, argv: list[str]) -> str | None:
         value = setting.partition("=")[2]
         return f"{cause.full_key}: no such setting; did you mean {fixed}{f'={value}' if value else ''}?"
     return f"{cause.full_key}: no such setting; {parent or 'the top level'} has {', '.join(keys)}"
+
+
+def unparsable_override(argv: list[str]) -> str | None:
+    """The first argument of ``argv`` Hydra's grammar cannot read, and how to write it: a value holding ``=``, a
+    space or another character of the grammar — a sweep job's directory, ``…/encoder=lstm,seed=13`` — is read only
+    when quoted (Hydra reads ``,`` as a sweep and ``=`` as the end of the key). None when each reads alone."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    for arg in argv:
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        try:
+            parser.parse_overrides([arg])
+        except OverrideParseException:
+            key, _, value = arg.partition("=")
+            return (
+                f"{arg}: Hydra cannot read this value (it holds =, a comma, a space or brackets, as a sweep job's "
+                f"directory does); quote it: '{key}=\"{value}\"'"
+            )
+    return None
 
 
 def _chosen_families(argv: list[str]) -> list[str] | None:

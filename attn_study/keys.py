@@ -59,3 +59,10 @@ def classes(summary: Iterable[str], stem: str) -> list[int]:
 def children(summary: Iterable[str], stem: str) -> list[str]:
     """The distinct path parts right after ``<stem>/`` in ``summary``'s keys, sorted."""
     return sorted({name[len(stem) + 1 :].split("/", 1)[0] for name in summary if name.startswith(stem + "/")})
+
+
+def first_present(disagreement: Iterable[tuple[str, str]], columns) -> tuple[str, str] | None:
+    """The first (column, "low" | "high") of a family's ``DISAGREEMENT`` whose column is among ``columns`` (a
+    per-instance frame's): the measure its instances are sorted by, most disagreeing first; None for none."""
+    present = set(columns)
+    return next((pair for pair in disagreement if pair[0] in present), None)

@@ -258,6 +258,11 @@ def test_an_output_directory_that_cannot_be_written_is_one_line_before_hydra_mak
         (["model.optimizer.zzz=1"], "model.optimizer.zzz: no such setting; model.optimizer has amsgrad, "),
         (["trainer.precision=16"], "trainer.precision=16: not in the config, though Trainer takes it; add it as "),
         (["encoder=lstmm"], "encoder=lstmm: no such option (did you mean lstm?); choose from average, cnn, "),
+        (
+            ["trainer=debug", "training.base=/runs/sweep/encoder=lstm,seed=13"],
+            "training.base=/runs/sweep/encoder=lstm,seed=13: Hydra cannot read this value (it holds =, a comma, a "
+            """space or brackets, as a sweep job's directory does); quote it: 'training.base="/runs/sweep/encoder=""",
+        ),
     ],
 )
 def test_hydras_composition_errors_get_one_line_naming_the_fix(overrides, says):

@@ -20,7 +20,9 @@ and ``artefacts`` (figures); see ``jain_wallace.py``. The model and data it need
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
+import math
 import os
 import shutil
 import time
@@ -34,7 +36,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import WandbLogger
 
-from attn_study import families, keys, layout
+from attn_study import assemble, keys, layout, saved
 from attn_study.analysis.protocol import analysis_data, staged_model
 from attn_study.analysis.token_scores import TokenScores, coloured_cells
 from attn_study.errors import UserError
@@ -124,6 +126,14 @@ def whole(option: str, value, low: int = 1, optional: bool = False) -> int | Non
     return int(value)
 
 
+def finite(option: str, value, low: float = 0.0) -> float:
+    """``value`` as a finite number ≥ ``low`` — a learning rate, a penalty's weight, a scale — or a one-line
+    ``UserError`` naming ``option``: NaN, an infinity and a word are refused."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < low:
+        raise UserError(f"{option}={value}: must be a finite number >= {low:g}")
+    return float(value)
+
+
 def probability(option: str, value) -> float:
     """``value`` in (0, 1) — a significance level, a threshold — or a one-line ``UserError``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
@@ -142,7 +152,10 @@ class AnalysisCallback(Callback):
     TESTS: ClassVar[tuple[str, ...]] = ()  # its sub-tests
     VAL_TESTS: ClassVar[tuple[str, ...]] = ()  # the default subset tracked during training
     TRACKABLE: ClassVar[tuple[str, ...] | None] = None  # the sub-tests that can be tracked (None: all TESTS)
-    TRACKED: ClassVar[tuple[str, ...]] = ()  # keys drawn against the epoch (families.TRACKED)
+    # from the family's own keys.py (beside its callback.py), read when the class is defined:
+    NAMESPACE: ClassVar[str] = ""  # its key prefix
+    TRACKED: ClassVar[tuple[str, ...]] = ()  # keys drawn against the epoch
+    DISAGREEMENT: ClassVar[tuple[tuple[str, str], ...]] = ()  # (column, "low" | "high"): most disagreeing first
     # batch_size=null: as many instances as fit a token budget, the longest analysed text deciding (its
     # square where the work per instance is T×T); the budget is fixed on a CPU, from free memory on a GPU
     CPU_TOKENS: ClassVar[int] = 32_768
@@ -150,13 +163,29 @@ class AnalysisCallback(Callback):
     GPU_BYTES_PER_TOKEN: ClassVar[int] = 256 * 1024
     GPU_MAX_BATCH: ClassVar[int] = 8192
     QUADRATIC: ClassVar[bool] = False
+    # whether it applies to a pretrained Hugging Face checkpoint (attn-study-analyze hf_model=…): it explains the
+    # model's attention without perturbing a pooling attention or its states, which such a model does not have
+    PRETRAINED: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs):
-        """A family's callback in ``attn_study/families/<name>/callback.py`` is named ``<name>``."""
+        """A family's callback in ``attn_study/families/<name>/callback.py`` is named ``<name>`` and takes its
+        ``NAMESPACE``, ``TRACKED`` and ``DISAGREEMENT`` from the sibling ``keys.py`` — so a copied family folder
+        is its own family, whatever its callback says (a class may still set any of them itself)."""
         super().__init_subclass__(**kwargs)
         parts = cls.__module__.split(".")
-        if parts[:2] == ["attn_study", "families"] and len(parts) == 4 and "name" not in cls.__dict__:
+        if parts[:2] != ["attn_study", "families"] or len(parts) != 4:
+            return
+        if "name" not in cls.__dict__:
             cls.name = parts[2]
+        own = importlib.import_module(f"{cls.__module__.rpartition('.')[0]}.keys")
+        declared = {
+            "NAMESPACE": str(own.NAMESPACE),
+            "TRACKED": tuple(own.TRACKED),
+            "DISAGREEMENT": tuple((str(c), str(end)) for c, end in getattr(own, "DISAGREEMENT", ())),
+        }
+        for attribute, value in declared.items():
+            if attribute not in cls.__dict__:
+                setattr(cls, attribute, value)
 
     def __init__(
         self,
@@ -197,7 +226,7 @@ class AnalysisCallback(Callback):
 
     @property
     def prefix(self) -> str:
-        return families.FAMILIES[self.name]
+        return self.NAMESPACE
 
     def _option(self, name: str) -> str:
         return f"analysis.{self.name}.{name}"
@@ -224,6 +253,27 @@ class AnalysisCallback(Callback):
     def artefacts(self, measured: Measured, out_dir: Path, data) -> dict[str, Path]:
         """Figures and pages written into ``out_dir``: ``{name: path}``."""
         return {}
+
+    # -- another run the family builds on (a shuffled-label run, the explained run, a base run) ------
+
+    def other_run_dir(self, option: str, value, this_run: str | Path | None = None) -> Path:
+        """The run ``analysis.<name>.<option>`` names — its directory, a checkpoint in it, or
+        ``sibling:<experiment>`` (the job beside ``this_run``, by default this run's directory) — required
+        complete; a one-line error naming the option otherwise."""
+        full = self._option(option)
+        if not value:
+            raise UserError(f"{full} is not set: give the directory of the run it builds on")
+        path = saved.resolve_run(str(value), full, this_run or self.out_dir or Path.cwd())
+        run_dir = layout.run_of(path.resolve()) if path.is_file() else path
+        saved.require_complete(run_dir, full)
+        return run_dir
+
+    def load_other_run(self, option: str, value, data, this_run: str | Path | None = None) -> saved.SavedRun:
+        """:meth:`other_run_dir`, loaded with its best model in eval mode, refused in one line unless it holds
+        ``data``'s vocabulary and instances in the same order (``saved.check_same_data``)."""
+        loaded = assemble.load(self.other_run_dir(option, value, this_run), self._option(option))
+        saved.check_same_data(loaded, data, self._option(option))
+        return loaded
 
     # -- running ---------------------------------------------------------------------------------
 
@@ -299,7 +349,9 @@ class AnalysisCallback(Callback):
         tokens = measured.tokens.table(measured.frame, data)
         folder, artefacts = self._write(Path(out_dir), measured, summary, data, tokens)
         self.summary = summary
-        log_analysis(loggers, self.prefix, summary, measured.frame, artefacts, data, self.split, step, tokens)
+        log_analysis(
+            loggers, self.prefix, summary, measured.frame, artefacts, data, self.split, step, tokens, self.DISAGREEMENT
+        )
         print(f"analysis:  {folder}", flush=True)
         return summary
 
@@ -388,6 +440,7 @@ def log_analysis(
     split: str = "test",
     step=0,
     tokens: pd.DataFrame | None = None,
+    disagreement: tuple[tuple[str, str], ...] = (),
 ) -> None:
     """The summary to every logger as final values (``tracking.final_values``: W&B's run summary, another
     logger's history at ``step``); to W&B also the figures and the per-instance table (:func:`readable`; with
@@ -408,7 +461,7 @@ def log_analysis(
                 }
                 table = readable(frame, data, split)
                 if tokens is not None:
-                    cells = coloured_cells(frame, tokens, families.family_of(f"{prefix}/"))
+                    cells = coloured_cells(frame, tokens, disagreement)
                     table["explanations"] = [None if c is None else wandb.Html(c, inject=False) for c in cells]
                 payload[f"{prefix}/instances"] = wandb.Table(dataframe=table)
                 for name, path in artefacts.items():

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attn_study import families
+from attn_study import keys
 from attn_study.figures.tokens import coloured_text_html
 from attn_study.layout import TOKENS_TEXT, token_methods
 from attn_study.models.classifier import attended
@@ -79,12 +79,12 @@ class TokenScores:
         return pd.DataFrame(out)
 
 
-def wandb_rows(frame: pd.DataFrame, family: str) -> list[int]:
+def wandb_rows(frame: pd.DataFrame, disagreement=()) -> list[int]:
     """Positions in ``frame`` of the instances a W&B table colours: the :data:`WANDB_MOST` most disagreeing by the
-    family's measure (``families.disagreement``; missing values never chosen), then :data:`WANDB_RANDOM` drawn
-    at random from the rest, in that order."""
+    family's measure (the first of its ``disagreement`` columns present: ``keys.first_present``; missing values
+    never chosen), then :data:`WANDB_RANDOM` drawn at random from the rest, in that order."""
     most: list[int] = []
-    measure = families.disagreement(family, frame.columns)
+    measure = keys.first_present(disagreement, frame.columns)
     if measure is not None:
         column, end = measure
         values = pd.to_numeric(frame[column], errors="coerce").to_numpy(float)
@@ -96,14 +96,14 @@ def wandb_rows(frame: pd.DataFrame, family: str) -> list[int]:
     return most + sorted(drawn.tolist())
 
 
-def coloured_cells(frame: pd.DataFrame, table: pd.DataFrame, family: str) -> list[str | None]:
+def coloured_cells(frame: pd.DataFrame, table: pd.DataFrame, disagreement=()) -> list[str | None]:
     """Per row of ``frame`` (a family's per-instance rows), its text coloured by each method of ``table``
     (:func:`attn_study.figures.tokens.coloured_text_html`) for the rows :func:`wandb_rows` chooses, None for
     the others."""
     by_uid = table.set_index("uid")
     methods = token_methods(table.columns)
     cells: list[str | None] = [None] * len(frame)
-    for row in wandb_rows(frame, family):
+    for row in wandb_rows(frame, disagreement):
         uid = frame["uid"].iloc[row]
         if uid not in by_uid.index or by_uid.at[uid, "tokens"] is None:
             continue

@@ -92,8 +92,7 @@ def disagreement(family: str, columns) -> tuple[str, str] | None:
     """(column, "low" | "high"): the first of ``family``'s ``DISAGREEMENT`` columns among ``columns`` (a per-instance
     frame's), by which its instances are sorted most disagreeing first; None when it declares none of them."""
     known = REGISTRY.get(family)
-    present = set(columns)
-    return next((pair for pair in (known.disagreement if known else ()) if pair[0] in present), None)
+    return schema.first_present(known.disagreement if known else (), columns)
 
 
 def family_of(name: str) -> str | None:

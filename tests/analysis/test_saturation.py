@@ -12,7 +12,6 @@ import pytest
 import torch
 
 from attn_study.analysis.callback import analysis_mode
-from attn_study.analysis.erasure import decision_gradient
 from attn_study.analysis.importance import (
     gradient_importance,
     gradient_norm_importance,
@@ -23,6 +22,7 @@ from attn_study.analysis.importance import (
 from attn_study.families.faithfulness.callback import Faithfulness
 from attn_study.families.jain_wallace.callback import JainWallace
 from attn_study.families.serrano_smith.callback import SerranoSmith
+from attn_study.families.serrano_smith.erasure import decision_gradient
 from attn_study.families.sparsity.callback import Sparsity
 from attn_study.models import encoders, outputs
 from tests.helpers import StubData, tiny_model, token_batch

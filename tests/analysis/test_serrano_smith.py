@@ -11,19 +11,17 @@ import pytest
 import torch
 
 from attn_study.analysis.callback import Measured
-from attn_study.analysis.erasure import (
+from attn_study.analysis.erasure import erased_probabilities, renormalise_erased, zero_vector_logits
+from attn_study.analysis.importance import predict
+from attn_study.families.serrano_smith.callback import SerranoSmith
+from attn_study.families.serrano_smith.erasure import (
     decision_gradient,
-    erased_probabilities,
     first_flips,
     random_other,
     rank_items,
     ranking_scores,
-    renormalise_erased,
     single_weight,
-    zero_vector_logits,
 )
-from attn_study.analysis.importance import predict
-from attn_study.families.serrano_smith.callback import SerranoSmith
 from attn_study.families.serrano_smith.keys import RANKINGS
 from attn_study.models import attention, encoders, projection
 from attn_study.models.classifier import AttentionClassifier

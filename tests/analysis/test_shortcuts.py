@@ -359,6 +359,7 @@ def test_an_explainer_reproduces_its_black_box_and_is_scored_post_hoc(tmp_path):
         run_job(small("model=selector", f"explainer.target={black_box}", "seed=99", "logger=none"), tmp_path / "other")
 
 
+@pytest.mark.slow  # a paper's smoke sweep beside the Jain & Wallace one of the fast suite (issue 42 §5)
 def test_smoke_bai_sweep_then_report(tmp_path):
     sweep = tmp_path / "smoke_bai"
     run = subprocess.run(

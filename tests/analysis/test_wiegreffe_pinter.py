@@ -192,6 +192,7 @@ def test_the_adversary_distils_at_lambda_zero_and_moves_its_attention_with_lambd
     assert "val/adversary_loss_best" in results[1.0] and "val/acc_best" not in results[1.0]
 
 
+@pytest.mark.slow  # a paper's smoke sweep beside the Jain & Wallace one of the fast suite (issue 42 §5)
 def test_smoke_wiegreffe_pinter_sweep_then_report(tmp_path):
     import subprocess
     import sys
@@ -249,7 +250,7 @@ def test_smoke_wiegreffe_pinter_sweep_then_report(tmp_path):
 
 
 def test_a_missing_base_is_refused_before_training(tmp_path):
-    with pytest.raises(UserError, match="no such run directory"):
+    with pytest.raises(UserError, match=r"^analysis.wiegreffe_pinter.base=.*nowhere: no such directory"):
         run_job(
             compose_config(
                 *TINY,

@@ -1,6 +1,8 @@
 """A new family is one folder + one YAML: in a copy of the package and its configs, an existing family copied
 under a new name (``attn_study/families/<name>/`` and ``conf/analysis/<name>.yaml``, its namespace renamed in its
-own keys.py) shows up in ``--help``, runs, logs its keys and appears in the report, no other file touched."""
+own keys.py) shows up in ``--help``, runs, logs its keys, tracks its own statistics during training (its
+``epochs.png``: the tracked keys come from the copy's keys.py, not from the family it was copied from) and appears
+in the report, no other file touched."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import os
 import shutil
 import subprocess
 import sys
+
+import pandas as pd
 
 from tests.helpers import REPO, TINY, cli_env
 
@@ -56,6 +60,8 @@ def test_a_copied_family_is_found_runs_logs_its_keys_and_is_reported(tmp_path):
             f"analysis=[{NAME}]",
             "logger=csv",
             f"analysis.{NAME}.max_instances=8",
+            f"analysis.{NAME}.every_n_epochs=1",
+            f"analysis.{NAME}.val_max_instances=8",
             f"hydra.run.dir={run_dir}",
         ],
         cwd=tmp_path,
@@ -70,6 +76,10 @@ def test_a_copied_family_is_found_runs_logs_its_keys_and_is_reported(tmp_path):
     assert own and all(k.startswith(f"{NAMESPACE}/") for k in own)
     assert f"{NAMESPACE}/n_instances" in summary and summary[f"{NAMESPACE}/n_instances"] == 8
     assert not any(k.startswith("ss/") for k in summary)
+    folder = run_dir / "analysis" / NAME
+    epochs = pd.read_csv(folder / "epochs.csv")
+    assert len(epochs) >= 1 and any(c.startswith(f"{NAMESPACE}/multi/") for c in epochs.columns)
+    assert (folder / "epochs.png").is_file()  # drawn from the copy's own TRACKED keys
 
     report = subprocess.run(
         [sys.executable, "-m", "attn_study.report.cli", str(run_dir)],

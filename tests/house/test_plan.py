@@ -137,3 +137,17 @@ def test_every_family_module_sits_in_its_folder():
         for module in [m for m in edges if m.startswith(own + ".")]:
             others = sorted(m for m in edges[module] if m.startswith("attn_study.families.") and not m.startswith(own))
             assert all(m.endswith(".keys") for m in others), f"{module} imports {others}"
+
+
+def test_shared_code_imports_no_family_and_the_base_callback_not_even_the_registry():
+    """Outside ``families/`` no module imports a family's folder (its keys, callback or report): shared code asks
+    the registry. The callbacks' base class takes a family's namespace and tracked keys from the family's own
+    ``keys.py``, so it imports not even the registry (a copied folder is then its own family)."""
+    edges = graph()
+    names = set(REGISTRY)
+    for module, imported in edges.items():
+        if module.startswith("attn_study.families"):
+            continue
+        reached = sorted(m for m in imported if m.split(".")[:3][-1] in names and m.startswith("attn_study.families."))
+        assert reached == [], f"{module} imports {reached}"
+    assert not any(m.startswith("attn_study.families") for m in edges["attn_study.analysis.callback"])

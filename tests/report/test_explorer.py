@@ -18,6 +18,7 @@ from omegaconf import OmegaConf
 
 from attn_study.analysis import token_scores
 from attn_study.analysis.token_scores import TokenScores, wandb_rows
+from attn_study.families.jain_wallace.callback import JainWallace
 from attn_study.figures.tokens import NEGATIVE, POSITIVE, colour, coloured_text_html, shades
 from attn_study.io import write_json_atomic
 from attn_study.report import explorer
@@ -401,11 +402,13 @@ def test_wandb_colours_the_most_disagreeing_first_then_a_seeded_sample():
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(token_scores, "WANDB_MOST", 2)
         patch.setattr(token_scores, "WANDB_RANDOM", 2)
-        chosen = wandb_rows(frame, "jain_wallace")
+        pairs = JainWallace.DISAGREEMENT
+        chosen = wandb_rows(frame, pairs)
         assert chosen[:2] == [2, 4] and len(chosen) == 4 and set(chosen[2:]) <= {0, 1, 3, 5}
-        assert wandb_rows(frame, "jain_wallace") == chosen
-        high = wandb_rows(frame.rename(columns={"tau_grad": "adv_emax_jsd"}), "jain_wallace")
+        assert wandb_rows(frame, pairs) == chosen
+        high = wandb_rows(frame.rename(columns={"tau_grad": "adv_emax_jsd"}), pairs)
         assert high[:2] == [5, 0]
+        assert wandb_rows(frame, ()) == sorted(wandb_rows(frame, ()))  # no measure: only the seeded sample
 
 
 def test_the_wandb_table_carries_coloured_text_for_a_bounded_sample(analysed):

@@ -239,6 +239,7 @@ def test_sparsity_tables_have_the_runs_numbers(tmp_path):
     assert (out / "sp_fig2_entropy_per_projection.png").is_file() and (out / "sp_fig3_tau_vs_lambda.png").is_file()
 
 
+@pytest.mark.slow  # a paper's smoke sweep beside the Jain & Wallace one of the fast suite (issue 42 §5)
 def test_smoke_meister_sweep_then_report(tmp_path):
     sweep = tmp_path / "smoke_meister"
     run = subprocess.run(

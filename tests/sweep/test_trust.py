@@ -133,6 +133,10 @@ REFUSED = {
     "training=model_consistent_adversary training.lam=-1": r"training.lam=-1: must be a number >= 0$",
     "analysis.jain_wallace.p_threshold=2": r"analysis.jain_wallace.p_threshold=2: must lie strictly between 0 and 1",
     "analysis=[faithfulness] analysis.faithfulness.ig_steps=0": r"analysis.faithfulness.ig_steps=0: must be >= 1",
+    # a family's numbers: NaN and infinities refused, not compared (NaN < 0 is false)
+    "analysis.jain_wallace.lr=nan": r"^analysis.jain_wallace.lr=nan: must be a finite number >= 0$",
+    "analysis.jain_wallace.lam=inf": r"^analysis.jain_wallace.lam=inf: must be a finite number >= 0$",
+    "analysis.jain_wallace.init_scale=-1": r"^analysis.jain_wallace.init_scale=-1: must be a finite number >= 0$",
     "dataset=synthetic_markers dataset.inject.count=-1": r"dataset.inject.count=-1: must be a whole number >= 0$",
     "analysis.jain_wallace.every_n_epochs=1.5": r"every_n_epochs=1.5: must be a whole number",
     "model=selector": r"analysis=jain_wallace compares a soft attention.*selector",

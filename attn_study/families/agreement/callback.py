@@ -18,7 +18,6 @@ import time
 import pandas as pd
 import torch
 
-from attn_study import families
 from attn_study.analysis.aggregation import AGGREGATIONS, AggregationOptions, check_aggregations, layer_shape
 from attn_study.analysis.callback import AnalysisCallback, Measured, record_rows, whole
 from attn_study.analysis.importance import ImportanceOptions, importance, predict, token_mask
@@ -50,11 +49,12 @@ def available(model) -> list[str]:
 class Agreement(AnalysisCallback):
     """Pairwise agreement of explanation methods as a callback; options in conf/analysis/agreement.yaml."""
 
+    PRETRAINED = True  # attention (raw, rollout, flow, norms) against token importance
+
     CPU_MAX_BATCH = 64  # each instance carries its integrated-gradient steps and deletions
     TESTS = ("agreement",)
     VAL_TESTS = ()
     TRACKABLE = ()
-    TRACKED = families.TRACKED.get("agreement", ())
 
     def __init__(
         self,

@@ -41,7 +41,6 @@ import pandas as pd
 import torch
 from scipy import stats
 
-from attn_study import families
 from attn_study.analysis.aggregation import AGGREGATIONS, AggregationOptions, check_aggregations
 from attn_study.analysis.callback import AnalysisCallback, Measured, record_rows, whole
 from attn_study.analysis.importance import (
@@ -494,13 +493,14 @@ class Faithfulness(AnalysisCallback):
     precision@|truth| where the data has ground-truth rationales), ``soft`` (Zhao & Aletras's Soft-NC / Soft-NS)
     and ``auc_tp`` (Atanasova et al.'s area under the threshold–performance curve)."""
 
+    PRETRAINED = True  # attention (raw, rollout, flow, norms) against token importance
+
     CPU_MAX_BATCH = 64  # each instance carries its deletions and integrated-gradient steps
 
     TESTS = ("removal", "rationale", "soft", "auc_tp")
     VAL_TESTS = ("removal", "rationale")
     AUC_TP_MEASURES = ("macro_f1", "accuracy")
     AUC_TP_CLASSES = ("sum", "predicted")
-    TRACKED = families.TRACKED["faithfulness"]
 
     def __init__(
         self,

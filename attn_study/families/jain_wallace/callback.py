@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from attn_study import families
 from attn_study.analysis.aggregation import AggregationOptions, aggregated_importance, check_aggregations
-from attn_study.analysis.callback import AnalysisCallback, Measured, instance_row, probability, whole
+from attn_study.analysis.callback import AnalysisCallback, Measured, finite, instance_row, probability, whole
 from attn_study.analysis.importance import gradient_importance, leave_one_out, predict, token_mask
 from attn_study.analysis.measures import (
     MEAN_STATS,
@@ -53,9 +52,10 @@ class JainWallace(AnalysisCallback):
     permuted attentions of each instance per decode call.
     """
 
+    PRETRAINED = True  # attention (raw, rollout, flow, norms) against token importance
+
     TESTS = ("correlation", "permutation", "adversarial")
     VAL_TESTS = ("correlation", "permutation")
-    TRACKED = families.TRACKED["jain_wallace"]
 
     def __init__(
         self,
@@ -114,9 +114,9 @@ class JainWallace(AnalysisCallback):
             whole(self._option("adversaries"), adversaries),
             whole(self._option("steps"), steps),
         )
-        for option, value in (("lr", lr), ("lam", lam), ("init_scale", init_scale)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise UserError(f"{self._option(option)}={value}: must be a number >= 0")
+        lr, lam, init_scale = (
+            finite(self._option(o), v) for o, v in (("lr", lr), ("lam", lam), ("init_scale", init_scale))
+        )
         self.lr, self.lam = lr, lam
         for option, value in (("epsilon", epsilon), ("select_epsilon", select_epsilon)):
             if value is not None:

@@ -207,31 +207,18 @@ class Sanity(AnalysisCallback):
             self._label_run_dir()
 
     def _label_run_dir(self) -> Path:
-        option = self._option("label_run")
-        run_dir = saved.resolve_run(self.label_run, option, self.out_dir)
-        saved.require_complete(run_dir, option)
+        run_dir = self.other_run_dir("label_run", self.label_run)
         if not saved.run_config(run_dir).dataset.get("shuffle_labels"):
             raise UserError(
-                f"{option}={run_dir}: that run was trained on the real labels; give one trained with "
-                "dataset.shuffle_labels=true"
+                f"{self._option('label_run')}={run_dir}: that run was trained on the real labels; give one trained "
+                "with dataset.shuffle_labels=true"
             )
         return run_dir
 
     def _label_model(self, model, data, split: str):
-        """The randomised-label run's model, refused in one line unless it saw this run's vocabulary and
-        ``split`` instances."""
-        from attn_study.assemble import load  # a run built on a run: loaded only when measured
-
-        run_dir = self._label_run_dir()
-        other = load(run_dir, self._option("label_run"))
-        if (
-            other.datamodule.vocab.itos != data.vocab.itos
-            or other.datamodule.split(split).uids != data.split(split).uids
-        ):
-            raise UserError(
-                f"{self._option('label_run')}={run_dir}: its vocabulary or {split} instances differ from this "
-                "run's; train it on the same dataset options"
-            )
+        """The randomised-label run's model, refused in one line unless it holds this run's vocabulary and
+        instances."""
+        other = self.load_other_run("label_run", self._label_run_dir(), data)
         return staged_model(other.module).to(next(model.parameters()).device)
 
     def measure(self, model, data, split, indices, tests) -> Measured:

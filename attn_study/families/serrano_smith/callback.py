@@ -24,17 +24,8 @@ import pandas as pd
 import torch
 from scipy import stats
 
-from attn_study import families
 from attn_study.analysis.callback import AnalysisCallback, Measured, instance_row, whole
-from attn_study.analysis.erasure import (
-    decision_gradient,
-    first_flips,
-    random_other,
-    rank_items,
-    ranking_scores,
-    single_weight,
-    zero_vector_logits,
-)
+from attn_study.analysis.erasure import zero_vector_logits
 from attn_study.analysis.importance import predict
 from attn_study.analysis.measures import UNDEFINED, summarise, undefined_code
 from attn_study.analysis.seeding import instance_draws
@@ -43,6 +34,7 @@ from attn_study.errors import UserError
 from attn_study.models.selector import hard_selection
 
 from . import keys
+from .erasure import decision_gradient, first_flips, random_other, rank_items, ranking_scores, single_weight
 from .figures import serrano_smith_figures
 from .keys import CELLS, PAIRED, RANKINGS, SINGLE_TABLES, single_flip_columns
 
@@ -56,7 +48,6 @@ class SerranoSmith(AnalysisCallback):
 
     TESTS = ("single", "multi")
     VAL_TESTS = ("single", "multi")
-    TRACKED = families.TRACKED["serrano_smith"]
 
     def __init__(self, *, rankings: Sequence[str] = RANKINGS, perturbations_per_eval: int = 16, **common):
         super().__init__(**common)

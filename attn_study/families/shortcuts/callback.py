@@ -35,7 +35,6 @@ import pandas as pd
 import torch
 from scipy import stats
 
-from attn_study import assemble, families, saved
 from attn_study.analysis.callback import AnalysisCallback, Measured, instance_row, whole
 from attn_study.analysis.importance import kept_sub_batch, predict, token_mask
 from attn_study.analysis.measures import summarise
@@ -83,7 +82,6 @@ class Shortcuts(AnalysisCallback):
 
     TESTS = ("mask_only", "selected_only", "markers", "rationale", "posthoc")
     VAL_TESTS = ("mask_only", "markers")
-    TRACKED = families.TRACKED["shortcuts"]
 
     def __init__(self, *, top_k: int = 5, target: str | None = None, **common):
         super().__init__(**common)
@@ -94,13 +92,12 @@ class Shortcuts(AnalysisCallback):
         """Also, before training, that the explained run is complete."""
         super().check(model, data)
         if self.target:
-            saved.require_complete(saved.locate(self.target, self._option("target"))[0], self._option("target"))
+            self.other_run_dir("target", self.target)
 
     def black_box(self, data):
         """The explained run (``target``), loaded once and checked to hold the same data."""
         if self._black_box is None:
-            self._black_box = assemble.load(self.target, option=f"analysis.{self.name}.target")
-            saved.check_same_data(self._black_box, data, f"analysis.{self.name}.target")
+            self._black_box = self.load_other_run("target", self.target, data)
         return self._black_box.model
 
     def selected(self, model, enc, alpha: torch.Tensor) -> torch.Tensor:

@@ -26,7 +26,6 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from attn_study import families
 from attn_study.analysis.callback import AnalysisCallback, Measured, instance_row, probability, whole
 from attn_study.analysis.erasure import erase_each
 from attn_study.analysis.importance import (
@@ -69,7 +68,6 @@ class Sparsity(AnalysisCallback):
 
     TESTS = ("input", "intermediate", "input_hidden")
     VAL_TESTS = ("input", "intermediate")
-    TRACKED = families.TRACKED["sparsity"]
 
     def __init__(
         self,

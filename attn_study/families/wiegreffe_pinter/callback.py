@@ -32,11 +32,9 @@ from . import keys
 
 
 def read_reference(run_dir: Path, option: str) -> pd.DataFrame:
-    """A run's ``attention.parquet`` (uid, attention, probabilities), or a one-line error naming it."""
+    """A complete run's (``other_run_dir``) ``attention.parquet`` (uid, attention, probabilities), or a one-line
+    error naming it."""
     path = Path(run_dir) / layout.ATTENTION
-    if not Path(run_dir).is_dir():
-        raise UserError(f"{option}={run_dir}: no such run directory")
-    saved.require_complete(Path(run_dir), option)
     if not path.is_file():
         raise UserError(
             f"{option}={run_dir}: no {layout.ATTENTION} there; the base run must have finished "
@@ -56,7 +54,6 @@ class WiegreffePinter(AnalysisCallback):
     TESTS = ("comparison",)
     VAL_TESTS = ()
     TRACKABLE = ()  # the comparison reads the base run's test-split attention: nothing to compare on dev
-    TRACKED = ()
 
     def __init__(self, *, base: str | None = None, **common):
         super().__init__(**common)
@@ -98,9 +95,7 @@ class WiegreffePinter(AnalysisCallback):
             )
 
     def _base(self, run_dir: Path) -> Path:
-        if not self.base:
-            raise UserError(f"{self._option('base')} is not set: give the base run's directory")
-        return saved.resolve_run(self.base, self._option("base"), run_dir)
+        return self.other_run_dir("base", self.base, run_dir)
 
     def analyse(self, model, data, out_dir: Path, loggers=(), step: int = 0) -> dict:
         self.base_dir = self._base(out_dir)
