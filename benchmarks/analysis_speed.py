@@ -53,7 +53,7 @@ def analysis_for(run_dir: Path, family: str):
     from attn_study.cli import CONFIG_DIR
 
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        cfg = compose("analyze", overrides=[f"ckpt_path={run_dir}", f"analysis=[{family}]"])
+        cfg = compose("analyze", overrides=[f"ckpt_path='{run_dir}'", f"analysis=[{family}]"])
     return instantiate(analysis_config(cfg, run_dir).analysis[family])
 
 
