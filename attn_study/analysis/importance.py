@@ -390,7 +390,6 @@ def _loo_context_free(model, batch, inst, pos, chunk_size):
         e = min(b, s + per_call)
         mask = enc.mask[s:e, None, :].expand(-1, t, -1).clone()  # (g, deleted position, T)
         mask[:, diagonal, diagonal] = False
-        mask[:, :, 0] |= ~mask.any(-1)  # a one-token text's only deletion: never read, kept projectable
         alpha = model.projection(scores[s:e, None, :].expand(-1, t, -1).reshape(-1, t), mask.reshape(-1, t))
         context = torch.bmm(alpha.reshape(e - s, t, t), enc.hidden[s:e])  # (g, deleted position, H)
         chosen = ((inst >= s) & (inst < e)).nonzero().squeeze(1)

@@ -100,13 +100,39 @@ ENCODERS = {
 
 @pytest.mark.parametrize("name", list(ENCODERS))
 @pytest.mark.parametrize("proj", [projection.Softmax, projection.Sparsemax])
-def test_leave_one_out_equals_brute_force_deletion(name, proj):
+@pytest.mark.parametrize("chunk_size", [4, 512])
+def test_leave_one_out_equals_brute_force_deletion(name, proj, chunk_size):
+    """Chunks of 4 deletions cut across instances (one instance per call where an instance's deletions are
+    batched together, as the context-free encoders' are); 512 puts every instance in one call."""
     model = tiny_model(ENCODERS[name], proj=proj, num_classes=3, double=True)
     with torch.no_grad():
         expected = brute_force_loo(model, SEQS)
-        got = leave_one_out(model, token_batch(SEQS), chunk_size=4)  # chunks cut across instances
+        got = leave_one_out(model, token_batch(SEQS), chunk_size=chunk_size)
     torch.testing.assert_close(got, expected, equal_nan=True)
     assert torch.isnan(got[2, 0]) and got[2, 1:].eq(0).all()  # length 1: NaN; padding: 0
+
+
+@pytest.mark.parametrize("name", ["average", "noenc"])
+@pytest.mark.parametrize(
+    "proj",
+    [projection.Softmax, projection.Sparsemax, projection.Entmax15, partial(projection.SparsegenLin, lam=-1.0)],
+)
+@pytest.mark.parametrize("chunk_size", [3, 512])
+def test_context_free_leave_one_out_with_boundary_tokens_equals_re_running(name, proj, chunk_size):
+    """<sos> text <eos>: each text token deleted and the model run again on what is left, the one-token text
+    included (deleting its token leaves nothing attended: the model's output for an empty attention), one
+    instance per call or all in one."""
+    model = tiny_model(ENCODERS[name], proj=proj, num_classes=3, double=True)
+    texts = [[15], [5, 6, 7, 8], [9, 9], [10, 11, 12]]
+    with torch.no_grad():
+        got = leave_one_out(model, token_batch(texts, boundary=True), chunk_size=chunk_size)
+        for r, text in enumerate(texts):
+            base = model.probabilities(model(token_batch([text], boundary=True))[0])[0]
+            for t in range(len(text)):
+                rest = token_batch([text[:t] + text[t + 1 :]], boundary=True)
+                expected = 0.5 * (model.probabilities(model(rest)[0])[0] - base).abs().sum()
+                torch.testing.assert_close(got[r, t + 1], expected, msg=f"text {r}, token {t}")
+    assert got[:, 0].eq(0).all()  # <sos> is never deleted
 
 
 @pytest.mark.parametrize("name", ["lstm", "gru", "lstm_one_direction"])

@@ -362,3 +362,13 @@ def test_every_option_of_every_group_passes_the_schema(option):
     check_config(cfg)
     check_components(cfg)
     assert unranged(OmegaConf.to_container(cfg, resolve=True)) == []
+
+
+def test_a_familys_number_at_its_bound_is_accepted_and_past_it_refused():
+    """``finite``'s bound is inclusive: a weight of 0 (no penalty) is a setting, −1e-9 is not."""
+    from attn_study.analysis.callback import finite
+
+    assert finite("analysis.jain_wallace.lam", 0) == 0.0
+    assert finite("x", 2, low=2) == 2.0
+    with pytest.raises(UserError, match=r"^x=-1e-09: must be a finite number >= 0$"):
+        finite("x", -1e-9)
