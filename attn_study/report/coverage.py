@@ -45,11 +45,26 @@ def configured_data(conf: Path = CONF) -> set[str]:
         return set()
     found = set()
     for path in sorted((conf / "dataset").glob("*.yaml")):
-        match = _DATA_PATH.search(path.read_text())
-        where = paths.get(match.group(1)) if match else None
+        key = _data_key(path)
+        where = paths.get(key) if key else None
         if where and Path(str(where)).expanduser().exists():
             found.add(path.stem)
     return found
+
+
+def _data_key(path: Path, seen: frozenset = frozenset()) -> str | None:
+    """The ``paths.data.<key>`` a dataset config defaults its files to — its own, else that of the dataset config
+    it extends in its ``defaults`` (``babi2`` is ``babi1`` but the task: both read ``paths.data.babi``)."""
+    text = path.read_text()
+    match = _DATA_PATH.search(text)
+    if match:
+        return match.group(1)
+    defaults = (OmegaConf.create(text).get("defaults") or []) if text.strip() else []
+    for entry in defaults:
+        parent = path.with_name(f"{entry}.yaml") if isinstance(entry, str) else None
+        if parent is not None and parent.is_file() and parent.stem not in seen:
+            return _data_key(parent, seen | {path.stem})
+    return None
 
 
 def available_data(runs: list[Run], conf: Path = CONF) -> set[str]:

@@ -210,15 +210,18 @@ def test_datasets_here_are_those_of_any_run_or_of_this_machines_data_paths(tmp_p
     (conf / "dataset").mkdir(parents=True)
     (conf / "dataset" / "babi1.yaml").write_text("dataset:\n  path: ${oc.select:paths.data.babi,null}\n")
     (conf / "dataset" / "snli.yaml").write_text("dataset:\n  path: ${oc.select:paths.data.snli,null}\n")
+    # babi2 extends babi1 (its files: babi1's paths.data.babi); a config naming no path and extending nothing
+    (conf / "dataset" / "babi2.yaml").write_text("defaults:\n  - babi1\n  - _self_\ndataset:\n  name: babi2\n")
+    (conf / "dataset" / "synthetic.yaml").write_text("defaults:\n  - _self_\ndataset:\n  name: synthetic\n")
     assert configured_data(conf) == set()  # no conf/local/default.yaml
     (conf / "local").mkdir()
     (tmp_path / "babi").mkdir()
     (conf / "local" / "default.yaml").write_text(
         f"paths:\n  data:\n    babi: {tmp_path / 'babi'}\n    snli: /nowhere\n"
     )
-    assert configured_data(conf) == {"babi1"}  # snli's path does not exist
+    assert configured_data(conf) == {"babi1", "babi2"}  # snli's path does not exist
     failed = Run(Path("/f"), "failed", config={"dataset": "imdb"})
-    assert available_data([failed], conf) == {"babi1", "imdb"}
+    assert available_data([failed], conf) == {"babi1", "babi2", "imdb"}
 
 
 def test_code_versions_are_named_and_a_mix_is_said():
