@@ -411,6 +411,16 @@ def test_wandb_colours_the_most_disagreeing_first_then_a_seeded_sample():
         assert wandb_rows(frame, ()) == sorted(wandb_rows(frame, ()))  # no measure: only the seeded sample
 
 
+def test_a_table_smaller_than_the_sample_colours_each_row_once():
+    """Fewer rows than the most-disagreeing plus the random sample: every row is chosen, none twice."""
+    frame = pd.DataFrame({"uid": list("abcd"), "tau_grad": [0.5, -0.9, 0.1, 0.3]})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(token_scores, "WANDB_MOST", 1)
+        patch.setattr(token_scores, "WANDB_RANDOM", 10)
+        chosen = wandb_rows(frame, JainWallace.DISAGREEMENT)
+    assert chosen[0] == 1 and sorted(chosen) == [0, 1, 2, 3]
+
+
 def test_the_wandb_table_carries_coloured_text_for_a_bounded_sample(analysed):
     (wandb_run,) = offline_runs(analysed)
     tables = run_tables(wandb_run)
