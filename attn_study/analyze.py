@@ -11,6 +11,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from attn_study import layout, saved, stopping, tracking
 from attn_study.config import family_names
 from attn_study.errors import UserError
+from attn_study.families import REGISTRY
 from attn_study.models.selector import soft_token_attention
 from attn_study.sweep.record import wandb_group
 
@@ -66,7 +67,9 @@ def analyze(cfg: DictConfig) -> dict:
     from attn_study import assemble
     from attn_study.build import component
     from attn_study.config import check_config
-    from attn_study.run import build_loggers, ensure_writable, rebuild_summary
+    from attn_study.loggers import build_loggers
+    from attn_study.preflight import ensure_writable
+    from attn_study.summary import rebuild_summary
     from attn_study.sweep import state
 
     run_dir, ckpt = saved.locate(cfg.ckpt_path)
@@ -84,7 +87,7 @@ def analyze(cfg: DictConfig) -> dict:
     assembled = assemble.with_analyses(assemble.data_and_model(run_cfg, run_dir), run_cfg, run_dir)
     datamodule, module, analyses = assembled.datamodule, assembled.module, assembled.analyses
     if not analyses:
-        raise UserError("attn-study-analyze: no analysis chosen; e.g. analysis=[jain_wallace,serrano_smith]")
+        raise UserError(f"attn-study-analyze: no analysis chosen; give analysis=[…] from {list(REGISTRY)}")
     saved.load_state(module, ckpt)
     loggers = build_loggers(run_cfg, run_dir) if cfg.use_loggers else []
     for lg in loggers:
@@ -112,7 +115,7 @@ def tidy(run_dir: Path) -> None:
     """What an analysis stopped mid-way (SIGINT, SIGTERM) leaves: no half-written family folder
     (``analysis/.<family>.partial``, where a family writes before renaming it into place) and a ``summary.json``
     with the keys of the family folders present."""
-    from attn_study.run import rebuild_summary
+    from attn_study.summary import rebuild_summary
 
     for partial in (Path(run_dir) / layout.ANALYSIS).glob(".*.partial"):
         shutil.rmtree(partial, ignore_errors=True)

@@ -42,7 +42,7 @@ def analyze_pretrained(cfg: DictConfig, out_dir: str | Path) -> dict:
     from attn_study.config import check_config
     from attn_study.data.pretrained import PretrainedTextData
     from attn_study.models.huggingface import PretrainedClassifier, load_pretrained
-    from attn_study.run import rebuild_summary
+    from attn_study.summary import rebuild_summary
 
     data_cfg = compose("config", overrides=[str(o) for o in (cfg.get("hf_data") or [])] + ["analysis=[]"])
     seed = data_cfg.seed if cfg.get("seed") is None else cfg.seed
@@ -61,7 +61,7 @@ def analyze_pretrained(cfg: DictConfig, out_dir: str | Path) -> dict:
         )
     analyses = build_analyses(chosen)
     if not analyses:
-        raise UserError("attn-study-analyze: no analysis chosen; e.g. analysis=[agreement]")
+        raise UserError(f"attn-study-analyze: no analysis chosen; give analysis=[…] from {allowed}")
     hf_model, tokenizer = load_pretrained(cfg.hf_model)
     data = data_cfg.dataset
     limit = min(int(tokenizer.model_max_length), int(getattr(hf_model.config, "max_position_embeddings", 512)))

@@ -1,5 +1,5 @@
 """A run assembled in one place — its data, the runs it is built on, its model, its analyses — for training
-(``run.py``), analysing again (``analyze.py``) and reading a finished run back (:func:`load`)."""
+(``training.py``), analysing again (``analyze.py``) and reading a finished run back (:func:`load`)."""
 
 from __future__ import annotations
 

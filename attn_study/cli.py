@@ -51,7 +51,7 @@ class WritableOutput(Callback):
         self._check(config.hydra.sweep.dir, "hydra.sweep.dir")
 
     def _check(self, path, option: str) -> None:
-        from attn_study.run import ensure_writable
+        from attn_study.preflight import ensure_writable
 
         try:
             ensure_writable(Path(str(path)), option)

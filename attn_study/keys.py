@@ -61,6 +61,16 @@ def children(summary: Iterable[str], stem: str) -> list[str]:
     return sorted({name[len(stem) + 1 :].split("/", 1)[0] for name in summary if name.startswith(stem + "/")})
 
 
+def disagreement_of(family_keys, where: str) -> tuple[tuple[str, str], ...]:
+    """A family's ``keys.py`` (the module ``family_keys``, at ``where``) DISAGREEMENT as (column, "low" | "high")
+    pairs; () when it declares none. Any other end is refused."""
+    declared = tuple((str(column), str(end)) for column, end in getattr(family_keys, "DISAGREEMENT", ()))
+    odd = [end for _, end in declared if end not in ("low", "high")]
+    if odd:
+        raise ImportError(f"{where}: DISAGREEMENT ends {odd}: 'low' or 'high'")
+    return declared
+
+
 def first_present(disagreement: Iterable[tuple[str, str]], columns) -> tuple[str, str] | None:
     """The first (column, "low" | "high") of a family's ``DISAGREEMENT`` whose column is among ``columns`` (a
     per-instance frame's): the measure its instances are sorted by, most disagreeing first; None for none."""

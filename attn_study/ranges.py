@@ -5,7 +5,7 @@ a constructor, nor a run that trains nothing and reports its numbers.
 
 An option's range holds wherever the option appears (``encoder.hidden_size`` for every encoder that has one).
 Not here: the test families' options, which each family checks itself (``attn_study/families/<name>/``: a family
-is a folder of its own), and ``trainer.max_epochs``, whose -1 depends on the callbacks (``run.check_options``).
+is a folder of its own), and ``trainer.max_epochs``, whose -1 depends on the callbacks (``preflight.check_options``).
 """
 
 from __future__ import annotations

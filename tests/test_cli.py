@@ -20,9 +20,10 @@ from attn_study.cli import _quiet_third_party
 from attn_study.config import config_differences
 from attn_study.data.processed import Preprocessing, build
 from attn_study.errors import UserError
-from attn_study.run import run, train_and_test
+from attn_study.run import run
 from attn_study.sweep.naming import JOB_KEYS_ENV, job_dir_name, swept_keys
 from attn_study.sweep.record import SweepRecorder
+from attn_study.training import train_and_test
 from tests.data.test_recipes import ListSource
 from tests.helpers import REPO, TINY, TWO_JOBS, cli_env, compose_config, job_dirs, launch
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 from hydra.errors import MissingConfigException
 
-from attn_study.run import train_and_test
+from attn_study.training import train_and_test
 from tests.helpers import REPO, TINY, accuracy_by_hand, cli_env, compose_config
 
 CLI = [sys.executable, "-m", "attn_study.cli"]

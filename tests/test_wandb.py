@@ -168,7 +168,7 @@ def test_a_resumed_run_continues_its_wandb_run(tmp_path, monkeypatch):
     import lightning as L
     import wandb
 
-    import attn_study.run as run_module
+    import attn_study.training as run_module
 
     cfg = compose_config(*TINY, "logger=wandb", "encoder=average", "encoder.hidden_size=8", "trainer.max_epochs=3")
 

@@ -52,10 +52,7 @@ def _discover() -> dict[str, Family]:
         if not info.ispkg or info.name.startswith("_"):
             continue
         k = importlib.import_module(f"{__name__}.{info.name}.keys")
-        disagreement = tuple((str(c), str(end)) for c, end in getattr(k, "DISAGREEMENT", ()))
-        odd = [end for _, end in disagreement if end not in ("low", "high")]
-        if odd:
-            raise ImportError(f"attn_study/families/{info.name}/keys.py: DISAGREEMENT ends {odd}: 'low' or 'high'")
+        disagreement = schema.disagreement_of(k, f"attn_study/families/{info.name}/keys.py")
         headline = tuple(getattr(k, "HEADLINE_KEYS", k.TRACKED))
         found[info.name] = Family(
             info.name, k.NAMESPACE, int(k.ORDER), tuple(k.TRACKED), disagreement, headline=headline

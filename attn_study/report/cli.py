@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> None:
         ),
     )
     parser.add_argument(
-        "directory", type=Path, help="a run, a sweep (e.g. outputs/sweeps/jain_wallace), a multirun or all of outputs/"
+        "directory", type=Path, help="a run, a sweep (outputs/sweeps/<name>), a multirun or all of outputs/"
     )
     parser.add_argument(
         "--out", type=Path, default=None, metavar="DIR", help="where the report goes (default: <directory>/report)"

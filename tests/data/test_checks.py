@@ -8,7 +8,8 @@ import json
 import pytest
 
 from attn_study.errors import DataError, UserError
-from attn_study.run import run, train_and_test
+from attn_study.run import run
+from attn_study.training import train_and_test
 from tests.data.canonical_files import write_user_csv
 from tests.helpers import TINY, compose_config, status
 

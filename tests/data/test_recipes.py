@@ -17,7 +17,7 @@ from attn_study.data.twenty_news import TwentyNewsSource
 from attn_study.data.twenty_news import jain_wallace_split as news_split
 from attn_study.errors import UserError
 from attn_study.run import run as run_job
-from attn_study.run import train_and_test
+from attn_study.training import train_and_test
 from tests.data.canonical_files import write_news_tree
 from tests.helpers import TINY, compose_config, shared_data
 

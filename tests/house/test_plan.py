@@ -4,6 +4,7 @@ no analysis internals, models read no runs, and every family's files sit in its 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from attn_study.families import REGISTRY
@@ -151,3 +152,57 @@ def test_shared_code_imports_no_family_and_the_base_callback_not_even_the_regist
         reached = sorted(m for m in imported if m.split(".")[:3][-1] in names and m.startswith("attn_study.families."))
         assert reached == [], f"{module} imports {reached}"
     assert not any(m.startswith("attn_study.families") for m in edges["attn_study.analysis.callback"])
+
+
+#: the literals outside ``families/`` that spell a family's name, each for a reason other than the family: a
+#: convention of the authors' released code, named after their paper as the recipe that chooses it is
+#: (``recipe=jain_wallace``); no other literal may
+PAPER_CONVENTIONS = {
+    "attn_study.data.babi": {"jain_wallace"},  # style (passage joined by " . ") and dev split of their notebook
+    "attn_study.data.imdb": {"jain_wallace", ": choose standard or jain_wallace"},  # their split and tokens
+    "attn_study.data.twenty_news": {"jain_wallace", ": choose bydate or jain_wallace"},  # their two classes
+    "attn_study.roar.job": {"jain_wallace"},  # ROAR's gradient as J&W compute it (roar.gradient)
+    "attn_study.roar.scores": {"jain_wallace", " has no embedding matrix; use jain_wallace"},
+}
+
+
+def family_literals(path: Path, names: set[str]) -> set[str]:
+    """The string literals of ``path`` (docstrings aside) that hold one of ``names`` as a word."""
+    tree = ast.parse(path.read_text())
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    words = re.compile(r"\b(" + "|".join(sorted(names)) + r")\b")
+    return {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+        and words.search(node.value)
+    }
+
+
+def test_shared_code_spells_no_family_name():
+    """Outside ``families/`` (and ``conf/``) code asks the registry for the families; a literal family name there
+    is a family special-cased by name — unless it is one of the papers' conventions listed above."""
+    names, found = set(REGISTRY), {}
+    for path in PACKAGE.rglob("*.py"):
+        module = module_name(path)
+        if module.startswith("attn_study.families"):
+            continue
+        extra = family_literals(path, names) - PAPER_CONVENTIONS.get(module, set())
+        if extra:
+            found[module] = sorted(extra)
+    assert found == {}
+
+
+def test_the_literal_rule_sees_a_family_named_in_shared_code(tmp_path):
+    planted = tmp_path / "shared.py"
+    planted.write_text('"""Docstrings may name sparsity."""\nSPECIAL = {"sanity": 1}\nLABEL = f"{x} sparsity"\n')
+    assert family_literals(planted, set(REGISTRY)) == {"sanity", " sparsity"}

@@ -19,7 +19,8 @@ from omegaconf import OmegaConf
 from attn_study import saved
 from attn_study.analyze import analyze
 from attn_study.errors import UserError
-from attn_study.run import out_of_space, run
+from attn_study.preflight import out_of_space
+from attn_study.run import run
 from attn_study.sweep import state
 from tests.helpers import REPO, TINY, accuracy_by_hand, cli_env, compose_config, status
 

@@ -1,0 +1,140 @@
+"""What is checked before a run changes anything: the options the schema cannot see (epochs, monitored keys, a
+GPU asked for), a paper's recipe, that the run directory can be written; and a full disk said in one line."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig
+
+from attn_study import families, keys
+from attn_study.errors import UserError
+
+log = logging.getLogger(__name__)
+
+
+def ensure_writable(path: Path, option: str) -> None:
+    """``path`` exists and a file can be written in it, or a one-line ``UserError`` naming ``option``."""
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{path}: a file, not a directory; choose another {option}")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-check-"):
+            pass
+    except OSError as err:
+        raise UserError(f"{path}: cannot write there ({err.strerror or err}); choose another {option}") from None
+
+
+def out_of_space(error: BaseException, path: Path, option: str) -> UserError | None:
+    """A ``UserError`` saying so when ``error`` came from a full disk (``ENOSPC`` anywhere in its chain, or
+    torch's "unexpected pos" from a truncated write with no room left), else None."""
+    chain, seen, full = error, set(), False
+    while chain is not None and id(chain) not in seen and not full:
+        seen.add(id(chain))
+        full = getattr(chain, "errno", None) == errno.ENOSPC or "No space left" in str(chain)
+        chain = chain.__cause__ or chain.__context__
+    if not full and "unexpected pos" in str(error):
+        with contextlib.suppress(OSError):
+            full = shutil.disk_usage(path).free < 64 * 2**20
+    if not full:
+        return None
+    return UserError(
+        f"no space left on the device of {path}: free some space, or choose another {option}; "
+        "relaunching resumes from the last checkpoint"
+    )
+
+
+def check_options(cfg: DictConfig) -> None:
+    """What the schema cannot see, before anything is read: the epochs leave a checkpoint to choose, the
+    monitored key is one the run logs, a GPU asked for exists."""
+    trainer = cfg.get("trainer") or {}
+    epochs = trainer.get("max_epochs")
+    callbacks = cfg.get("callbacks") or {}
+    training = cfg.get("training") or {}
+    if epochs is not None:
+        if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs == 0 or epochs < -1:
+            raise UserError(f"trainer.max_epochs={epochs}: give a number of epochs >= 1 (or -1 with early stopping)")
+        if epochs == -1 and not callbacks.get("early_stopping"):
+            raise UserError(
+                "trainer.max_epochs=-1 trains until early stopping, and callbacks has none: add "
+                "callbacks=[model_checkpoint,early_stopping] or give a number of epochs"
+            )
+        first = int(training.get("select_from_epoch") or 0)
+        if training.get("schedule") == "random_attention_pretraining":
+            first = max(first, int(training.get("pretrain_epochs") or 0))
+        if epochs > 0 and first >= epochs:
+            raise UserError(
+                f"trainer.max_epochs={epochs}: no epoch can be chosen as the best checkpoint — epochs "
+                f"before {first} never are (training.select_from_epoch / pretrain_epochs); train at "
+                f"least {first + 1} epochs"
+            )
+    for name in ("model_checkpoint", "early_stopping"):
+        node = callbacks.get(name)
+        monitor = node.get("monitor") if node else None
+        if monitor and monitor not in monitored_keys(cfg) and not tracked_in_training(cfg, monitor):
+            raise UserError(
+                f"callbacks.{name}.monitor={monitor}: the run logs no such key; choose from "
+                f"{sorted(monitored_keys(cfg))}"
+            )
+    accelerator = str(trainer.get("accelerator", "auto"))
+    if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
+        raise UserError(
+            "trainer=gpu: this machine has no CUDA GPU that torch can use; use trainer=auto (GPU when "
+            "there is one, else CPU) or trainer=cpu"
+        )
+
+
+def monitored_keys(cfg: DictConfig) -> set[str]:
+    """The per-epoch dev keys a run logs (what model selection and early stopping can watch)."""
+    keys_ = {"val/loss", "val/acc", "val/f1", "val/auroc"}
+    if (cfg.get("training") or {}).get("schedule") == "model_consistent_adversary":
+        keys_ |= {"val/adversary_loss", "val/adversary_tvd", "val/adversary_kl", "val/fidelity"}
+    if (cfg.get("explainer") or {}).get("target"):
+        keys_.add("val/fidelity")
+    return keys_
+
+
+def tracked_in_training(cfg: DictConfig, monitor: str) -> bool:
+    """A family's statistic tracked during training (``val/<namespace>/…`` with ``every_n_epochs`` set)."""
+    name = families.tracked_key(monitor)
+    if name is None:
+        return False
+    family = {ns: f for f, ns in families.FAMILIES.items()}.get(keys.namespace(name))
+    node = (cfg.get("analysis") or {}).get(family) or {}
+    return bool(node.get("_target_") and node.get("every_n_epochs"))
+
+
+RECIPE_DATASETS = Path(__file__).resolve().parent.parent / "conf" / "recipe_dataset"
+
+
+def check_recipe(cfg: DictConfig, warn: bool = True) -> None:
+    """A paper's recipe (``recipe=...``): say in one line each what it cannot reproduce here; refuse a
+    model its table has no row for; note a dataset the paper did not use."""
+    recipe = cfg.get("recipe")
+    if not recipe:
+        return
+    if "row" in recipe and recipe.row.get("lr") is None:
+        table = recipe.table
+        models = sorted({m for d in table.values() for m in d})
+        encoders = sorted({e for d in table.values() for m in d.values() for e in m})
+        raise UserError(
+            f"recipe={recipe.name} has no settings for dataset={cfg.dataset.name} model={cfg.model.name} "
+            f"encoder={cfg.encoder.name}; its table covers dataset {sorted(table)} × model {models} × "
+            f"encoder {encoders}"
+        )
+    if not warn:
+        return
+    for line in recipe.get("differs") or []:
+        log.warning("recipe=%s differs from the authors' run: %s", recipe.name, line)
+    if "table" not in recipe and not (RECIPE_DATASETS / recipe.name / f"{cfg.dataset.name}.yaml").is_file():
+        log.warning(
+            "recipe=%s: %s is not one of the paper's datasets; only its general settings apply",
+            recipe.name,
+            cfg.dataset.name,
+        )
