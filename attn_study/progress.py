@@ -4,14 +4,16 @@
   the logger's version (``v_num``) and undefined values (NaN) — and with the epoch as the files number it and the
   count of epochs: ``Epoch 0 (1 of 2)``; it ends with the test loop, before the analyses (callbacks after it) draw
   their own.
-- Analyses (:class:`Progress`, one per family and sub-test label, counted in instances): on a terminal a tqdm bar
-  with the instances done and an ETA; elsewhere (a log file, SLURM) a line every :data:`EVERY` seconds with the
-  instances done, the time so far and the time left. When a family is done, :func:`seconds_lines` gives a line per
-  sub-test with its seconds.
+- Analyses (:class:`Progress`, one per family, counted in instances): on a terminal a tqdm bar with the instances
+  done and an ETA, and under it a bar per step (a method or sub-test, :meth:`Progress.step`) with the instances it
+  has done and its seconds; elsewhere (a log file, SLURM) a line every :data:`EVERY` seconds with the instances
+  done, the time so far, the time left and the step under way. The steps' timer is the family's clock: when a
+  family is done, :func:`seconds_lines` gives a line per step with its seconds.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import threading
@@ -78,23 +80,32 @@ def training_bar():
 
 
 class Progress:
-    """How far ``label`` (``<family>/<sub-tests> on <split>``) is through ``total`` instances.
+    """How far ``label`` (``<family>/<sub-tests> on <split>``) is through ``total`` instances, and where the time goes.
 
-    On a terminal (``interactive``; default: standard error is one) a tqdm bar, its clock redrawn every second; else
-    a line to ``stream`` (standard output) at most every ``every`` seconds (:data:`EVERY`), from :meth:`update` and
-    from a ticker thread, so that a batch of several minutes still shows the run is alive. ``clock`` is the time
-    source (a test's fake clock)."""
+    On a terminal (``interactive``; default: standard error is one) a tqdm bar, its clock redrawn every second, and
+    a bar per step; else a line to ``stream`` (standard output) at most every ``every`` seconds (:data:`EVERY`),
+    from :meth:`update` and from a ticker thread, so that a batch of several minutes still shows the run is alive.
+    ``steps`` are the family's steps in the order its summary lists their seconds (a step not named there is added
+    when it first runs). ``clock`` is the time source (a test's fake clock)."""
 
-    def __init__(self, label: str, total: int, interactive=None, every=None, stream=None, clock=time.monotonic):
+    def __init__(
+        self, label: str, total: int, interactive=None, every=None, stream=None, clock=time.monotonic, steps=()
+    ):
         self.label, self.total, self.done = label, int(total), 0
         self.every = EVERY if every is None else float(every)
         self.stream, self.clock = stream or sys.stdout, clock
         self.started = self.said = clock()
+        self.seconds: dict[str, float] = dict.fromkeys(steps, 0.0)  # per step, the seconds it took so far
+        self.step_done: dict[str, int] = dict.fromkeys(steps, 0)  # per step, the instances it has done
+        self.current: str | None = None  # the step under way
+        self.batch, self.batches = 0, 0  # instances in the batch under way (what a step counts), batches begun
+        self._counted: dict[str, int] = {}  # per step, the last batch it counted
         interactive = sys.stderr.isatty() if interactive is None else interactive
         self.bar = (
             tqdm(total=self.total, desc=label, unit="inst", leave=False, dynamic_ncols=True) if interactive else None
         )
-        self._lock, self._stop = threading.Lock(), threading.Event()
+        self.step_bars: dict[str, tqdm] = {}
+        self._lock, self._stop = threading.RLock(), threading.Event()
         self._ticker: threading.Thread | None = None
 
     def __enter__(self) -> Progress:
@@ -106,6 +117,8 @@ class Progress:
         self._stop.set()
         if self._ticker is not None:
             self._ticker.join()
+        for bar in reversed(list(self.step_bars.values())):
+            bar.close()
         if self.bar is not None:
             self.bar.close()
 
@@ -116,6 +129,53 @@ class Progress:
             if self.bar is not None:
                 self.bar.update(int(instances))
         self.beat()
+
+    def begin_batch(self, instances: int) -> None:
+        """A batch of ``instances`` begins: the steps that run on it count it once."""
+        with self._lock:
+            self.batch, self.batches = int(instances), self.batches + 1
+
+    @contextlib.contextmanager
+    def step(self, name: str):
+        """Time ``name`` (a method or sub-test) while the block runs: its seconds add up in ``seconds[name]``, and
+        the first time it ends on the batch under way it has done that batch's instances (a step run before the
+        first batch, none). While it runs, the bar and the log's lines name it."""
+        started = self.clock()
+        with self._lock:
+            outer, self.current = self.current, name
+            if self.bar is not None:
+                self.bar.set_postfix_str(f"now {name}", refresh=False)
+        try:
+            yield
+        finally:
+            elapsed = self.clock() - started
+            with self._lock:
+                count = self.batch if self._counted.get(name) != self.batches else 0
+                self._counted[name] = self.batches
+                self.current = outer
+                self.seconds[name] = self.seconds.get(name, 0.0) + elapsed
+                self.step_done[name] = self.step_done.get(name, 0) + count
+                if self.bar is not None:
+                    self.bar.set_postfix_str(f"now {outer}" if outer else "", refresh=False)
+                    self._draw_step(name, count)
+
+    def _draw_step(self, name: str, count: int) -> None:
+        bar = self.step_bars.get(name)
+        if bar is None and not count:  # a step before the first batch: its seconds are in the summary's lines
+            return
+        if bar is None:
+            width = max(len(step) for step in self.step_done)
+            bar = tqdm(  # the step's instances and seconds; the time left is the family bar's (steps interleave)
+                total=self.total,
+                desc=f"  {name.ljust(width)}",
+                bar_format="{desc} {bar} {n_fmt}/{total_fmt} inst{postfix}",
+                leave=False,
+                dynamic_ncols=True,
+                position=len(self.step_bars) + 1,
+            )
+            self.step_bars[name] = bar
+        bar.set_postfix_str(duration(self.seconds[name]), refresh=False)
+        bar.update(count)
 
     def beat(self) -> None:
         """In a log: the progress line, when ``every`` seconds have passed since the last one (or the start)."""
@@ -129,11 +189,14 @@ class Progress:
             print(self.line(now), file=self.stream, flush=True)
 
     def line(self, now: float) -> str:
-        """``analysis:  sanity/cascading on test: 320/1000 instances, 1 min 05 s, about 2 min 18 s left``."""
+        """``analysis:  sanity/cascading on test: 320/1000 instances, 1 min 05 s, about 2 min 18 s left; now
+        gradient``."""
         elapsed = now - self.started
         text = f"{PREFIX}{self.label}: {self.done}/{self.total} instances, {duration(elapsed)}"
         if self.done:
             text += f", about {duration(elapsed / self.done * (self.total - self.done))} left"
+        if self.current is not None:
+            text += f"; now {self.current}"
         return text
 
     def _tick(self) -> None:
@@ -141,7 +204,8 @@ class Progress:
         while not self._stop.wait(pause):
             if self.bar is not None:
                 with self._lock:
-                    self.bar.refresh()
+                    for bar in (self.bar, *self.step_bars.values()):
+                        bar.refresh()
             else:
                 self.beat()
 

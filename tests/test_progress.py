@@ -59,6 +59,71 @@ def test_on_a_terminal_a_bar_counted_in_instances():
     assert out.getvalue() == ""  # the bar replaces the log's lines
 
 
+def test_each_step_adds_up_its_seconds_and_counts_each_batch_once():
+    """A step's seconds add up over its runs; it counts a batch's instances the first time it ends on that batch
+    (a method run under several models in one batch counts it once); a step before the first batch counts none."""
+    clock = FakeClock()
+    bar = Progress("sanity/cascading on test", 5, interactive=False, stream=io.StringIO(), clock=clock, steps=["a"])
+    with bar.step("setup"):
+        clock.now += 2.0
+    for size in (3, 2):
+        bar.begin_batch(size)
+        for _ in range(2):  # the same step twice in one batch
+            with bar.step("a"):
+                clock.now += 1.5
+        bar.update(size)
+    assert bar.seconds == {"a": 6.0, "setup": 2.0}  # the declared steps first, in their order
+    assert bar.step_done == {"a": 5, "setup": 0}
+
+
+def test_in_a_log_the_line_names_the_step_under_way():
+    clock, out = FakeClock(), io.StringIO()
+    clock.now = 1000.0  # the clock's zero is not the start
+    bar = Progress("faithfulness/removal on test", 10, interactive=False, stream=out, clock=clock, steps=["gradient"])
+    bar.begin_batch(4)
+    with bar.step("gradient"):
+        with bar.step("removal"):
+            clock.now = 1031.0
+            bar.beat()  # the ticker's call while the inner step runs
+        clock.now = 1062.0
+        bar.beat()  # back in the outer step
+    bar.update(4)
+    clock.now = 1093.0
+    bar.beat()  # between steps
+    assert out.getvalue().splitlines() == [
+        "analysis:  faithfulness/removal on test: 0/10 instances, 31.0 s; now removal",
+        "analysis:  faithfulness/removal on test: 0/10 instances, 1 min 02 s; now gradient",
+        "analysis:  faithfulness/removal on test: 4/10 instances, 1 min 33 s, about 2 min 20 s left",
+    ]
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_on_a_terminal_a_bar_per_method_and_sub_test(monkeypatch, tmp_path):
+    """A family on a terminal draws, under its own bar, one bar per step (each method, each sub-test) counting
+    the instances it has done, with the seconds it took."""
+    from attn_study.families.faithfulness.callback import Faithfulness
+
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    family = Faithfulness(methods=["attention", "gradient"], tests=["removal", "soft"], batch_size=2, soft_samples=2)
+    batch = token_batch([[5, 6, 7, 8], [9, 10, 11], [4, 12, 13, 14, 15]], labels=[0, 1, 0])
+    drawn = {}
+    exit_bar = Progress.__exit__
+
+    def keep(self, *exc):
+        drawn.update({name.strip(): (bar.n, bar.total) for name, bar in ((b.desc, b) for b in self.step_bars.values())})
+        return exit_bar(self, *exc)
+
+    monkeypatch.setattr(Progress, "__exit__", keep)
+    family.analyse(tiny_model(), StubData(batch), tmp_path)
+    assert drawn == {step: (3, 3) for step in ("predict", "attention", "gradient", "removal", "soft")}
+    assert "  removal" in terminal.getvalue()
+
+
 def test_durations_read_as_a_person_says_them():
     assert [duration(s) for s in (4.24, 59.96, 65, 3599, 3725)] == [
         "4.2 s",

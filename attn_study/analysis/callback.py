@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
-import math
 import os
 import shutil
 import time
@@ -36,7 +35,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import WandbLogger
 
-from attn_study import assemble, keys, layout, saved
+from attn_study import assemble, keys, layout, ranges, saved
 from attn_study.analysis.protocol import analysis_data, staged_model
 from attn_study.analysis.token_scores import TokenScores, coloured_cells
 from attn_study.errors import UserError
@@ -59,6 +58,40 @@ class Measured:
     seconds: dict
     extras: dict = field(default_factory=dict)
     tokens: TokenScores = field(default_factory=TokenScores)
+
+
+class Measuring:
+    """What a family's ``measure`` loops over (``AnalysisCallback.measuring``): iterating gives the batches on the
+    device; ``step(name)`` times a method or sub-test (``seconds``: per step, in the order the family named them);
+    ``record`` keeps each instance's row (:func:`record_rows`) and ``frame()`` gives the rows in ``indices``'s
+    order."""
+
+    def __init__(self, progress: Progress, data, split: str, indices: np.ndarray, batch_size: int, device):
+        self.progress, self.indices = progress, indices
+        self.split_data = data.split(split)
+        self.rows: dict[int, dict] = {}
+        self._batches = lambda: data.loader(split, batch_size=batch_size, indices=indices)
+        self._device = device
+
+    def __iter__(self):
+        for batch in self._batches():
+            self.progress.begin_batch(len(batch["index"]))
+            yield {k: v.to(self._device) for k, v in batch.items()}
+            self.progress.update(len(batch["index"]))
+
+    def step(self, name: str):
+        """Time the block as step ``name`` (``progress.Progress.step``)."""
+        return self.progress.step(name)
+
+    @property
+    def seconds(self) -> dict:
+        return dict(self.progress.seconds)
+
+    def record(self, batch: dict, probs, columns: dict) -> None:
+        record_rows(self.rows, self.split_data, batch, probs, columns)
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame([self.rows[int(i)] for i in self.indices])
 
 
 @contextlib.contextmanager
@@ -110,34 +143,31 @@ def record_rows(rows: dict, split_data, batch: dict, probs, columns: dict) -> No
                 rows[i][name] = int(rows[i][name])
 
 
+def checked(option: str, value, allowed) -> None:
+    """A one-line ``UserError`` naming ``option`` when ``value`` is outside ``allowed`` (an ``attn_study.ranges``
+    range): a family's options are refused as every other numeric option of the config is, in the same words."""
+    problem = allowed.problem(value)
+    if problem is not None:
+        raise UserError(f"{option}={value}: {problem}")
+
+
 def whole(option: str, value, low: int = 1, optional: bool = False) -> int | None:
-    """``value`` as a whole number ≥ ``low`` (null allowed when ``optional``), or a one-line ``UserError``
-    naming ``option``: ``abc`` and ``1.5`` are refused, never read as something else."""
-    if value is None and optional:
-        return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or (isinstance(value, float) and not value.is_integer())
-    ):
-        raise UserError(f"{option}={value}: must be a whole number{' (or null)' if optional else ''}")
-    if value < low:
-        raise UserError(f"{option}={value}: must be >= {low}{' (or null)' if optional else ''}")
-    return int(value)
+    """``value``, a whole number ≥ ``low`` (null allowed when ``optional``): ``abc``, ``1.5`` and ``2.0`` are
+    refused, never read as something else."""
+    checked(option, value, ranges.whole(low, optional=optional))
+    return None if value is None else int(value)
 
 
 def finite(option: str, value, low: float = 0.0) -> float:
-    """``value`` as a finite number ≥ ``low`` — a learning rate, a penalty's weight, a scale — or a one-line
-    ``UserError`` naming ``option``: NaN, an infinity and a word are refused."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < low:
-        raise UserError(f"{option}={value}: must be a finite number >= {low:g}")
+    """``value``, a finite number ≥ ``low`` — a learning rate, a penalty's weight, a scale: NaN, an infinity and a
+    word are refused."""
+    checked(option, value, ranges.number(low))
     return float(value)
 
 
 def probability(option: str, value) -> float:
-    """``value`` in (0, 1) — a significance level, a threshold — or a one-line ``UserError``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
-        raise UserError(f"{option}={value}: must lie strictly between 0 and 1")
+    """``value`` in (0, 1) — a significance level, a threshold."""
+    checked(option, value, ranges.number(0, 1, above=True, below=True))
     return float(value)
 
 
@@ -150,6 +180,7 @@ class AnalysisCallback(Callback):
 
     name: ClassVar[str] = ""  # the family: config option, folder analysis/<name>/ (its folder under families/)
     TESTS: ClassVar[tuple[str, ...]] = ()  # its sub-tests
+    DEFAULT_TESTS: ClassVar[tuple[str, ...] | None] = None  # those run when tests is not given (None: all TESTS)
     VAL_TESTS: ClassVar[tuple[str, ...]] = ()  # the default subset tracked during training
     TRACKABLE: ClassVar[tuple[str, ...] | None] = None  # the sub-tests that can be tracked (None: all TESTS)
     # from the family's own keys.py (beside its callback.py), read when the class is defined:
@@ -181,7 +212,7 @@ class AnalysisCallback(Callback):
         declared = {
             "NAMESPACE": str(own.NAMESPACE),
             "TRACKED": tuple(own.TRACKED),
-            "DISAGREEMENT": tuple((str(c), str(end)) for c, end in getattr(own, "DISAGREEMENT", ())),
+            "DISAGREEMENT": keys.disagreement_of(own, own.__file__),
         }
         for attribute, value in declared.items():
             if attribute not in cls.__dict__:
@@ -209,7 +240,8 @@ class AnalysisCallback(Callback):
         self._announced: set = set()
         self.every_n_epochs = _positive_or_none(self._option("every_n_epochs"), every_n_epochs)
         self.subsample_seed, self.seed = int(subsample_seed), int(seed)
-        self.tests = self._choose("tests", self.TESTS if tests is None else tests, self.TESTS)
+        default = self.TESTS if self.DEFAULT_TESTS is None else self.DEFAULT_TESTS
+        self.tests = self._choose("tests", default if tests is None else tests, self.TESTS)
         trackable = self.TESTS if self.TRACKABLE is None else self.TRACKABLE
         self.val_tests = self._choose("val_tests", self.VAL_TESTS if val_tests is None else val_tests, trackable)
         if self.every_n_epochs and not self.val_tests:
@@ -321,17 +353,17 @@ class AnalysisCallback(Callback):
             )
         return size
 
-    def batches(self, model, data, split: str, indices: np.ndarray, label: str = ""):
-        """The instances ``indices`` of ``split`` in batches on the model's device — ``batch_size`` of them, or
-        as many as the device's token budget holds — counted by a ``progress.Progress`` ``<family>/<label> on
-        <split>`` (a bar on a terminal, a line every 30 s in a log)."""
+    @contextlib.contextmanager
+    def measuring(self, model, data, split: str, indices: np.ndarray, steps, label: str = ""):
+        """One pass over the instances ``indices`` of ``split`` (a :class:`Measuring`): their batches on the model's
+        device — ``batch_size`` of them, or as many as the device's token budget holds —, a timer per step
+        (``steps``, the family's methods and sub-tests) and the per-instance rows, shown by a
+        ``progress.Progress`` ``<family>/<label> on <split>`` (bars on a terminal, a line every 30 s in a log)."""
         device = next(model.parameters()).device
         size = self.batch_size_for(data, split, indices, device)
         desc = f"{self.name}/{label}" if label else self.name
-        with Progress(f"{desc} on {split}", len(indices)) as progress:
-            for batch in data.loader(split, batch_size=size, indices=indices):
-                yield {k: v.to(device) for k, v in batch.items()}
-                progress.update(len(batch["index"]))
+        with Progress(f"{desc} on {split}", len(indices), steps=steps) as progress:
+            yield Measuring(progress, data, split, indices, size, device)
 
     def analyse(self, model, data, out_dir: Path, loggers=(), step: int = 0) -> dict:
         """The full analysis of ``model`` on ``split``: results into ``<out_dir>/analysis/<family>/``

@@ -20,13 +20,13 @@ import torch
 from attn_study.analysis.aggregation import AGGREGATIONS
 from attn_study.analysis.importance import (
     ImportanceOptions,
-    _logits_from_leaf,
     by_length,
     deletion_probabilities,
     grad_context,
     importance,
     input_x_gradient,
     integrated_gradients,
+    logits_from_leaf,
     predict,
     token_mask,
 )
@@ -53,7 +53,7 @@ def embedding_gradient_scores(model, batch: dict, target, objective, reduce, det
 
     def compute(rows, sub):
         with torch.enable_grad(), grad_context(sub["mask"].device):
-            emb, logits = _logits_from_leaf(model, sub, detach_attention)
+            emb, logits = logits_from_leaf(model, sub, detach_attention)
             (grad,) = torch.autograd.grad(objective(logits, target[rows]).sum(), emb)
         return (reduce(grad, emb),)
 

@@ -16,7 +16,7 @@ from scipy import stats
 from attn_study.analysis.callback import analysis_mode
 from attn_study.analysis.erasure import erase_each
 from attn_study.analysis.importance import leave_one_out, predict
-from attn_study.families.faithfulness.callback import removal_curves
+from attn_study.families.faithfulness.measures import removal_curves
 from attn_study.families.jain_wallace.adversarial import adversarial_attention
 from attn_study.families.jain_wallace.callback import JainWallace
 from attn_study.families.jain_wallace.permutation import permute_among_real

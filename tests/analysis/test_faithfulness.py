@@ -16,10 +16,10 @@ from scipy import stats
 
 from attn_study.analysis.importance import integrated_gradients, kept_probabilities, kept_sub_batch, predict
 from attn_study.analysis.measures import bootstrap_ci_of
-from attn_study.families.faithfulness.callback import (
-    _f1,
+from attn_study.families.faithfulness.measures import (
     chance_areas,
     hard_rationale_scores,
+    harmonic_f1,
     paired_with_attention,
     precision_recall_areas,
     rank_of,
@@ -201,10 +201,10 @@ def test_hard_rationale_scores_worked_by_hand():
 def test_iou_f1_is_the_f1_of_the_mean_precision_and_recall():
     """ERASER's macro IOU F1: F1(mean P, mean R), not the mean of per-instance F1s."""
     frame_p, frame_r = np.array([1.0, 0.0, 0.5]), np.array([0.5, 0.0, 1.0])
-    value, low, high = bootstrap_ci_of(lambda m: _f1(m[..., 0], m[..., 1]), np.stack([frame_p, frame_r], 1))
+    value, low, high = bootstrap_ci_of(lambda m: harmonic_f1(m[..., 0], m[..., 1]), np.stack([frame_p, frame_r], 1))
     p, r = frame_p.mean(), frame_r.mean()
     assert value == pytest.approx(2 * p * r / (p + r)) and low <= value <= high
-    assert value != pytest.approx(np.mean(_f1(frame_p, frame_r)))
+    assert value != pytest.approx(np.mean(harmonic_f1(frame_p, frame_r)))
 
 
 def test_integrated_gradients_completeness():
@@ -447,7 +447,7 @@ def test_soft_metrics_worked_by_hand_from_the_drawn_masks():
     dimension kept where the instance's draw u < 1 − a (comprehensiveness) or u < a (sufficiency), a the signal's
     min-max scaled importance. The mean over many masks is a for both."""
     from attn_study.analysis.seeding import instance_draws
-    from attn_study.families.faithfulness.callback import soft_scores, unit_importance
+    from attn_study.families.faithfulness.measures import soft_scores, unit_importance
 
     s, b = 4.0, -0.2
     model = one_token_model(s, b)
@@ -479,7 +479,8 @@ def test_soft_metrics_are_undefined_where_the_empty_text_is_as_confident_and_cli
     confidently (d < 0): NaN, counted in the summary. A perturbation that lowers p(ŷ) below p(ŷ|∅) gives
     Soft-NC > 1 unclipped, 1 clipped."""
     from attn_study.analysis.callback import analysis_mode
-    from attn_study.families.faithfulness.callback import Faithfulness, soft_scores
+    from attn_study.families.faithfulness.callback import Faithfulness
+    from attn_study.families.faithfulness.measures import soft_scores
     from tests.helpers import StubData
 
     model = one_token_model(-2.0, 3.0)
@@ -512,7 +513,7 @@ def test_auc_tp_worked_by_hand():
     """Four texts of ten tokens predicted 1 only through the signal token (gold 1) and one without it (predicted
     and gold 0). Masking the signal first: macro F1 1 at k = 0, then 1/6 (class 0: 2/(2+4); class 1: 0) — area
     0.1·(1 + 1/6)/2 + 0.9/6; ranking it last masks it only at k = 1: 0.9 + 0.1·(1 + 1/6)/2. Accuracy: 1 then 0.2."""
-    from attn_study.families.faithfulness.callback import area_under_threshold_performance, threshold_predictions
+    from attn_study.families.faithfulness.measures import area_under_threshold_performance, threshold_predictions
 
     model = one_token_model(20.0, -1.0)
     seqs = [[SIGNAL, 3, 4, 5, 6, 8, 9, 10, 11, 12]] * 4 + [[3, 4, 5, 6, 8, 9, 10, 11, 12, 13]]
@@ -545,7 +546,7 @@ def test_threshold_performance_is_scikit_learns_macro_f1_and_accuracy():
     """At every threshold, from the means of the per-instance indicators: macro F1 as scikit-learn's
     ``f1_score(average='macro')`` defines it (per class present in the gold labels or the predictions, F1 = 2PR /
     (P + R), 0 where P + R = 0; worked out class by class here) and accuracy, with a class absent from both."""
-    from attn_study.families.faithfulness.callback import performance, performance_columns
+    from attn_study.families.faithfulness.measures import performance, performance_columns
 
     def f1_score(gold, pred, average):
         scores = []
@@ -715,7 +716,7 @@ def test_auc_tp_masks_floor_k_n_tokens_counting_the_boundary_tokens():
     """Atanasova et al. mask int(k · n) of the n tokens, [CLS] and [SEP] counted: with <sos> … <eos> around ten text
     tokens n = 12, so k = 0.5 masks 6 (⌈k·L⌉: 5) and k = 0.9 masks 10 (⌈k·L⌉: 9), never more than the text; seven
     tokens without boundary tokens: k = 0.1 masks 0 (⌈k·L⌉: 1), 0.3 masks 2 (3)."""
-    from attn_study.families.faithfulness.callback import masked_counts
+    from attn_study.families.faithfulness.measures import masked_counts
 
     wrapped = token_batch([list(range(4, 14))], boundary=True)
     plain = token_batch([list(range(4, 11))])
@@ -736,7 +737,7 @@ def test_auc_tp_with_atanasovas_counts_worked_by_hand():
     """The closed-form model (only token 7 matters, predicted 1 with it, 0 without): ten text tokens between <sos>
     and <eos>, the signal ranked last among them, is masked once ⌊k · 12⌋ ≥ 10 — at k = 0.9 and 1 — where ⌈k · 10⌉
     masks it at k = 1 only; seven tokens, the signal ranked first: ⌊0.1 · 7⌋ = 0 keeps it at k = 0.1."""
-    from attn_study.families.faithfulness.callback import threshold_predictions
+    from attn_study.families.faithfulness.measures import threshold_predictions
 
     model = one_token_model(20.0, -1.0)
     fractions = [round(0.1 * k, 1) for k in range(11)]
@@ -775,7 +776,7 @@ def test_class_summed_scores_are_each_classs_scores_summed():
     """Σ_c |∂p_c/∂e_t · e_t| (gradient) and Σ_c ‖∂p_c/∂e_t‖₂ (grad_norm) against the closed form of the linear
     three-class model; for two classes, twice the class-1 score; attention explains no class: its own scores."""
     from attn_study.analysis import importance
-    from attn_study.families.faithfulness.callback import class_summed_scores
+    from attn_study.families.faithfulness.measures import class_summed_scores
 
     model = linear_three_class_model()
     text = [4, 9, 13, 17, 21]
@@ -806,11 +807,8 @@ def test_auc_tp_ranks_by_the_class_summed_scores_and_refuses_signed_methods():
     from attn_study.analysis.callback import analysis_mode
     from attn_study.analysis.seeding import instance_draws
     from attn_study.errors import UserError
-    from attn_study.families.faithfulness.callback import (
-        Faithfulness,
-        class_summed_scores,
-        threshold_predictions,
-    )
+    from attn_study.families.faithfulness.callback import Faithfulness
+    from attn_study.families.faithfulness.measures import class_summed_scores, threshold_predictions
     from tests.helpers import StubData
 
     model = tiny_model(partial(encoders.RNNEncoder, hidden_size=4), num_classes=3, double=True, seed=6)
@@ -865,7 +863,7 @@ def test_the_datasets_k_is_the_train_splits_mean_rationale_share():
     the oracle."""
     from types import SimpleNamespace
 
-    from attn_study.families.faithfulness.callback import dataset_rationale_share, hard_rationale_sizes
+    from attn_study.families.faithfulness.measures import dataset_rationale_share, hard_rationale_sizes
 
     for boundary in (False, True):
         extra = 2 if boundary else 0
@@ -930,7 +928,7 @@ def test_the_default_hard_rationale_k_is_the_synthetic_train_splits_share(traine
     """End to end (the default ``hard_rationale_k=dataset``): the k recorded is the train split's mean rationale
     share, and each instance's hard rationale has ⌈k·L⌉ tokens."""
     from attn_study import assemble
-    from attn_study.families.faithfulness.callback import dataset_rationale_share
+    from attn_study.families.faithfulness.measures import dataset_rationale_share
 
     run, summary = trained
     share = dataset_rationale_share(assemble.load(run).datamodule.split("train"))
@@ -959,7 +957,7 @@ def test_soft_metrics_scale_signed_importance_between_its_min_and_max():
     through the soft metrics, the signal token of (−3, 1, −1, 1) has a = (−1 + 3)/(1 + 3) = ½, so its dimension 0 is
     dropped where the draw u ≥ 1 − ½ (comprehensiveness) or u ≥ ½ (sufficiency), as worked out from the draws."""
     from attn_study.analysis.seeding import instance_draws
-    from attn_study.families.faithfulness.callback import soft_scores, unit_importance
+    from attn_study.families.faithfulness.measures import soft_scores, unit_importance
 
     signed = torch.tensor([[-2.0, 0.0, 2.0, -1.0, 7.0]], dtype=torch.float64)
     text = torch.tensor([[True, True, True, True, False]])
@@ -995,7 +993,7 @@ def test_iou_precision_and_recall_when_the_spans_differ_in_number_worked_by_hand
 
 def test_unit_importance_of_constant_and_nan_scores():
     """All equal (or all NaN): ½ on every text token; a NaN among others counts as 0: (NaN, 1, 2) → (0, ½, 1)."""
-    from attn_study.families.faithfulness.callback import unit_importance
+    from attn_study.families.faithfulness.measures import unit_importance
 
     scores = torch.tensor([[3.0, 3.0, 3.0], [math.nan, math.nan, 0.0], [math.nan, 1.0, 2.0]], dtype=torch.float64)
     text = torch.tensor([[True, True, False], [True, True, False], [True, True, True]])
@@ -1005,7 +1003,7 @@ def test_unit_importance_of_constant_and_nan_scores():
 def test_each_methods_soft_metrics_are_its_own_whatever_the_other_methods():
     """The masks are the same draws for every method: Soft-NC and Soft-NS of a method computed beside another equal
     those computed for it alone (each method's pair of variants read from its own place)."""
-    from attn_study.families.faithfulness.callback import soft_scores
+    from attn_study.families.faithfulness.measures import soft_scores
 
     model = one_token_model(4.0, -0.2)
     batch = token_batch([[3, 4, SIGNAL, 5, 6], [SIGNAL, 3, 4, 5]])
@@ -1021,9 +1019,9 @@ def test_each_methods_soft_metrics_are_its_own_whatever_the_other_methods():
 
 
 def test_f1_of_zero_precision_and_recall_is_zero_and_no_instance_gives_no_curve():
-    from attn_study.families.faithfulness.callback import area_under_threshold_performance
+    from attn_study.families.faithfulness.measures import area_under_threshold_performance
 
-    assert _f1([0.0, 0.5, 1.0], [0.0, 1.0, 1.0]).tolist() == pytest.approx([0.0, 2 / 3, 1.0])
+    assert harmonic_f1([0.0, 0.5, 1.0], [0.0, 1.0, 1.0]).tolist() == pytest.approx([0.0, 2 / 3, 1.0])
     (value, _, _), curve = area_under_threshold_performance(
         np.zeros((0, 3), dtype=int), np.zeros(0, dtype=int), [0.0, 0.5, 1.0], "accuracy", 2
     )

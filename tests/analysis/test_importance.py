@@ -141,10 +141,10 @@ def test_recurrent_leave_one_out_runs_only_past_the_deletion_and_equals_re_runni
     """One-layer LSTMs and GRUs take the shortcut (each direction re-run from the state beside the deletion, an
     LSTM's cells recovered from its outputs); their deletions equal running the model on the shorter text, with
     and without <sos>/<eos>, for the probabilities of every deletion."""
-    from attn_study.analysis.importance import _one_layer_rnn, deletion_probabilities
+    from attn_study.analysis.importance import deletion_probabilities, one_layer_rnn
 
     model = tiny_model(ENCODERS[name], num_classes=3, double=True)
-    assert _one_layer_rnn(model.encoder) and not _one_layer_rnn(tiny_model(ENCODERS["lstm_two_layers"]).encoder)
+    assert one_layer_rnn(model.encoder) and not one_layer_rnn(tiny_model(ENCODERS["lstm_two_layers"]).encoder)
     batch = token_batch(SEQS, boundary=boundary)
     with torch.no_grad():
         inst, pos, got = deletion_probabilities(model, batch, chunk_size=5)
@@ -219,8 +219,8 @@ def test_deleting_any_token_of_a_run_of_equal_tokens_gives_exactly_one_value(nam
 
 
 def test_each_deletion_points_to_the_first_of_its_run_of_equal_tokens():
-    from attn_study.analysis.importance import _deletion_index, _same_sequence
+    from attn_study.analysis.importance import deletion_index, same_sequence
 
     batch = token_batch([[5, 6, 6, 6, 7], [4, 4], [8, 9, 9, 8]])
-    inst, pos, _ = _deletion_index(batch)
-    assert _same_sequence(batch, inst, pos).tolist() == [0, 1, 1, 1, 4, 5, 5, 7, 8, 8, 10]
+    inst, pos, _ = deletion_index(batch)
+    assert same_sequence(batch, inst, pos).tolist() == [0, 1, 1, 1, 4, 5, 5, 7, 8, 8, 10]

@@ -40,9 +40,9 @@ def test_preloaded_attention_is_the_given_one_and_renormalised_after_a_deletion(
     fixed = fixed / fixed.sum(-1, keepdim=True)
     batch.update(fixed_attention=fixed, fixed_lengths=batch["lengths"].clone())
     assert torch.equal(model.attend(model.encode(batch)), fixed)
-    from attn_study.analysis.importance import _sub_batch
+    from attn_study.analysis.importance import sub_batch
 
-    sub = _sub_batch(batch, torch.tensor([0]), torch.tensor([1]))  # token 1 of instance 0 deleted
+    sub = sub_batch(batch, torch.tensor([0]), torch.tensor([1]))  # token 1 of instance 0 deleted
     kept = torch.cat([fixed[0, :1], fixed[0, 2:5]])
     torch.testing.assert_close(model.attend(model.encode(sub))[0, :4], kept / kept.sum())
     with pytest.raises(ValueError, match="fixed_attention"):

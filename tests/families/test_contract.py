@@ -209,3 +209,31 @@ def test_the_report_section_renders(contract_run, name, tmp_path):
     assert titles, f"{name}: no report section for a run that has its analysis"
     for title in titles:
         assert title.replace("&", "&amp;") in page or title in page
+
+
+#: what a family's YAML takes from the run rather than states as a default
+FROM_THE_RUN = {"seed"}
+
+
+@pytest.mark.parametrize("name", list(REGISTRY))
+def test_the_yaml_states_the_constructors_defaults(name):
+    """A family's options are written twice — ``conf/analysis/<name>.yaml`` (what a run gets) and its callback's
+    constructor (what Python users get): built both ways, the two callbacks are the same, but for what the YAML
+    takes from the run. A default changed in one place only turns this red."""
+    node = compose_config(f"analysis=[{name}]").analysis[name]
+    from_yaml = instantiate(node)
+    from_python = type(from_yaml)()
+    differs = {
+        option: (value, vars(from_python).get(option))
+        for option, value in vars(from_yaml).items()
+        if option not in FROM_THE_RUN and not _same(value, vars(from_python).get(option))
+    }
+    assert differs == {}
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return type(a) is type(b) and a == b if not hasattr(a, "__dict__") else vars(a) == vars(b)

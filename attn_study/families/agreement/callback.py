@@ -13,13 +13,10 @@ in ``analysis/agreement/``: ``instances.parquet``, ``summary.json`` and ``tau_ma
 
 from __future__ import annotations
 
-import time
-
-import pandas as pd
 import torch
 
 from attn_study.analysis.aggregation import AGGREGATIONS, AggregationOptions, check_aggregations, layer_shape
-from attn_study.analysis.callback import AnalysisCallback, Measured, record_rows, whole
+from attn_study.analysis.callback import AnalysisCallback, Measured, whole
 from attn_study.analysis.importance import ImportanceOptions, importance, predict, token_mask
 from attn_study.analysis.measures import UNDEFINED, kendall_tau_b, snap_ties, summarise, undefined_code
 from attn_study.analysis.token_scores import TokenScores
@@ -99,34 +96,30 @@ class Agreement(AnalysisCallback):
 
     def measure(self, model, data, split, indices, tests) -> Measured:
         methods = self.chosen(model)
-        split_data = data.split(split)
         options = ImportanceOptions(
             chunk_size=self.internal_batch_size, ig_steps=self.ig_steps, seed=self.seed, aggregation=self.aggregation
         )
-        rows: dict[int, dict] = {}
-        seconds = dict.fromkeys(["predict", *methods, "tau"], 0.0)
         tokens = TokenScores()  # every method's scores per token (tokens.parquet)
-        for batch in self.batches(model, data, split, indices, f"{len(methods)} methods"):
-            started = time.time()
-            _, alpha, probs = predict(model, batch)
-            seconds["predict"] += time.time() - started
-            text = token_mask(batch)
-            scores, columns = {}, {"length": text.sum(1).double()}
-            for method in methods:
-                started = time.time()
-                scores[method], extra = importance(method, model, batch, alpha, probs, options)
-                columns.update(extra)
-                columns[f"{method}_undefined"] = undefined_code(scores[method], text).double()
-                seconds[method] += time.time() - started
-            tokens.add(batch, **scores)
-            started = time.time()
-            # ties to 1e-9 of the row's scale (NaN kept: a text past flow's bound stays undefined)
-            tied = {m: torch.where(torch.isnan(x), x.double(), snap_ties(x, text)) for m, x in scores.items()}
-            for a, b in pairs(methods):
-                columns[pair_column(a, b)] = kendall_tau_b(tied[a], tied[b], text)[0]
-            seconds["tau"] += time.time() - started
-            record_rows(rows, split_data, batch, probs, columns)
-        frame = pd.DataFrame([rows[int(i)] for i in indices])
+        steps = ["predict", *methods, "tau"]
+        with self.measuring(model, data, split, indices, steps, f"{len(methods)} methods") as run:
+            for batch in run:
+                with run.step("predict"):
+                    _, alpha, probs = predict(model, batch)
+                text = token_mask(batch)
+                scores, columns = {}, {"length": text.sum(1).double()}
+                for method in methods:
+                    with run.step(method):
+                        scores[method], extra = importance(method, model, batch, alpha, probs, options)
+                        columns.update(extra)
+                        columns[f"{method}_undefined"] = undefined_code(scores[method], text).double()
+                tokens.add(batch, **scores)
+                with run.step("tau"):
+                    # ties to 1e-9 of the row's scale (NaN kept: a text past flow's bound stays undefined)
+                    tied = {m: torch.where(torch.isnan(x), x.double(), snap_ties(x, text)) for m, x in scores.items()}
+                    for a, b in pairs(methods):
+                        columns[pair_column(a, b)] = kendall_tau_b(tied[a], tied[b], text)[0]
+                run.record(batch, probs, columns)
+        frame, seconds = run.frame(), run.seconds
         return Measured(frame, seconds, {"methods": methods}, tokens)
 
     # -- summaries -------------------------------------------------------------------------------

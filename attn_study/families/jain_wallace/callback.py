@@ -5,10 +5,7 @@ importance (Kendall τ), permuted attention, adversarial attention. Metric keys 
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
-
-import pandas as pd
 
 from attn_study.analysis.aggregation import AggregationOptions, aggregated_importance, check_aggregations
 from attn_study.analysis.callback import AnalysisCallback, Measured, finite, instance_row, probability, whole
@@ -160,38 +157,42 @@ class JainWallace(AnalysisCallback):
         rows_of = data.split(split)
         epsilon = self.epsilon if self.epsilon is not None else (0.01 if data.num_classes == 2 else 0.05)
         select = self.select_epsilon if self.select_epsilon is not None else epsilon
-        rows: dict[int, dict] = {int(i): instance_row(rows_of, i) for i in indices}
         keep_adv: dict[int, dict] = {}
         tokens = TokenScores()  # α, and per test its importances or adversary, per token (tokens.parquet)
-        seconds = dict.fromkeys(["predict", *tests], 0.0)
         # one pass: each batch is encoded once and every test reads that encoding (each test's numbers are a
         # function of the instance and the seed alone, so the order of tests and batches changes none of them)
-        for batch in self.batches(model, data, split, indices):
-            started = time.time()
-            enc, alpha, probs = predict(model, batch)
-            ids = batch["index"].tolist()
-            self._record_prediction(rows, ids, alpha, probs, token_mask(batch))
-            if getattr(model, "pooling_attention", True):  # a pretrained classifier's α: its [CLS] token
-                tokens.add(batch, attention=alpha)
-            seconds["predict"] += time.time() - started
-            for test in tests:
-                started = time.time()
-                if test == "correlation":
-                    tokens.add(batch, **self._record_correlations(rows, ids, model, batch, alpha, probs))
-                elif test == "permutation":
-                    draws = instance_draws(
-                        batch["index"], enc.mask, self.seed, "permutation", (self.permutations,), dtype=alpha.dtype
-                    )
-                    change = permutation_tvd(model, enc, alpha, probs, draws, self.perturbations_per_eval)
-                    for row, value in zip(ids, change.quantile(0.5, dim=1).tolist()):
-                        rows[row]["perm_median_tvd"] = value
-                else:
-                    adversary = self._record_adversaries(
-                        rows, ids, keep_adv, model, enc, batch, alpha, probs, epsilon, select
-                    )
-                    tokens.add(batch, adversarial=adversary)
-                seconds[test] += time.time() - started
-        frame = pd.DataFrame([rows[int(i)] for i in indices])
+        with self.measuring(model, data, split, indices, ["predict", *tests]) as run:
+            rows = run.rows
+            rows.update({int(i): instance_row(rows_of, i) for i in indices})
+            for batch in run:
+                with run.step("predict"):
+                    enc, alpha, probs = predict(model, batch)
+                    ids = batch["index"].tolist()
+                    self._record_prediction(rows, ids, alpha, probs, token_mask(batch))
+                    if getattr(model, "pooling_attention", True):  # a pretrained classifier's α: its [CLS] token
+                        tokens.add(batch, attention=alpha)
+                for test in tests:
+                    with run.step(test):
+                        if test == "correlation":
+                            tokens.add(batch, **self._record_correlations(rows, ids, model, batch, alpha, probs))
+                        elif test == "permutation":
+                            draws = instance_draws(
+                                batch["index"],
+                                enc.mask,
+                                self.seed,
+                                "permutation",
+                                (self.permutations,),
+                                dtype=alpha.dtype,
+                            )
+                            change = permutation_tvd(model, enc, alpha, probs, draws, self.perturbations_per_eval)
+                            for row, value in zip(ids, change.quantile(0.5, dim=1).tolist()):
+                                rows[row]["perm_median_tvd"] = value
+                        else:
+                            adversary = self._record_adversaries(
+                                rows, ids, keep_adv, model, enc, batch, alpha, probs, epsilon, select
+                            )
+                            tokens.add(batch, adversarial=adversary)
+        frame, seconds = run.frame(), run.seconds
         extras = {"epsilon": epsilon, "select_epsilon": select, "adversaries": keep_adv}
         return Measured(frame, seconds, extras, tokens)
 

@@ -33,16 +33,14 @@ from __future__ import annotations
 
 import copy
 import math
-import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import torch
 
 from attn_study import saved
 from attn_study.analysis import importance as registry
-from attn_study.analysis.callback import AnalysisCallback, Measured, record_rows, whole
+from attn_study.analysis.callback import AnalysisCallback, Measured, whole
 from attn_study.analysis.importance import ImportanceOptions, predict, token_mask
 from attn_study.analysis.measures import kendall_tau_b, snap_ties, summarise
 from attn_study.analysis.protocol import staged_model
@@ -222,38 +220,33 @@ class Sanity(AnalysisCallback):
         return staged_model(other.module).to(next(model.parameters()).device)
 
     def measure(self, model, data, split, indices, tests) -> Measured:
-        split_data = data.split(split)
         options = ImportanceOptions(chunk_size=self.internal_batch_size, ig_steps=self.ig_steps, seed=self.seed)
-        seconds = dict.fromkeys(["randomise", *self.methods], 0.0)
-        started = time.time()
-        models = cascade(model, self.stages, self.seed) if "cascading" in tests else []
-        if "labels" in tests:
-            models.append((LABELS, self._label_model(model, data, split), 0))
-        seconds["randomise"] += time.time() - started
-        parameters = {stage: count for stage, _, count in models}
-        rows: dict[int, dict] = {}
         tokens = TokenScores()  # the trained model's explanations per token but random's (tokens.parquet)
-        for batch in self.batches(model, data, split, indices, "cascading"):
-            text = token_mask(batch)
-            _, alpha, probs = predict(model, batch)
-            columns = {"length": text.sum(1).double()}
-            before = {}
-            for method in self.methods:
-                started = time.time()
-                before[method] = registry.importance(method, model, batch, alpha, probs, options)[0]
-                seconds[method] += time.time() - started
-            tokens.add(batch, **{method: values for method, values in before.items() if method != "random"})
-            for stage, randomised, _ in models:
-                _, alpha_r, probs_r = predict(randomised, batch)
-                columns[f"{stage}_same_prediction"] = (probs_r.argmax(-1) == probs.argmax(-1)).double()
+        with self.measuring(model, data, split, indices, ["randomise", *self.methods], "cascading") as run:
+            with run.step("randomise"):
+                models = cascade(model, self.stages, self.seed) if "cascading" in tests else []
+                if "labels" in tests:
+                    models.append((LABELS, self._label_model(model, data, split), 0))
+            parameters = {stage: count for stage, _, count in models}
+            for batch in run:
+                text = token_mask(batch)
+                _, alpha, probs = predict(model, batch)
+                columns = {"length": text.sum(1).double()}
+                before = {}
                 for method in self.methods:
-                    started = time.time()
-                    after = registry.importance(method, randomised, batch, alpha_r, probs_r, options)[0]
-                    seconds[method] += time.time() - started
-                    for suffix, values in correlations(before[method], after, text).items():
-                        columns[f"{method}_{stage}_{suffix}"] = values
-            record_rows(rows, split_data, batch, probs, columns)
-        frame = pd.DataFrame([rows[int(i)] for i in indices])
+                    with run.step(method):
+                        before[method] = registry.importance(method, model, batch, alpha, probs, options)[0]
+                tokens.add(batch, **{method: values for method, values in before.items() if method != "random"})
+                for stage, randomised, _ in models:
+                    _, alpha_r, probs_r = predict(randomised, batch)
+                    columns[f"{stage}_same_prediction"] = (probs_r.argmax(-1) == probs.argmax(-1)).double()
+                    for method in self.methods:
+                        with run.step(method):
+                            after = registry.importance(method, randomised, batch, alpha_r, probs_r, options)[0]
+                        for suffix, values in correlations(before[method], after, text).items():
+                            columns[f"{method}_{stage}_{suffix}"] = values
+                run.record(batch, probs, columns)
+        frame, seconds = run.frame(), run.seconds
         return Measured(frame, seconds, extras={"parameters": parameters}, tokens=tokens)
 
     def summarise(self, measured: Measured, tests) -> dict:

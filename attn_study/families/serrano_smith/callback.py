@@ -15,12 +15,10 @@ keys ``ss/...`` (``attn_study.keys``); outputs in ``analysis/serrano_smith/``.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import torch
 from scipy import stats
 
@@ -66,36 +64,35 @@ class SerranoSmith(AnalysisCallback):
 
     def measure(self, model, data, split, indices, tests) -> Measured:
         split_data = data.split(split)
-        rows: dict[int, dict] = {int(i): instance_row(split_data, i) for i in indices}
         # the random item of the single test and the random ranking: each instance's own draws (seeding.py),
         # whatever the batch size and the tests that run
         # one pass: each batch is encoded once and every test runs on it (the encoder pass dominates
         # on a CPU); seconds/encode is the encoding, seconds/<test> the test's own work
-        seconds = dict.fromkeys(["encode", *tests], 0.0)
         tokens = TokenScores()  # the rankings' scores per token (a HAN's: its sentence's) for tokens.parquet
         sentences = not getattr(model, "token_attention", True)
-        for batch in self.batches(model, data, split, indices, "+".join(tests) or "predict"):
-            started = time.time()
-            enc, alpha, probs = predict(model, batch)
-            ids = batch["index"].tolist()
-            self._record_prediction(rows, ids, enc, alpha, probs)
-            # the decision gradient ranks items in both tests: computed once; rankings whose scores tie
-            # everywhere fall back to position order, which the summary counts (constant_scores)
-            grad = decision_gradient(model, enc, alpha) if self._needs_gradient(tests) else None
-            scores = {"attention": alpha, "gradient": grad, "grad_attention": None if grad is None else grad * alpha}
-            self._record_ties(rows, ids, enc.mask, scores)
-            tokens.add(batch, sentences=sentences, **scores)
-            seconds["encode"] += time.time() - started
-            for test in tests:
-                started = time.time()
-                stream = "erasure_random_item" if test == "single" else "erasure_random_ranking"
-                uniform = instance_draws(batch["index"], enc.mask, self.seed, stream, dtype=alpha.dtype)
-                if test == "single":
-                    self._single(rows, ids, model, enc, alpha, probs, uniform, grad)
-                else:
-                    self._multi(rows, ids, model, enc, alpha, probs, uniform, grad)
-                seconds[test] += time.time() - started
-        frame = pd.DataFrame([rows[int(i)] for i in indices]).reindex(columns=self.columns(tests))
+        label = "+".join(tests) or "predict"
+        with self.measuring(model, data, split, indices, ["encode", *tests], label) as run:
+            rows = run.rows
+            rows.update({int(i): instance_row(split_data, i) for i in indices})
+            for batch in run:
+                with run.step("encode"):
+                    enc, alpha, probs = predict(model, batch)
+                    ids = batch["index"].tolist()
+                    self._record_prediction(rows, ids, enc, alpha, probs)
+                    # the decision gradient ranks items in both tests: computed once; rankings whose scores tie
+                    # everywhere fall back to position order, which the summary counts (constant_scores)
+                    grad = decision_gradient(model, enc, alpha) if self._needs_gradient(tests) else None
+                    scores = {"attention": alpha, "gradient": grad}
+                    scores["grad_attention"] = None if grad is None else grad * alpha
+                    self._record_ties(rows, ids, enc.mask, scores)
+                    tokens.add(batch, sentences=sentences, **scores)
+                for test in tests:
+                    with run.step(test):
+                        stream = "erasure_random_item" if test == "single" else "erasure_random_ranking"
+                        uniform = instance_draws(batch["index"], enc.mask, self.seed, stream, dtype=alpha.dtype)
+                        erase = self._single if test == "single" else self._multi
+                        erase(rows, ids, model, enc, alpha, probs, uniform, grad)
+        frame, seconds = run.frame().reindex(columns=self.columns(tests)), run.seconds
         return Measured(frame, seconds, tokens=tokens)
 
     def _needs_gradient(self, tests) -> bool:

@@ -27,7 +27,6 @@ conf/analysis/shortcuts.yaml.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
@@ -109,63 +108,64 @@ class Shortcuts(AnalysisCallback):
         device = next(model.parameters()).device
         split_data = data.split(split)
         black_box = self.black_box(data).to(device) if "posthoc" in tests and self.target else None
-        seconds = dict.fromkeys(["predict", *tests], 0.0)
-        rows = {}
         tokens = TokenScores()  # the attention per token (a selector's: its selection) for tokens.parquet
-        for batch in self.batches(model, data, split, indices):
-            started = time.time()
-            enc, alpha, probs = predict(model, batch)
-            chosen = self.selected(model, enc, alpha)
-            tokens.add(batch, attention=alpha)
-            labels = batch["labels"]
-            cols = {
-                "prediction": probs.argmax(-1),
-                "correct": (probs.argmax(-1) == labels).double(),
-                "selected": chosen.sum(-1),
-            }
-            seconds["predict"] += time.time() - started
-            if "mask_only" in tests:
-                started = time.time()
-                neutral = neutral_predictions(model, batch, alpha)
-                cols["mask_only_prediction"] = neutral.argmax(-1)
-                cols["mask_only_correct"] = (neutral.argmax(-1) == labels).double()
-                seconds["mask_only"] += time.time() - started
-            if "selected_only" in tests:
-                started = time.time()
-                kept = neutral_predictions(model, batch, alpha, keep=chosen)
-                cols["selected_only_prediction"] = kept.argmax(-1)
-                cols["selected_only_correct"] = (kept.argmax(-1) == labels).double()
-                seconds["selected_only"] += time.time() - started
-            if "markers" in tests and "markers" in batch:
-                markers = batch["markers"] & batch["mask"]
-                cols["marker_mass"] = (alpha * markers).sum(-1).double()
-                cols["marker_selected"] = (chosen & markers).any(-1).double()
-                top = alpha.masked_fill(~markers, -1.0).argmax(-1)
-                token = batch["ids"].gather(1, top[:, None]).squeeze(1)
-                cols["top_marker"] = torch.where(markers.any(-1), token, torch.full_like(token, -1))
-            if "rationale" in tests and "rationale" in batch:
-                truth = batch["rationale"] & batch["mask"]
-                cols["rationale_precision"] = ((chosen & truth).sum(-1) / chosen.sum(-1).clamp_min(1)).double()
-            if black_box is not None:
-                started = time.time()
-                full = black_box.probabilities(black_box(batch)[0]).argmax(-1)
-                every = torch.arange(len(chosen), device=chosen.device)
-                kept = (chosen & batch["mask"]) | (batch["mask"] & ~token_mask(batch))  # <sos>/<eos> stay
-                alone = black_box.probabilities(black_box(kept_sub_batch(batch, every, kept))[0])
-                alone = alone.argmax(-1)
-                cols["posthoc_agree"] = (full == alone).double()
-                seconds["posthoc"] += time.time() - started
-            values = {k: v.tolist() for k, v in cols.items()}
-            for r, i in enumerate(batch["index"].tolist()):
-                rows[i] = {
-                    **instance_row(split_data, i),
-                    "length": int(len(split_data.ids[i])),
-                    **{k: v[r] for k, v in values.items()},
-                }
-        frame = pd.DataFrame([rows[int(i)] for i in indices])
+        with self.measuring(model, data, split, indices, ["predict", *tests]) as run:
+            for batch in run:
+                with run.step("predict"):
+                    enc, alpha, probs = predict(model, batch)
+                    chosen = self.selected(model, enc, alpha)
+                    tokens.add(batch, attention=alpha)
+                    labels = batch["labels"]
+                    cols = {
+                        "prediction": probs.argmax(-1),
+                        "correct": (probs.argmax(-1) == labels).double(),
+                        "selected": chosen.sum(-1),
+                    }
+                for test in ("mask_only", "selected_only"):
+                    if test in tests:
+                        with run.step(test):  # Bai et al.: the mask alone, or the selected words alone
+                            keep = chosen if test == "selected_only" else None
+                            neutral = neutral_predictions(model, batch, alpha, keep=keep)
+                            cols[f"{test}_prediction"] = neutral.argmax(-1)
+                            cols[f"{test}_correct"] = (neutral.argmax(-1) == labels).double()
+                if "markers" in tests and "markers" in batch:
+                    with run.step("markers"):
+                        markers = batch["markers"] & batch["mask"]
+                        cols["marker_mass"] = (alpha * markers).sum(-1).double()
+                        cols["marker_selected"] = (chosen & markers).any(-1).double()
+                        top = alpha.masked_fill(~markers, -1.0).argmax(-1)
+                        token = batch["ids"].gather(1, top[:, None]).squeeze(1)
+                        cols["top_marker"] = torch.where(markers.any(-1), token, torch.full_like(token, -1))
+                if "rationale" in tests and "rationale" in batch:
+                    with run.step("rationale"):
+                        truth = batch["rationale"] & batch["mask"]
+                        cols["rationale_precision"] = ((chosen & truth).sum(-1) / chosen.sum(-1).clamp_min(1)).double()
+                if black_box is not None:
+                    with run.step("posthoc"):
+                        cols["posthoc_agree"] = self._posthoc_agree(black_box, batch, chosen)
+                self._record(run.rows, batch, cols, split_data)
+        frame, seconds = run.frame(), run.seconds
         if "top_marker" in frame:
             frame["top_marker"] = frame["top_marker"].where(frame["top_marker"] >= 0)
         return Measured(frame, seconds, tokens=tokens)
+
+    @staticmethod
+    def _posthoc_agree(black_box, batch: dict, chosen):
+        """Whether the black box predicts the same from the selected words alone (and <sos>/<eos>) as from the
+        whole text: 1.0 or 0.0 per instance."""
+        full = black_box.probabilities(black_box(batch)[0]).argmax(-1)
+        every = torch.arange(len(chosen), device=chosen.device)
+        kept = (chosen & batch["mask"]) | (batch["mask"] & ~token_mask(batch))  # <sos>/<eos> stay
+        alone = black_box.probabilities(black_box(kept_sub_batch(batch, every, kept))[0]).argmax(-1)
+        return (full == alone).double()
+
+    @staticmethod
+    def _record(rows: dict, batch: dict, cols: dict, split_data) -> None:
+        """``rows[i]`` per instance of ``batch``: :func:`instance_row`, its length and the columns ``cols``."""
+        values = {k: v.tolist() for k, v in cols.items()}
+        for r, i in enumerate(batch["index"].tolist()):
+            length = int(len(split_data.ids[i]))
+            rows[i] = {**instance_row(split_data, i), "length": length, **{k: v[r] for k, v in values.items()}}
 
     def summarise(self, measured: Measured, tests) -> dict:
         frame = measured.frame

@@ -20,10 +20,8 @@ distribution to speak of: their entropies and τ are NaN (and counted in ``n``).
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
-import pandas as pd
 import torch
 
 from attn_study.analysis.callback import AnalysisCallback, Measured, instance_row, probability, whole
@@ -100,66 +98,73 @@ class Sparsity(AnalysisCallback):
 
     def measure(self, model, data, split, indices, tests) -> Measured:
         split_data = data.split(split)
-        rows: dict[int, dict] = {}
-        seconds = dict.fromkeys(["predict", *tests], 0.0)
         kept: list[dict] = []
         tokens = TokenScores()  # attention and each importance per token (tokens.parquet)
-        for batch in self.batches(model, data, split, indices, "+".join(tests) or "predict"):
-            started = time.time()
-            mask = token_mask(batch)  # the text's tokens: no <sos>/<eos> in any distribution or normaliser
-            lengths = mask.sum(-1)
-            enc, alpha, probs = predict(model, batch)
-            columns = {"support": ((alpha > 0) & mask).sum(-1).double(), "length": lengths.double()}
-            scores = {"attention": alpha}
-            seconds["predict"] += time.time() - started
-            if "input" in tests:
-                started = time.time()
-                scores["g_input"] = gradient_norm_importance(model, batch, detach_attention=False, normalise=False)
-                scores["loo_input"] = leave_one_out(
-                    model, batch, probs=probs, chunk_size=self.internal_batch_size, predicted=True
-                )
-                seconds["input"] += time.time() - started
-            if "intermediate" in tests:
-                started = time.time()
-                scores["g_intermediate"] = hidden_gradient_importance(model, batch)
-                scores["loo_intermediate"] = erase_each(model, enc, alpha, probs, self.perturbations_per_eval)
-                seconds["intermediate"] += time.time() - started
-            tokens.add(batch, **scores)
-            dists = {name: distribution(s, mask) for name, s in scores.items()}
-            zero = {name: undefined_code(s, mask, constant_is="zero") for name, s in scores.items()}
-            tied = {name: undefined_code(dist, mask) for name, dist in dists.items()}
-            why = {}  # per statistic and instance, why it is undefined (None: defined)
-            for name, dist in dists.items():
-                columns[f"entropy_{name}"] = entropy(dist, mask, normalised=True)
-                why[f"entropy_{name}"] = undefined_reason(zero, name, zero=True)
-            for name, other in SP_CORRELATIONS.items():
-                if other in dists:
-                    columns[f"tau_{name}"], columns[f"p_{name}"] = kendall_tau_b(
-                        alpha.double(), dists[other].double(), mask
-                    )
-                    why[f"tau_{name}"] = undefined_reason(tied, "attention", other)
-            if "input_hidden" in tests:
-                started = time.time()
-                hidden_rows = distribution(
-                    input_to_hidden_gradients(model, batch, self.internal_batch_size), mask[:, None, :]
-                )
-                per_p = entropy(hidden_rows, mask[:, None, :].expand_as(hidden_rows), normalised=True)
-                per_p = per_p.masked_fill(~mask, float("nan"))
-                columns["entropy_g_hidden"] = per_p.nanmean(-1)
-                # rows p whose gradient vanished everywhere have no distribution: left out of the mean, counted
-                columns["g_hidden_undefined_rows"] = (torch.isnan(per_p) & mask).sum(-1)
-                why["entropy_g_hidden"] = [
-                    "too_short" if n < 2 else ("zero_g_hidden" if bad == n else None)
-                    for n, bad in zip(lengths.tolist(), columns["g_hidden_undefined_rows"].tolist())
-                ]
-                columns["diag_share"] = (
-                    hidden_rows.diagonal(dim1=1, dim2=2).masked_fill(~mask, float("nan")).nanmean(-1)
-                )
-                self._keep_heatmaps(kept, batch, hidden_rows, data, split_data)
-                seconds["input_hidden"] += time.time() - started
-            self._record(rows, batch, probs, columns, why, split_data)
-        frame = pd.DataFrame([rows[int(i)] for i in indices])
-        return Measured(frame, seconds, {"heatmaps": kept}, tokens)
+        label = "+".join(tests) or "predict"
+        with self.measuring(model, data, split, indices, ["predict", *tests], label) as run:
+            for batch in run:
+                with run.step("predict"):
+                    mask = token_mask(batch)  # the text's tokens: no <sos>/<eos> in any distribution or normaliser
+                    lengths = mask.sum(-1)
+                    enc, alpha, probs = predict(model, batch)
+                    columns = {"support": ((alpha > 0) & mask).sum(-1).double(), "length": lengths.double()}
+                    scores = {"attention": alpha}
+                if "input" in tests:
+                    with run.step("input"):
+                        scores["g_input"] = gradient_norm_importance(
+                            model, batch, detach_attention=False, normalise=False
+                        )
+                        scores["loo_input"] = leave_one_out(
+                            model, batch, probs=probs, chunk_size=self.internal_batch_size, predicted=True
+                        )
+                if "intermediate" in tests:
+                    with run.step("intermediate"):
+                        scores["g_intermediate"] = hidden_gradient_importance(model, batch)
+                        scores["loo_intermediate"] = erase_each(model, enc, alpha, probs, self.perturbations_per_eval)
+                tokens.add(batch, **scores)
+                why = self._distributions(scores, mask, alpha, columns)
+                if "input_hidden" in tests:
+                    with run.step("input_hidden"):
+                        hidden_rows = self._input_hidden(model, batch, mask, lengths, columns, why)
+                        self._keep_heatmaps(kept, batch, hidden_rows, data, split_data)
+                self._record(run.rows, batch, probs, columns, why, split_data)
+        return Measured(run.frame(), run.seconds, {"heatmaps": kept}, tokens)
+
+    @staticmethod
+    def _distributions(scores: dict, mask, alpha, columns: dict) -> dict:
+        """Each importance as a distribution over the text: its normalised entropy, and the τ's of
+        ``SP_CORRELATIONS`` between attention and another importance, into ``columns``; returns, per statistic
+        and instance, why it is undefined (None: defined)."""
+        dists = {name: distribution(s, mask) for name, s in scores.items()}
+        zero = {name: undefined_code(s, mask, constant_is="zero") for name, s in scores.items()}
+        tied = {name: undefined_code(dist, mask) for name, dist in dists.items()}
+        why = {}
+        for name, dist in dists.items():
+            columns[f"entropy_{name}"] = entropy(dist, mask, normalised=True)
+            why[f"entropy_{name}"] = undefined_reason(zero, name, zero=True)
+        for name, other in SP_CORRELATIONS.items():
+            if other in dists:
+                tau = kendall_tau_b(alpha.double(), dists[other].double(), mask)
+                columns[f"tau_{name}"], columns[f"p_{name}"] = tau
+                why[f"tau_{name}"] = undefined_reason(tied, "attention", other)
+        return why
+
+    def _input_hidden(self, model, batch, mask, lengths, columns: dict, why: dict):
+        """Meister et al.'s entropy of the input → hidden gradients g_{h_p}(x), each hidden state p's row a
+        distribution over the text, averaged over p; and the share of each row on its own token. Returns the
+        (B, T, T) rows."""
+        hidden_rows = distribution(input_to_hidden_gradients(model, batch, self.internal_batch_size), mask[:, None, :])
+        per_p = entropy(hidden_rows, mask[:, None, :].expand_as(hidden_rows), normalised=True)
+        per_p = per_p.masked_fill(~mask, float("nan"))
+        columns["entropy_g_hidden"] = per_p.nanmean(-1)
+        # rows p whose gradient vanished everywhere have no distribution: left out of the mean, counted
+        columns["g_hidden_undefined_rows"] = (torch.isnan(per_p) & mask).sum(-1)
+        why["entropy_g_hidden"] = [
+            "too_short" if n < 2 else ("zero_g_hidden" if bad == n else None)
+            for n, bad in zip(lengths.tolist(), columns["g_hidden_undefined_rows"].tolist())
+        ]
+        columns["diag_share"] = hidden_rows.diagonal(dim1=1, dim2=2).masked_fill(~mask, float("nan")).nanmean(-1)
+        return hidden_rows
 
     @staticmethod
     def _record(rows, batch, probs, columns, why, split_data):

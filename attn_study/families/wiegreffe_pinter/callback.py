@@ -13,7 +13,6 @@ Keys ``wp/jsd/…``, ``wp/tvd/…``, ``wp/agreement`` (same predicted class). Th
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
@@ -106,34 +105,35 @@ class WiegreffePinter(AnalysisCallback):
         reference = read_reference(self.base_dir, self._option("base"))
         uids = list(data.split(split).uids)
         self._same_instances(reference, data, split, self.base_dir)
-        started = time.time()
         rows = []
         tokens = TokenScores()  # this model's attention and the base run's, per token (tokens.parquet)
-        for batch in self.batches(model, data, split, indices):
-            _, alpha, probs = predict(model, batch)
-            ids = batch["index"].tolist()
-            base_alpha = torch.zeros_like(alpha)
-            for r, index in enumerate(ids):
-                values = reference["attention"].iloc[index]
-                base_alpha[r, : len(values)] = torch.as_tensor(np.array(values), dtype=alpha.dtype)
-            base_probs = torch.as_tensor(
-                np.stack(reference["probabilities"].iloc[ids].to_numpy()), dtype=probs.dtype, device=device
-            )
-            tokens.add(batch, attention=alpha, base_attention=base_alpha)
-            divergence, change = compare(alpha, probs, base_alpha, base_probs)
-            same = (probs.argmax(-1) == base_probs.argmax(-1)).tolist()
-            for r, index in enumerate(ids):
-                rows.append(
-                    {
-                        "index": index,
-                        "uid": uids[index],
-                        "jsd": float(divergence[r]),
-                        "tvd": float(change[r]),
-                        "same_prediction": bool(same[r]),
-                    }
-                )
+        with self.measuring(model, data, split, indices, ["comparison"]) as run:
+            for batch in run:
+                with run.step("comparison"):
+                    _, alpha, probs = predict(model, batch)
+                    ids = batch["index"].tolist()
+                    base_alpha = torch.zeros_like(alpha)
+                    for r, index in enumerate(ids):
+                        values = reference["attention"].iloc[index]
+                        base_alpha[r, : len(values)] = torch.as_tensor(np.array(values), dtype=alpha.dtype)
+                    base_probs = torch.as_tensor(
+                        np.stack(reference["probabilities"].iloc[ids].to_numpy()), dtype=probs.dtype, device=device
+                    )
+                    tokens.add(batch, attention=alpha, base_attention=base_alpha)
+                    divergence, change = compare(alpha, probs, base_alpha, base_probs)
+                    same = (probs.argmax(-1) == base_probs.argmax(-1)).tolist()
+                    for r, index in enumerate(ids):
+                        rows.append(
+                            {
+                                "index": index,
+                                "uid": uids[index],
+                                "jsd": float(divergence[r]),
+                                "tvd": float(change[r]),
+                                "same_prediction": bool(same[r]),
+                            }
+                        )
         frame = pd.DataFrame(rows).sort_values("index", kind="stable").reset_index(drop=True)
-        return Measured(frame, {"comparison": time.time() - started}, {"base": str(self.base_dir)}, tokens)
+        return Measured(frame, run.seconds, {"base": str(self.base_dir)}, tokens)
 
     def summarise(self, measured: Measured, tests) -> dict:
         frame = measured.frame
