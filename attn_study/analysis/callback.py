@@ -90,6 +90,11 @@ class Measuring:
     def record(self, batch: dict, probs, columns: dict) -> None:
         record_rows(self.rows, self.split_data, batch, probs, columns)
 
+    def named_rows(self) -> dict[int, dict]:
+        """``rows``, each instance's begun with :func:`instance_row`: for a family that fills them column by column."""
+        self.rows.update({int(i): instance_row(self.split_data, i) for i in self.indices})
+        return self.rows
+
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame([self.rows[int(i)] for i in self.indices])
 

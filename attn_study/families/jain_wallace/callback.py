@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from attn_study.analysis.aggregation import AggregationOptions, aggregated_importance, check_aggregations
-from attn_study.analysis.callback import AnalysisCallback, Measured, finite, instance_row, probability, whole
+from attn_study.analysis.callback import AnalysisCallback, Measured, finite, probability, whole
 from attn_study.analysis.importance import gradient_importance, leave_one_out, predict, token_mask
 from attn_study.analysis.measures import (
     MEAN_STATS,
@@ -154,7 +154,6 @@ class JainWallace(AnalysisCallback):
     # -- measuring -------------------------------------------------------------------------------
 
     def measure(self, model, data, split, indices, tests) -> Measured:
-        rows_of = data.split(split)
         epsilon = self.epsilon if self.epsilon is not None else (0.01 if data.num_classes == 2 else 0.05)
         select = self.select_epsilon if self.select_epsilon is not None else epsilon
         keep_adv: dict[int, dict] = {}
@@ -162,8 +161,7 @@ class JainWallace(AnalysisCallback):
         # one pass: each batch is encoded once and every test reads that encoding (each test's numbers are a
         # function of the instance and the seed alone, so the order of tests and batches changes none of them)
         with self.measuring(model, data, split, indices, ["predict", *tests]) as run:
-            rows = run.rows
-            rows.update({int(i): instance_row(rows_of, i) for i in indices})
+            rows = run.named_rows()
             for batch in run:
                 with run.step("predict"):
                     enc, alpha, probs = predict(model, batch)

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from scipy import stats
 
-from attn_study.analysis.callback import AnalysisCallback, Measured, instance_row, whole
+from attn_study.analysis.callback import AnalysisCallback, Measured, whole
 from attn_study.analysis.erasure import zero_vector_logits
 from attn_study.analysis.importance import predict
 from attn_study.analysis.measures import UNDEFINED, summarise, undefined_code
@@ -63,7 +63,6 @@ class SerranoSmith(AnalysisCallback):
     # -- measuring -------------------------------------------------------------------------------
 
     def measure(self, model, data, split, indices, tests) -> Measured:
-        split_data = data.split(split)
         # the random item of the single test and the random ranking: each instance's own draws (seeding.py),
         # whatever the batch size and the tests that run
         # one pass: each batch is encoded once and every test runs on it (the encoder pass dominates
@@ -72,8 +71,7 @@ class SerranoSmith(AnalysisCallback):
         sentences = not getattr(model, "token_attention", True)
         label = "+".join(tests) or "predict"
         with self.measuring(model, data, split, indices, ["encode", *tests], label) as run:
-            rows = run.rows
-            rows.update({int(i): instance_row(split_data, i) for i in indices})
+            rows = run.named_rows()
             for batch in run:
                 with run.step("encode"):
                     enc, alpha, probs = predict(model, batch)
