@@ -373,3 +373,18 @@ def test_a_familys_number_at_its_bound_is_accepted_and_past_it_refused():
     assert finite("x", 2, low=2) == 2.0
     with pytest.raises(UserError, match=r"^x=-1e-09: must be a number >= 0$"):
         finite("x", -1e-9)
+
+
+def test_a_familys_count_and_probability_at_their_bounds():
+    """``whole`` counts from 1 and is not optional unless asked; ``probability`` is open at both ends (a
+    significance level of 0 or 1 decides nothing)."""
+    from attn_study.analysis.callback import probability, whole
+
+    assert whole("x", 1) == 1 and whole("x", None, optional=True) is None
+    for value in (0, None):
+        with pytest.raises(UserError, match=r"^x=(0|None): must be a whole number >= 1"):
+            whole("x", value)
+    assert probability("x", 0.5) == 0.5
+    for value in (0, 1):
+        with pytest.raises(UserError, match=rf"^x={value}: must be a number in \(0, 1\)$"):
+            probability("x", value)
