@@ -74,7 +74,8 @@ def sections(runs: list[Run], work: Path) -> list[tuple[str, str]]:
     if frame.empty:
         return []
     caption = (
-        "Attention built to be faithful (Mohankumar et al. 2020): vanilla, Orthogonal and Diversity BiLSTMs, "
+        "Attention built to be faithful (Mohankumar et al. 2020): vanilla, Orthogonal and Diversity LSTMs "
+        "(one direction of 256 units, as the authors' code builds them, or the named bidirectional variants), "
         "each measure the mean over seeds ± the seeds' std. Conicity: mean cosine of each test state with the "
         "instance's mean state; permutation: Jain & Wallace's median output TVD under permuted attention; "
         "fraction removed: Serrano & Smith's share of the attention-ranked tokens erased before the decision "
