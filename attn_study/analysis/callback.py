@@ -12,9 +12,9 @@
   the full analysis. The tracking runs in eval mode on a forked RNG: training is the same with it or
   without it.
 
-A family implements ``measure`` (per-instance rows), ``summarise`` (the flat key → value summary)
-and ``artefacts`` (figures); see ``jain_wallace.py``. The model and data it needs are described in
-``protocol.py``.
+A family implements ``measure`` (per-instance rows: a loop over :meth:`AnalysisCallback.measuring`'s batches,
+each method or sub-test a timed step), ``summarise`` (the flat key → value summary) and ``artefacts`` (figures);
+see ``families/jain_wallace/callback.py``. The model and data it needs are described in ``protocol.py``.
 """
 
 from __future__ import annotations
