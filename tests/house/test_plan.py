@@ -206,3 +206,12 @@ def test_the_literal_rule_sees_a_family_named_in_shared_code(tmp_path):
     planted = tmp_path / "shared.py"
     planted.write_text('"""Docstrings may name sparsity."""\nSPECIAL = {"sanity": 1}\nLABEL = f"{x} sparsity"\n')
     assert family_literals(planted, set(REGISTRY)) == {"sanity", " sparsity"}
+
+
+def test_each_familys_tests_sit_in_the_folder_that_mirrors_it():
+    """``tests/families/<name>/`` mirrors ``attn_study/families/<name>/``: a family's own tests are found beside each
+    other, and what every family shares stays in ``tests/analysis/`` and ``tests/families/test_*.py``."""
+    tests = PACKAGE.parent / "tests"
+    missing = [name for name in REGISTRY if not list((tests / "families" / name).glob("test_*.py"))]
+    strays = sorted(p.name for p in (tests / "analysis").glob("test_*.py") if p.stem.removeprefix("test_") in REGISTRY)
+    assert (missing, strays) == ([], [])
