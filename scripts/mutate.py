@@ -2,8 +2,8 @@
 """Mutation check: plant small bugs in one module, one at a time, and see whether its tests notice.
 
     .venv/bin/python scripts/mutate.py attn_study/families/sparsity/callback.py tests/families/sparsity/test_sparsity.py
-    .venv/bin/python scripts/mutate.py attn_study/families/shortcuts/callback.py tests/families/shortcuts/test_shortcuts.py \\
-        --functions choice_accuracy,measure --limit 40 -- -k "not smoke"
+    .venv/bin/python scripts/mutate.py attn_study/families/shortcuts/callback.py \\
+        tests/families/shortcuts/test_shortcuts.py --functions choice_accuracy,measure --limit 40 -- -k "not smoke"
     .venv/bin/python scripts/mutate.py attn_study/io.py tests/test_io.py --lines 23,40   # re-check survivors' lines
 
 Each mutant changes one place of the module's abstract syntax tree — a comparison (< ↔ <=, == ↔ !=), an
