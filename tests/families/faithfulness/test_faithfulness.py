@@ -309,6 +309,10 @@ def test_faithfulness_outputs(trained):
     frame = pd.read_parquet(folder / "instances.parquet")
     assert len(frame) == 120 and frame["uid"].is_unique and (folder / "curves.png").is_file()
     for method in ("attention", "gradient", "grad_norm", "input_x_gradient", "integrated_gradients", "loo", "random"):
+        for short in ("comp", "suff"):  # each instance's AOPC: the mean over the five sizes
+            sizes = frame[[f"{method}_{short}_k{k}" for k in (1, 5, 10, 20, 50)]].to_numpy(float)
+            np.testing.assert_allclose(frame[f"{method}_{short}_aopc"], sizes.mean(1), rtol=0, atol=1e-6)  # float32
+    for method in ("attention", "gradient", "grad_norm", "input_x_gradient", "integrated_gradients", "loo", "random"):
         for path, column in (
             ("comprehensiveness/aopc", "comp_aopc"),
             ("sufficiency/aopc", "suff_aopc"),
