@@ -214,6 +214,13 @@ RANGES: dict[str, Range | Either | Devices] = {
 NOT_RANGED = ("analysis.", "hydra.", "recipe.", "dataset.source.classes.", "trainer.max_epochs")
 
 
+def refusal(option: str, value, allowed) -> str | None:
+    """``option=value: must be …`` when ``value`` is outside ``allowed``, else None: the one wording of every
+    numeric option's refusal (the config's, a family's)."""
+    problem = allowed.problem(value)
+    return None if problem is None else f"{option}={value}: {problem}"
+
+
 def problems(container: dict) -> list[str]:
     """``option=value: must be …`` for every option of ``container`` (a resolved config) outside its range."""
     found = []
@@ -223,9 +230,9 @@ def problems(container: dict) -> list[str]:
             node = node.get(part, _ABSENT) if isinstance(node, dict) else _ABSENT
         if node is _ABSENT:
             continue
-        problem = allowed.problem(node)
-        if problem:
-            found.append(f"{option}={node}: {problem}")
+        line = refusal(option, node, allowed)
+        if line:
+            found.append(line)
     return found
 
 
