@@ -224,3 +224,33 @@ def test_each_deletion_points_to_the_first_of_its_run_of_equal_tokens():
     batch = token_batch([[5, 6, 6, 6, 7], [4, 4], [8, 9, 9, 8]])
     inst, pos, _ = deletion_index(batch)
     assert same_sequence(batch, inst, pos).tolist() == [0, 1, 1, 1, 4, 5, 5, 7, 8, 8, 10]
+
+
+def test_a_chunk_of_similar_lengths_keeps_its_longest_text_whole():
+    """``by_length`` puts texts of 8 and 9 tokens in one chunk (within ``GRADIENT_SLACK``), cut to its longest: each
+    text's gradient importance is the one it has alone, its last token included."""
+    seqs = [[5, 6, 7, 8, 9, 10, 11, 12], [4, 12, 13, 14, 15, 16, 17, 18, 19]]
+    model = tiny_model(partial(encoders.RNNEncoder, hidden_size=4), double=True)
+    together = gradient_importance(model, token_batch(seqs), detach_attention=True, normalise=False)
+    for row, seq in enumerate(seqs):
+        alone = gradient_importance(model, token_batch([seq]), detach_attention=True, normalise=False)[0]
+        assert together[row, : len(seq)] == pytest.approx(alone[: len(seq)], abs=1e-12)
+        assert alone[len(seq) - 1] != 0
+
+
+def test_each_registry_method_is_the_computation_its_name_says():
+    """``importance("gradient")`` is Jain & Wallace's gradient, the attention held fixed; ``grad_norm`` lets the
+    gradient flow through the attention (the two differ on a model whose attention depends on the input)."""
+    from attn_study.analysis.importance import importance
+
+    model = tiny_model(partial(encoders.RNNEncoder, hidden_size=4), double=True)
+    batch = token_batch(SEQS[:2])
+    _, alpha, probs = predict(model, batch)
+    fixed = gradient_importance(model, batch, detach_attention=True, normalise=False)
+    flowing = gradient_importance(model, batch, detach_attention=False, normalise=False)
+    assert not torch.allclose(fixed, flowing)
+    torch.testing.assert_close(importance("gradient", model, batch, alpha, probs)[0], fixed)
+    torch.testing.assert_close(
+        importance("grad_norm", model, batch, alpha, probs)[0],
+        gradient_norm_importance(model, batch, detach_attention=False, normalise=False),
+    )
