@@ -20,7 +20,8 @@ def analysis_config(cfg: DictConfig, run_dir: Path) -> DictConfig:
     """The run's own config (resolved, so its data and model are the trained ones whatever ``cfg``
     says), with ``cfg``'s analyses; their ``seed`` is the run's unless ``cfg.seed`` is set."""
     run_cfg = saved.run_config(run_dir)
-    analysis = OmegaConf.create(OmegaConf.to_container(cfg.get("analysis") or {}))
+    chosen = cfg.get("analysis") or {}  # analysis=none / []: nothing chosen, refused in one line by analyze()
+    analysis = OmegaConf.create(OmegaConf.to_container(chosen) if OmegaConf.is_config(chosen) else chosen)
     seed = run_cfg.seed if cfg.get("seed") is None else cfg.seed
     chosen = OmegaConf.merge({"seed": seed}, {"analysis": analysis})
     OmegaConf.resolve(chosen)  # the analyses' ${seed}

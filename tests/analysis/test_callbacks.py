@@ -17,6 +17,7 @@ import pytest
 
 from attn_study.analyze import analyze
 from attn_study.errors import UserError
+from attn_study.families import REGISTRY
 from attn_study.families.jain_wallace.callback import JainWallace
 from attn_study.report.cli import build_report
 from attn_study.run import run as run_job
@@ -144,6 +145,9 @@ def test_analysing_again_replaces_a_familys_keys(make_cfg, tmp_path):
     assert (run / "csv" / "metrics.csv").is_file() and "val/jw/tau_grad/mean" in (
         run / "csv" / "metrics.csv"
     ).read_text()
+    with pytest.raises(UserError, match="no analysis chosen; give analysis=") as err:  # names what to choose from
+        analyze(compose_config(f"ckpt_path={run}", "analysis=none", "device=cpu", name="analyze"))
+    assert all(name in str(err.value) for name in REGISTRY)
 
 
 @pytest.fixture
