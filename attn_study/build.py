@@ -16,6 +16,7 @@ from attn_study import layout
 from attn_study.data.datamodule import TextDataModule
 from attn_study.data.embeddings import load_embeddings
 from attn_study.errors import UserError
+from attn_study.models import objectives
 from attn_study.models.module import AttentionModule
 
 log = logging.getLogger(__name__)
@@ -187,13 +188,8 @@ def _module(cfg: DictConfig, classifier, datamodule) -> AttentionModule:
         attention_weight_decay=opt.attention_weight_decay,
         amsgrad=opt.amsgrad,
         class_weights=_class_weights(m.class_weights, labels, datamodule.num_classes),
-        schedule=training.get("schedule", "standard"),
-        pretrain_epochs=int(training.get("pretrain_epochs", 0)),
-        instance_weighting=bool(training.get("instance_weighting", False)),
-        weight_clip=tuple(training.get("weight_clip", (0.1, 10.0))),
+        objective=objectives.objective(training),
         class_prior=(np.bincount(labels, minlength=datamodule.num_classes) / len(labels)).tolist(),
-        select_from_epoch=int(training.get("select_from_epoch", 0)),
-        adversary_lam=float(training.get("lam", 0.0) or 0.0),
         word_tying=float((training.get("word_tying") or {}).get("weight", 0.0) or 0.0),
         word_tying_kind=str((training.get("word_tying") or {}).get("kind", "predict")),
     )

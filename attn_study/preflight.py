@@ -15,6 +15,7 @@ from omegaconf import DictConfig
 
 from attn_study import families, keys
 from attn_study.errors import UserError
+from attn_study.models.objectives import objective
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +66,7 @@ def check_options(cfg: DictConfig) -> None:
                 "trainer.max_epochs=-1 trains until early stopping, and callbacks has none: add "
                 "callbacks=[model_checkpoint,early_stopping] or give a number of epochs"
             )
-        first = int(training.get("select_from_epoch") or 0)
-        if training.get("schedule") == "random_attention_pretraining":
-            first = max(first, int(training.get("pretrain_epochs") or 0))
+        first = objective(training).first_selectable
         if epochs > 0 and first >= epochs:
             raise UserError(
                 f"trainer.max_epochs={epochs}: no epoch can be chosen as the best checkpoint — epochs "
@@ -92,9 +91,7 @@ def check_options(cfg: DictConfig) -> None:
 
 def monitored_keys(cfg: DictConfig) -> set[str]:
     """The per-epoch dev keys a run logs (what model selection and early stopping can watch)."""
-    keys_ = {"val/loss", "val/acc", "val/f1", "val/auroc"}
-    if (cfg.get("training") or {}).get("schedule") == "model_consistent_adversary":
-        keys_ |= {"val/adversary_loss", "val/adversary_tvd", "val/adversary_kl", "val/fidelity"}
+    keys_ = {"val/loss", "val/acc", "val/f1", "val/auroc"} | objective(cfg.get("training")).monitored
     if (cfg.get("explainer") or {}).get("target"):
         keys_.add("val/fidelity")
     return keys_

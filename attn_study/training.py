@@ -107,7 +107,7 @@ def _assemble(cfg: DictConfig, run_dir: Path) -> tuple[assemble.Assembled, dict,
             "every weight of the model is frozen: training would change nothing and the model tested would be "
             "untrained; leave some trainable (model.embeddings.freeze=false)"
         )
-    if assembled.references is not None and cfg.training.get("schedule") == "model_consistent_adversary":
+    if assembled.references is not None and module.objective.trains_towards_base:
         module.use_soft_targets({split: recorder.probabilities() for split, recorder in assembled.references.items()})
     embedding_metrics, embedding_warnings = check_embeddings(module.embedding_coverage)
     target = (cfg.get("explainer") or {}).get("target")

@@ -1,6 +1,5 @@
-"""LightningModule around the staged classifier: loss, optimiser, metrics, and Bai et al.'s two
-mitigations of combinatorial shortcuts as training options (random-attention pretraining, instance
-weighting; ``attn_study.models.mitigation``)."""
+"""LightningModule around the staged classifier: loss, optimiser, metrics, model selection; what a training
+step minimises is the run's objective (``attn_study.models.objectives``, one per ``conf/training/*.yaml``)."""
 
 from __future__ import annotations
 
@@ -18,14 +17,10 @@ from attn_study.errors import TrainingDiverged, UserError
 from attn_study.models.classifier import AttentionClassifier, attended
 from attn_study.models.encoders import conicity
 from attn_study.models.han import HierarchicalAttentionClassifier
-from attn_study.models.mitigation import MaskClassifier, shortcut_weights
-from attn_study.models.selector import soft_token_attention
+from attn_study.models.objectives import Standard
 from attn_study.models.word_tying import KINDS as WORD_TYING_KINDS
 from attn_study.models.word_tying import WordTying
 
-SCHEDULES = ("standard", "random_attention_pretraining", "model_consistent_adversary")
-#: the model-consistent adversary's KL(α_adv ‖ α_base) floors α_base here (a sparse base has zeros)
-BASE_FLOOR = 1e-10
 #: an epoch's mean training loss above this many times ln(C) (the loss of a uniform guess) has exploded
 EXPLODED = 100.0
 
@@ -49,23 +44,11 @@ class AttentionModule(L.LightningModule):
 
     Logged: ``{train,val,test}/loss``, ``/acc``, ``/f1`` (macro), ``/auroc``, and ``val/acc_best``.
 
-    Bai et al.'s mitigations (``training`` in the config):
-
-    - ``schedule='random_attention_pretraining'``: for the first ``pretrain_epochs`` epochs (phase 1)
-      the model is trained with attention drawn independently of the input (``model.random_attention``:
-      uniform weights on the simplex for soft attention, random k-subsets for a selector), so the
-      layers after the attention cannot learn from *which* positions are chosen; then (phase 2) every
-      parameter but the attention's own (``model.attention_parameters()``) is frozen and the attention
-      is trained. Phase-1 epochs are never chosen as the best checkpoint: their ``val/acc`` is logged
-      as NaN (the real values under ``val/early/``); so are the epochs before ``select_from_epoch``.
-    - ``instance_weighting``: each training instance's loss is weighted by p(y)/p̂(y | attention
-      pattern) from a mask-only classifier trained alongside (``mitigation.py``).
-
-    Wiegreffe & Pinter's model-consistent adversary (``schedule='model_consistent_adversary'``, a base run's
-    outputs as soft targets and its attention in the batches' ``fixed_attention``): the training loss is
-    mean_i [TVD(ŷ_i, ŷ_i^base) − λ KL(α_i ‖ α_i^base)] with λ = ``adversary_lam`` (α^base floored at
-    ``BASE_FLOOR`` inside the logarithm): match the base model's predictions with attention as far from
-    its as possible. Dev/test loss and accuracy are as for any run with soft targets.
+    What a training step minimises is its ``objective`` (``objectives.py``, one per ``conf/training/*.yaml``:
+    the standard loss, Bai et al.'s instance weighting and random-attention pretraining, Wiegreffe & Pinter's
+    model-consistent adversary). Epochs the objective keeps out of model selection (before
+    ``select_from_epoch``; phase 1 of random-attention pretraining) log their dev metrics under
+    ``val/early/`` and NaN as ``val/acc``, so they are never chosen as the best checkpoint.
 
     Models built to make attention faithful (flat and pair models, whose states are per token): the
     conicity of the states (``encoders.conicity``) is logged per epoch as ``{train,val,test}/conicity/mean``
@@ -83,18 +66,14 @@ class AttentionModule(L.LightningModule):
         attention_weight_decay: float = 0.0,
         amsgrad: bool = True,
         class_weights: list[float] | None = None,
-        schedule: str = "standard",
-        pretrain_epochs: int = 0,
-        instance_weighting: bool = False,
-        weight_clip: tuple[float, float] = (0.1, 10.0),
+        objective: Standard | None = None,
         class_prior: list[float] | None = None,
-        select_from_epoch: int = 0,
-        adversary_lam: float = 0.0,
         word_tying: float = 0.0,
         word_tying_kind: str = "predict",
     ):
         super().__init__()
-        self.save_hyperparameters(ignore=["model"], logger=False)  # loggers get the run's config (tracking.py)
+        # loggers get the run's config (tracking.py); the objective is rebuilt from it, as the model is
+        self.save_hyperparameters(ignore=["model", "objective"], logger=False)
         self.model = model
         k = model.num_classes
         self.token_states = isinstance(model, AttentionClassifier) and not isinstance(
@@ -117,27 +96,16 @@ class AttentionModule(L.LightningModule):
         self.test_conicity: list[torch.Tensor] = []  # each test instance's conicity, in test order
         if class_weights is not None and len(class_weights) != k:
             raise UserError(f"model.class_weights={list(class_weights)}: {len(class_weights)} values for {k} classes")
-        if schedule not in SCHEDULES:
-            raise UserError(f"training.schedule={schedule}: choose from {list(SCHEDULES)}")
-        needs = ("random_attention", "forward_with_attention", "attention_parameters")
-        if schedule == "random_attention_pretraining" and not all(hasattr(model, n) for n in needs):
-            raise UserError(f"training.schedule={schedule} needs a flat or selector model, not {type(model).__name__}")
-        if schedule == "model_consistent_adversary" and not soft_token_attention(model):
-            raise UserError(
-                f"training.schedule={schedule} needs soft attention over tokens, not {type(model).__name__}"
-            )
-        if schedule == "random_attention_pretraining" and int(pretrain_epochs) < 1:
-            raise UserError(
-                f"training.pretrain_epochs={pretrain_epochs}: random-attention pretraining needs >= 1 epoch"
-            )
-        if instance_weighting and class_prior is None:
+        self.objective = objective if objective is not None else Standard()
+        self.objective.check(model)
+        if self.objective.instance_weighting and class_prior is None:
             raise ValueError("instance weighting needs the class prior of the training split")
         self.register_buffer("class_weights", torch.tensor(class_weights, dtype=torch.float) if class_weights else None)
         # recomputed from the training split on every build: not part of the checkpoint (older ones lack it)
         self.register_buffer(
             "class_prior", torch.tensor(class_prior, dtype=torch.float) if class_prior else None, persistent=False
         )
-        self.mask_classifier = MaskClassifier(k) if instance_weighting else None
+        self.mask_classifier = self.objective.mask_classifier(k)
         self.test_recorder = None  # saved.AttentionRecorder: each test instance's α and ŷ, kept while testing
         self._seconds_before = 0.0
         self.train_metrics = _metrics(k).clone(prefix="train/")
@@ -169,7 +137,7 @@ class AttentionModule(L.LightningModule):
             return F.binary_cross_entropy_with_logits(logits.squeeze(-1), target, weight=weight)
         return F.cross_entropy(logits, labels, weight=self.class_weights)
 
-    def _per_instance_loss(
+    def per_instance_loss(
         self, logits: torch.Tensor, labels: torch.Tensor, soft: torch.Tensor | None = None
     ) -> torch.Tensor:
         if logits.shape[-1] == 1:
@@ -179,26 +147,16 @@ class AttentionModule(L.LightningModule):
 
     @property
     def selectable(self) -> bool:
-        """Whether this epoch may be chosen as the best checkpoint: not before ``select_from_epoch`` (Jain &
-        Wallace's code never keeps epoch 0), not in phase 1 of random-attention pretraining."""
-        return not self.pretraining and self.current_epoch >= self.hparams.select_from_epoch
+        """Whether this epoch may be chosen as the best checkpoint (``objective.first_selectable`` on)."""
+        return self.current_epoch >= self.objective.first_selectable
 
     @property
     def pretraining(self) -> bool:
-        """Whether this epoch is phase 1 of random-attention pretraining."""
-        return (
-            self.hparams.schedule == "random_attention_pretraining"
-            and self.current_epoch < self.hparams.pretrain_epochs
-        )
+        """Whether this epoch trains on random attention (phase 1 of random-attention pretraining)."""
+        return self.objective.pretraining(self.current_epoch)
 
     def on_train_epoch_start(self) -> None:
-        if self.hparams.schedule != "random_attention_pretraining":
-            return
-        if not hasattr(self, "_trainable"):  # what the config leaves trainable (frozen embeddings stay frozen)
-            self._trainable = {id(p): p.requires_grad for p in self.model.parameters()}
-        attention = {id(p) for p in self.model.attention_parameters()}
-        for p in self.model.parameters():  # phase 2: only the attention learns
-            p.requires_grad_(self._trainable[id(p)] and (self.pretraining or id(p) in attention))
+        self.objective.start_epoch(self)
 
     def training_step(self, batch, batch_idx):
         enc = None
@@ -208,12 +166,7 @@ class AttentionModule(L.LightningModule):
         else:
             logits, attention, enc = self._forward(batch, "train")
         soft = self.soft_targets(batch, "train")
-        if self.hparams.schedule == "model_consistent_adversary":
-            loss = self._adversary_loss(logits, attention, batch, soft, "train")
-        elif self.mask_classifier is None or self.pretraining:
-            loss = self.loss(logits, batch["labels"], soft)
-        else:
-            loss = self._weighted_loss(logits, attention, batch, soft)
+        loss = self.objective.training_loss(self, logits, attention, batch, soft)
         if enc is not None:
             loss = loss + self._faithfulness_objectives(enc, batch)
         self._record(logits, batch, soft, "train")
@@ -225,46 +178,12 @@ class AttentionModule(L.LightningModule):
         self.log("train/loss", loss, prog_bar=True, batch_size=batch["labels"].shape[0], on_step=False, on_epoch=True)
         return loss
 
-    def _adversary_loss(self, logits, attention, batch, soft, stage: str) -> torch.Tensor:
-        """mean_i TVD(ŷ_i, ŷ_i^base) − λ KL(α_i ‖ α_i^base) (the class docstring), logged with its two terms
-        as ``<stage>/adversary_{loss,tvd,kl}``."""
-        if soft is None or "fixed_attention" not in batch:
-            raise RuntimeError("the model-consistent adversary needs the base run's outputs and attention")
-        change = 0.5 * (self.model.probabilities(logits) - soft).abs().sum(-1)
-        base = batch["fixed_attention"].clamp_min(BASE_FLOOR)
-        kl = torch.where(
-            attention > 0,
-            attention * (torch.log(attention.clamp_min(BASE_FLOOR)) - torch.log(base)),
-            torch.zeros_like(attention),
-        ).sum(-1)
-        size = batch["labels"].shape[0]
-        loss = (change - self.hparams.adversary_lam * kl).mean()
-        for name, value in (("tvd", change.mean()), ("kl", kl.mean()), ("loss", loss)):
-            self.log(f"{stage}/adversary_{name}", value, batch_size=size, on_step=False, on_epoch=True)
-        return loss
-
     def _record(self, logits, batch, soft, stage: str) -> None:
         probs = self.model.probabilities(logits.detach())
         getattr(self, f"{stage}_metrics").update(probs, batch["labels"])
         if soft is not None:
             agree = (probs.argmax(-1) == soft.argmax(-1)).float().mean()
             self.log(f"{stage}/fidelity", agree, batch_size=batch["labels"].shape[0], on_step=False, on_epoch=True)
-
-    def _weighted_loss(self, logits, attention, batch, soft=None) -> torch.Tensor:
-        """Σ c_i w_i ℓ_i / Σ c_i w_i (c: class weights, w: shortcut weights) + the mask-only classifier's loss."""
-        labels = batch["labels"]
-        aux_logits = self.mask_classifier(attention.detach(), attended(batch))
-        aux_loss = F.cross_entropy(aux_logits, labels)
-        with torch.no_grad():
-            conditional = torch.softmax(aux_logits, -1).gather(1, labels[:, None]).squeeze(1)
-            weights = shortcut_weights(self.class_prior[labels], conditional, self.hparams.weight_clip)
-            if self.class_weights is not None:
-                weights = weights * self.class_weights[labels]
-        size = labels.shape[0]
-        self.log("train/shortcut_aux_loss", aux_loss, batch_size=size, on_step=False, on_epoch=True)
-        self.log("train/shortcut_weight_max", weights.max(), batch_size=size, on_step=False, on_epoch=True)
-        per_instance = self._per_instance_loss(logits, labels, soft)
-        return (weights * per_instance).sum() / weights.sum() + aux_loss
 
     def _forward(self, batch: dict, stage: str):
         """(logits, α, the encoder pass or None): a model with states per token is run stage by stage (the same
@@ -305,8 +224,7 @@ class AttentionModule(L.LightningModule):
     def _step(self, batch: dict, stage: str) -> torch.Tensor:
         logits, attention, _ = self._forward(batch, stage)
         soft = self.soft_targets(batch, stage)
-        if self.hparams.schedule == "model_consistent_adversary":  # what its checkpoint is chosen by
-            self._adversary_loss(logits, attention, batch, soft, stage)
+        self.objective.evaluate(self, logits, attention, batch, soft, stage)
         loss = self.loss(logits, batch["labels"], soft)
         self._record(logits, batch, soft, stage)
         if stage == "test" and self.test_recorder is not None:

@@ -24,7 +24,7 @@ from attn_study.data.processed import Preprocessing, build
 from attn_study.data.synthetic import SyntheticSource
 from attn_study.errors import DataError, UserError
 from attn_study.families.shortcuts.callback import Shortcuts, choice_accuracy, neutral_predictions
-from attn_study.models import attention, encoders
+from attn_study.models import attention, encoders, objectives
 from attn_study.models.mitigation import shortcut_weights
 from attn_study.models.module import AttentionModule
 from attn_study.models.selector import SelectorPredictor, hard_top_k, random_subsets, relaxed_top_k
@@ -195,7 +195,8 @@ def train_xor(schedule: str, seed: int = 1):
     )
     model.embedding.weight.data.fill_(1.0)
     model.embedding.weight.requires_grad_(False)
-    module = AttentionModule(model, lr=1e-2, schedule=schedule, pretrain_epochs=4)
+    chosen = objectives.objective({"schedule": schedule, "pretrain_epochs": 4})
+    module = AttentionModule(model, lr=1e-2, objective=chosen)
     L.Trainer(
         max_epochs=8, logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False
     ).fit(module, datamodule=data)
@@ -225,7 +226,7 @@ def test_phase_two_trains_only_the_attention():
         tiny_model(vocab=len(data.vocab)).requires_grad_(True).train(),
         SelectorPredictor(len(data.vocab), 2, encoders.NoEncoder, attention.AdditiveScorer, k=2, embedding_dim=6),
     ):
-        module = AttentionModule(model, schedule="random_attention_pretraining", pretrain_epochs=1, lr=0.05)
+        module = AttentionModule(model, objective=objectives.RandomAttentionPretraining(pretrain_epochs=1), lr=0.05)
         snapshot = Snapshot()
         L.Trainer(
             max_epochs=2,
