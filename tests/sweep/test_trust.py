@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -101,6 +102,24 @@ def test_a_run_is_built_only_on_a_complete_run(complete_run, tmp_path):
         assert not (tmp_path / f"built{i}" / "checkpoints").exists(), extra  # refused before training
     summary_ = run(compose_config(*QUICK, *options[0], "force=true"), tmp_path / "forced")
     assert summary_["test/acc"] == pytest.approx(accuracy_by_hand(tmp_path / "forced"))
+
+
+def test_analysing_a_complete_run_without_its_attention_file_writes_the_same_one(complete_run):
+    """A run from before ``attention.parquet`` existed gets it when analysed: the attention and outputs its
+    test pass recorded, from the same checkpoint."""
+    written = pd.read_parquet(complete_run / "attention.parquet")
+    (complete_run / "attention.parquet").unlink()
+    args = [f"ckpt_path={complete_run}", "analysis=[jain_wallace]", "analysis.jain_wallace.tests=[correlation]"]
+    analyze(compose_config(*args, "analysis.jain_wallace.max_instances=5", "use_loggers=false", name="analyze"))
+    again = pd.read_parquet(complete_run / "attention.parquet")
+    assert list(again.columns) == list(written.columns) and len(again) == len(written) > 0
+    for column in written.columns:
+        first, second = written[column].tolist(), again[column].tolist()
+        if isinstance(first[0], str):
+            assert first == second, column
+        else:
+            for a, b in zip(first, second):
+                np.testing.assert_allclose(np.asarray(a, float), np.asarray(b, float), rtol=1e-5, err_msg=column)
 
 
 def test_analysing_an_unfinished_run_does_not_make_it_look_finished(complete_run):
