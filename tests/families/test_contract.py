@@ -194,17 +194,22 @@ def test_what_was_tracked_survives_a_resume(contract_run, name):
     assert again.history == resumed.history and again.history_rows == resumed.history_rows
 
 
-@pytest.mark.parametrize("name", list(REGISTRY))
-def test_the_report_section_renders(contract_run, name, tmp_path):
+@pytest.fixture(scope="module")
+def report_page(contract_run, tmp_path_factory):
+    """The report of the contract run, built once: its page and the runs it read."""
+    from attn_study.report.runs import collect
+
     run_dir, _ = contract_run
+    out = build_report(run_dir, tmp_path_factory.mktemp("report") / "report")
+    return (out / "index.html").read_text(), collect(run_dir)[0]
+
+
+@pytest.mark.parametrize("name", list(REGISTRY))
+def test_the_report_section_renders(report_page, name, tmp_path):
+    page, runs = report_page
     report = REGISTRY[name].module("report")
     if report is None:
         pytest.skip(f"{name} has no report part")
-    out = build_report(run_dir, tmp_path / "report")
-    page = (out / "index.html").read_text()
-    from attn_study.report.runs import collect
-
-    runs, _ = collect(run_dir)
     titles = [title for title, _ in report.sections(runs, tmp_path)]
     assert titles, f"{name}: no report section for a run that has its analysis"
     for title in titles:
