@@ -3,7 +3,9 @@ and a reader for the offline W&B run files. Fixtures live in the conftest.py fil
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -53,6 +55,36 @@ def cli_env() -> dict:
     env = dict(os.environ)
     env.setdefault("WANDB_SILENT", "true")
     return env
+
+
+def entry_point(main, *args: str, monkeypatch, capsys) -> tuple[int, str, str]:
+    """A console entry point (``cli.train_main``, ``cli.analyze_main``) run in this process with ``args`` as its
+    command line: (exit status, stdout, stderr). What it changes in the process is undone: Hydra's global state,
+    the root logger's handlers (Hydra's job logging). It installs no signal handlers (``stopping.install``): the
+    tests that stop a run do so in a subprocess. Saves the ~6 s import of a fresh process per call."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    from attn_study import stopping
+
+    monkeypatch.setattr(sys, "argv", [main.__name__, *args])
+    monkeypatch.setattr(stopping, "install", lambda app, advice: None)
+    capsys.readouterr()
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    code = 0
+    try:
+        main()
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
+    finally:
+        for handler in [h for h in root.handlers if h not in handlers]:
+            with contextlib.suppress(Exception):
+                handler.close()
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        GlobalHydra.instance().clear()
+    out = capsys.readouterr()
+    return code, out.out, out.err
 
 
 def launch(sweep_dir: Path, *overrides: str, timeout: int = 300, **kwargs) -> subprocess.CompletedProcess:

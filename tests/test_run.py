@@ -9,8 +9,9 @@ import sys
 import pytest
 from hydra.errors import MissingConfigException
 
+from attn_study.cli import analyze_main, train_main
 from attn_study.training import train_and_test
-from tests.helpers import REPO, TINY, accuracy_by_hand, cli_env, compose_config
+from tests.helpers import REPO, TINY, accuracy_by_hand, cli_env, compose_config, entry_point
 
 CLI = [sys.executable, "-m", "attn_study.cli"]
 
@@ -79,18 +80,13 @@ def test_wrong_choice_lists_the_available_options(make_cfg):
         make_cfg("encoder=lstmm")
 
 
-def test_cli_user_error_is_one_line(tmp_path):
-    proc = subprocess.run(
-        [*CLI, "dataset=sst", f"dataset.path={tmp_path}/missing", "logger=none", f"hydra.run.dir={tmp_path}/run"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=cli_env(),
-    )
-    assert proc.returncode == 2
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("attn-study: error:")]
+def test_cli_user_error_is_one_line(tmp_path, monkeypatch, capsys):
+    args = ["dataset=sst", f"dataset.path={tmp_path}/missing", "logger=none", f"hydra.run.dir={tmp_path}/run"]
+    code, _, err = entry_point(train_main, *args, monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 2
+    errors = [line for line in err.splitlines() if line.startswith("attn-study: error:")]
     assert len(errors) == 1 and "dataset.path=" in errors[0] and "not found" in errors[0]
-    assert "Traceback" not in proc.stderr
+    assert "Traceback" not in err
 
 
 @pytest.mark.slow
@@ -116,58 +112,46 @@ def test_token_level_analysis_on_a_sentence_level_model_fails_before_training(ma
 
 
 @pytest.mark.parametrize("lr, says", [("1e30", "train/loss = nan"), ("1e10", "100 × the loss of a uniform guess")])
-def test_diverged_training_fails_the_run_in_one_line(tmp_path, lr, says):
-    proc = subprocess.run(
-        [*CLI, *TINY, "logger=none", f"model.optimizer.lr={lr}", "trainer.max_epochs=2", f"hydra.run.dir={tmp_path}"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=cli_env(),
-    )
-    assert proc.returncode == 2
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("attn-study: error:")]
+def test_diverged_training_fails_the_run_in_one_line(tmp_path, monkeypatch, capsys, lr, says):
+    args = [*TINY, "logger=none", f"model.optimizer.lr={lr}", "trainer.max_epochs=2", f"hydra.run.dir={tmp_path}"]
+    code, _, err = entry_point(train_main, *args, monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 2
+    errors = [line for line in err.splitlines() if line.startswith("attn-study: error:")]
     assert len(errors) == 1 and "diverged" in errors[0] and says in errors[0] and "model.optimizer.lr" in errors[0]
-    assert "Traceback" not in proc.stderr
+    assert "Traceback" not in err
     status = json.loads((tmp_path / "status.json").read_text())
     assert status["state"] == "failed" and "diverged" in status["error"] and not (tmp_path / "summary.json").exists()
 
 
-def test_user_mistakes_of_the_command_line_get_one_line(tmp_path):
+ANALYZE = [sys.executable, "-c", "from attn_study.cli import analyze_main; analyze_main()"]
+
+
+def test_user_mistakes_of_the_command_line_get_one_line(tmp_path, monkeypatch, capsys):
+    """Each entry point once in a fresh process (what a user runs), the other mistakes in this one."""
     env = {k: v for k, v in cli_env().items() if k not in ("WANDB_MODE", "WANDB_API_KEY")} | {"HOME": str(tmp_path)}
-    (tmp_path / "a-file").write_text("")
-    cases = [
+    job = f"{tmp_path}/encoder=lstm,seed=13"
+    in_subprocess = [
         ([*CLI, *TINY, "logger=wandb", "logger.wandb.mode=online", f"hydra.run.dir={tmp_path}/a"], "wandb login"),
-        ([*CLI, *TINY, f"hydra.run.dir={tmp_path}/a-file"], "a-file: a file, not a directory; choose another hydra"),
-        ([*CLI, "trainer.max_epoch=1"], "did you mean trainer.max_epochs=1?"),  # Hydra's own error, in one line
-        ([sys.executable, "-c", "from attn_study.cli import analyze_main; analyze_main()"], "ckpt_path is required"),
-        (
-            [sys.executable, "-c", "from attn_study.cli import analyze_main; analyze_main()", f"ckpt_path={tmp_path}"],
-            "no checkpoint",
-        ),
-        (
-            [
-                sys.executable,
-                "-c",
-                "from attn_study.cli import analyze_main; analyze_main()",
-                f"ckpt_path={tmp_path}/encoder=lstm,seed=13",
-            ],
-            "quote a path",
-        ),
-        (
-            [
-                sys.executable,
-                "-c",
-                "from attn_study.cli import analyze_main; analyze_main()",
-                f"ckpt_path='{tmp_path}/encoder=lstm,seed=13'",
-            ],
-            "no checkpoint",
-        ),  # quoted: Hydra reads it whole
+        ([*ANALYZE, f"ckpt_path='{job}'"], "no checkpoint"),  # quoted: Hydra reads it whole
     ]
-    for args, says in cases:
+    for args, says in in_subprocess:
         proc = subprocess.run(args, capture_output=True, text=True, cwd=REPO, env=env)
         errors = [line for line in proc.stderr.splitlines() if ": error:" in line]
         assert proc.returncode == 2 and len(errors) == 1 and says in errors[0], (args, proc.stderr[-1500:])
         assert "Traceback" not in proc.stderr
+    (tmp_path / "a-file").write_text("")
+    in_process = [
+        (train_main, [*TINY, f"hydra.run.dir={tmp_path}/a-file"], "a-file: a file, not a directory; choose another"),
+        (train_main, ["trainer.max_epoch=1"], "did you mean trainer.max_epochs=1?"),  # Hydra's own error, one line
+        (analyze_main, [], "ckpt_path is required"),
+        (analyze_main, [f"ckpt_path={tmp_path}"], "no checkpoint"),
+        (analyze_main, [f"ckpt_path={job}"], "quote a path"),
+    ]
+    for main, args, says in in_process:
+        code, _, err = entry_point(main, *args, monkeypatch=monkeypatch, capsys=capsys)
+        errors = [line for line in err.splitlines() if ": error:" in line]
+        assert code == 2 and len(errors) == 1 and says in errors[0], (args, err[-1500:])
+        assert "Traceback" not in err
 
 
 @pytest.mark.parametrize(
