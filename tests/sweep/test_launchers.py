@@ -26,15 +26,15 @@ from tests.helpers import (
 )
 
 LAUNCHERS = {
-    "basic": [],
-    "joblib": ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
-    "submitit_local": ["hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10"],
+    "basic": [],  # with the default loggers, W&B offline and CSV
+    "joblib": ["logger=csv", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
+    "submitit_local": ["logger=csv", "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10"],
 }
 
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_two_job_sweep(tmp_path, launcher):
-    proc = launch(tmp_path / "sweep", *TWO_JOBS, "logger=csv", *LAUNCHERS[launcher])
+    proc = launch(tmp_path / "sweep", *TWO_JOBS, *LAUNCHERS[launcher])
     assert proc.returncode == 0, proc.stderr[-3000:]
     dirs = [job_dir(tmp_path / "sweep", "encoder=average"), job_dir(tmp_path / "sweep", "encoder=lstm")]
     assert len(job_dirs(tmp_path / "sweep")) == 2
@@ -44,32 +44,29 @@ def test_two_job_sweep(tmp_path, launcher):
     assert "2 jobs: 2 ran" in proc.stdout
     record = json.loads((tmp_path / "sweep" / "sweep.json").read_text())
     assert sorted(record["jobs"]) == sorted(d.name for d in dirs)
+    if launcher == "joblib":  # two jobs at once share the cores
+        assert [status(d)["torch_threads"] for d in dirs] == [max(1, (os.cpu_count() or 1) // 2)] * 2
+    if launcher == "basic":
+        jobs_share_one_wandb_group(tmp_path / "sweep", record["group"])
 
 
-@pytest.mark.parametrize("n_jobs", [2, -1])
-def test_joblib_jobs_share_the_cores(tmp_path, n_jobs):
-    proc = launch(
-        tmp_path / "sweep", *TWO_JOBS, "logger=csv", "hydra/launcher=joblib", f"hydra.launcher.n_jobs={n_jobs}"
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    cpus = os.cpu_count() or 1
-    expected = 1 if n_jobs == -1 else max(1, cpus // n_jobs)
-    assert [status(d)["torch_threads"] for d in job_dirs(tmp_path / "sweep")] == [expected, expected]
-
-
-def test_sweep_jobs_share_one_wandb_group_and_tags(tmp_path):
-    proc = launch(tmp_path / "sweep", *TWO_JOBS, "logger=wandb")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    group = json.loads((tmp_path / "sweep" / "sweep.json").read_text())["group"]
+def jobs_share_one_wandb_group(sweep, group: str) -> None:
     assert group.startswith("multirun-")
     names = set()
-    for d in job_dirs(tmp_path / "sweep"):
+    for d in job_dirs(sweep):
         runs = list((d / "wandb").glob("offline-run-*/*.wandb"))
         assert len(runs) == 1  # each job its own W&B run (an in-process sweep must finish the last one)
         blob = runs[0].read_bytes()
         assert group.encode() in blob and b"synthetic" in blob
         names.add(runs[0].parent.name)
     assert len(names) == 2
+
+
+def test_joblib_jobs_share_the_cores_with_n_jobs_minus_one(tmp_path):
+    """n_jobs=-1 runs as many jobs at once as there are cores: one thread each (n_jobs=2: test_two_job_sweep)."""
+    proc = launch(tmp_path / "sweep", *TWO_JOBS, "logger=csv", "hydra/launcher=joblib", "hydra.launcher.n_jobs=-1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [status(d)["torch_threads"] for d in job_dirs(tmp_path / "sweep")] == [1, 1]
 
 
 def test_a_failing_job_is_recorded_and_the_others_finish(tmp_path):
