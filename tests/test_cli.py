@@ -16,7 +16,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
 from attn_study import assemble, options, saved
-from attn_study.cli import _quiet_third_party
+from attn_study.cli import _quiet_third_party, train_main
 from attn_study.config import config_differences
 from attn_study.data.processed import Preprocessing, build
 from attn_study.errors import UserError
@@ -25,7 +25,7 @@ from attn_study.sweep.naming import JOB_KEYS_ENV, job_dir_name, swept_keys
 from attn_study.sweep.record import SweepRecorder
 from attn_study.training import train_and_test
 from tests.data.test_recipes import ListSource
-from tests.helpers import REPO, TINY, TWO_JOBS, cli_env, compose_config, job_dirs, launch
+from tests.helpers import REPO, TINY, TWO_JOBS, cli_env, compose_config, entry_point, job_dirs
 
 # a debug run's test (trainer=debug: 2 batches) sees 32 of these 80 test instances
 CUT_SHORT = [*TINY, "logger=none", "encoder.hidden_size=8", "dataset.source.n_test=80", "dataset.eval_batch_size=16"]
@@ -278,13 +278,16 @@ def test_a_sweep_files_jobs_keep_every_override_in_their_names(tmp_path, monkeyp
     assert JOB_KEYS_ENV not in os.environ
 
 
-def test_a_plain_multirun_runs_into_folders_named_by_what_varies(tmp_path):
+def test_a_plain_multirun_runs_into_folders_named_by_what_varies(tmp_path, monkeypatch, capsys):
     sweep = tmp_path / "sweep"
-    done = launch(sweep, *TWO_JOBS, "logger=none", "++trainer.max_epochs=1")
-    assert done.returncode == 0, done.stderr[-2000:]
+    quick = ["logger=none", "++trainer.max_epochs=1", f"hydra.sweep.dir={sweep}"]
+    code, _, err = entry_point(train_main, "-m", *TWO_JOBS, *quick, monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0, err[-2000:]
     assert sorted(d.name for d in job_dirs(sweep)) == ["encoder=average", "encoder=lstm"]
-    again = launch(sweep, "encoder=lstm", *TWO_JOBS[1:], "logger=none", "++trainer.max_epochs=1")
-    assert again.returncode == 0 and "1 skipped" in again.stdout
+    code, out, _ = entry_point(
+        train_main, "-m", "encoder=lstm", *TWO_JOBS[1:], *quick, monkeypatch=monkeypatch, capsys=capsys
+    )
+    assert code == 0 and "1 skipped" in out
 
 
 # -- console noise ----------------------------------------------------------------------------------
