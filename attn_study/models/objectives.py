@@ -63,7 +63,7 @@ class Standard:
 
     def pretraining(self, epoch: int) -> bool:
         """Whether ``epoch`` trains on random attention (phase 1)."""
-        return False
+        return True
 
     def start_epoch(self, module) -> None:
         """Set what trains in the epoch about to start."""
@@ -134,7 +134,7 @@ class ModelConsistentAdversary(Standard):
     monitored: ClassVar[frozenset[str]] = frozenset({'val/adversary_loss', 'val/adversary_tvd', 'val/adversary_kl', 'val/fidelity'})
     trains_towards_base: ClassVar[bool] = True
     base: str | None = None
-    lam: float = 2.0
+    lam: float = 1.0
 
     def __post_init__(self):
         super().__post_init__()

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import errno
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,11 +17,12 @@ from omegaconf import OmegaConf
 
 from attn_study import saved
 from attn_study.analyze import analyze
+from attn_study.cli import train_main
 from attn_study.errors import UserError
 from attn_study.preflight import out_of_space
 from attn_study.run import run
 from attn_study.sweep import state
-from tests.helpers import REPO, TINY, accuracy_by_hand, cli_env, compose_config, status
+from tests.helpers import REPO, TINY, accuracy_by_hand, compose_config, entry_point, status
 
 QUICK = [*TINY, "logger=csv", "encoder=average", "encoder.hidden_size=8"]
 
@@ -59,31 +58,20 @@ def test_a_status_that_is_not_a_status_is_unreadable(complete_run):
     assert files_of(complete_run) == before
 
 
-def cli(*args, timeout=300):
-    return subprocess.run(
-        [sys.executable, "-m", "attn_study.cli", *args],
-        cwd=REPO,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def test_a_refused_relaunch_leaves_the_runs_record_of_itself_untouched(tmp_path):
+def test_a_refused_relaunch_leaves_the_runs_record_of_itself_untouched(tmp_path, monkeypatch, capsys):
     """Through the CLI (Hydra writes its config files before the job starts): the relaunch with another
     encoder and seed is refused, and the run's .hydra/ still says what the results are, so the report and
     attn-study-analyze read the LSTM of seed 13."""
     run_dir = tmp_path / "run"
-    base = [*TINY, "logger=csv", "encoder.hidden_size=8"]
-    first = cli(*base, f"hydra.run.dir={run_dir}")
-    assert first.returncode == 0, first.stderr[-2000:]
+    base = [*TINY, "logger=csv", "encoder.hidden_size=8", f"hydra.run.dir={run_dir}"]
+    code, _, err = entry_point(train_main, *base, monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0, err[-2000:]
     record = {p.name: p.read_bytes() for p in (run_dir / ".hydra").iterdir()}
     assert set(record) == {"config.yaml", "overrides.yaml", "hydra.yaml"}
-    again = cli(*base, "encoder=gru", "seed=14", f"hydra.run.dir={run_dir}")
-    assert again.returncode == 2
-    assert again.stderr.strip().splitlines()[-1].startswith("attn-study: error: ")
-    assert "encoder: lstm → gru" in again.stderr and "hydra.run.dir" in again.stderr
+    code, _, err = entry_point(train_main, *base, "encoder=gru", "seed=14", monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 2
+    assert err.strip().splitlines()[-1].startswith("attn-study: error: ")
+    assert "encoder: lstm → gru" in err and "hydra.run.dir" in err
     assert {p.name: p.read_bytes() for p in (run_dir / ".hydra").iterdir()} == record
     assert saved.run_config(run_dir).encoder.name == "lstm" and saved.run_config(run_dir).seed == 13
 
