@@ -79,22 +79,21 @@ class Standard:
         """Set what trains in the epoch about to start."""
 
     def training_loss(self, module, logits, attention, batch: dict, soft) -> torch.Tensor:
-        if module.mask_classifier is None or self.pretraining(module.current_epoch):
+        if not self.instance_weighting or self.pretraining(module.current_epoch):
             return module.loss(logits, batch["labels"], soft)
         return self._weighted_loss(module, logits, attention, batch, soft)
 
     def evaluate(self, module, logits, attention, batch: dict, soft, stage: str) -> None:
         """Log what this objective adds on a dev or test batch (nothing, for most)."""
 
-    @staticmethod
-    def _weighted_loss(module, logits, attention, batch, soft) -> torch.Tensor:
+    def _weighted_loss(self, module, logits, attention, batch, soft) -> torch.Tensor:
         """Σ c_i w_i ℓ_i / Σ c_i w_i (c: class weights, w: shortcut weights) + the mask-only classifier's loss."""
         labels = batch["labels"]
         aux_logits = module.mask_classifier(attention.detach(), attended(batch))
         aux_loss = F.cross_entropy(aux_logits, labels)
         with torch.no_grad():
             conditional = torch.softmax(aux_logits, -1).gather(1, labels[:, None]).squeeze(1)
-            weights = shortcut_weights(module.class_prior[labels], conditional, module.objective.weight_clip)
+            weights = shortcut_weights(module.class_prior[labels], conditional, self.weight_clip)
             if module.class_weights is not None:
                 weights = weights * module.class_weights[labels]
         size = labels.shape[0]

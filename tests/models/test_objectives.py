@@ -107,3 +107,34 @@ def test_the_adversary_loss_by_hand():
     assert module.logged["val/adversary_loss"] == pytest.approx(float(loss))
     with pytest.raises(RuntimeError, match="base run's outputs and attention"):
         objectives.ModelConsistentAdversary().training_loss(module, logits, attention, batch, None)
+
+
+@pytest.mark.parametrize("name", ["standard", "instance_weighting", "random_attention_pretraining"])
+def test_the_yaml_states_the_objectives_defaults(name):
+    """``conf/training/*.yaml`` and the classes' defaults are the same numbers (a default changed in one place only
+    turns this red); the adversary's YAML adds only its base run."""
+    chosen = objectives.objective(training_node(name))
+    assert chosen == type(chosen)(instance_weighting=name == "instance_weighting")
+    adversary = objectives.objective({**training_node("model_consistent_adversary"), "base": "/runs/base"})
+    assert adversary == objectives.ModelConsistentAdversary(base="/runs/base")
+
+
+def test_the_instance_weighted_loss_by_hand():
+    """Prior p(y) = (¼, ¾); the mask-only classifier, its weights zeroed, says p̂(y | α) = ½ for every pattern.
+    Labels 0, 1, 1: w ∝ p(y)/p̂(y) = ½, 3/2, 3/2 (inside the clip). Loss = Σ w_i ℓ_i / Σ w_i + the classifier's own
+    cross-entropy ln 2, with ℓ_i the BCE of logits 0, 1, −1: ln 2, softplus(−1), softplus(1)."""
+    module = AttentionModule(
+        tiny_model(num_classes=2), objective=objectives.Standard(instance_weighting=True), class_prior=[0.25, 0.75]
+    )
+    for parameter in module.mask_classifier.parameters():
+        parameter.data.zero_()
+    module.log = lambda *args, **kwargs: None  # outside a trainer
+    logits = torch.tensor([[0.0], [1.0], [-1.0]])
+    attention = torch.tensor([[0.5, 0.5], [1.0, 0.0], [0.2, 0.8]])
+    batch = {"labels": torch.tensor([0, 1, 1]), "mask": torch.ones(3, 2, dtype=torch.bool)}
+    loss = module.objective.training_loss(module, logits, attention, batch, None)
+    softplus = lambda x: math.log1p(math.exp(x))  # noqa: E731
+    expected = (0.5 * math.log(2) + 1.5 * softplus(-1.0) + 1.5 * softplus(1.0)) / 3.5 + math.log(2)
+    assert loss.item() == pytest.approx(expected, rel=1e-6)
+    plain = objectives.Standard().training_loss(module, logits, attention, batch, None)  # no weights: the mean
+    assert plain.item() == pytest.approx((math.log(2) + softplus(-1.0) + softplus(1.0)) / 3, rel=1e-6)
