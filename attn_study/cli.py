@@ -73,13 +73,21 @@ def _sweep_settings(cfg: DictConfig) -> bool:
         wandb_cfg = cfg.get("logger", {}).get("wandb") if cfg.get("logger") else None
         if wandb_cfg is not None and wandb_cfg.get("group") is None:
             wandb_cfg.group = wandb_group(Path(hydra_cfg.sweep.dir))
-        if cfg.get("threads") is None and "joblib" in str(hydra_cfg.launcher.get("_target_", "")).lower():
-            n_jobs = int(hydra_cfg.launcher.get("n_jobs") or -1)
-            cpus = os.cpu_count() or 1
-            cfg.threads = max(1, cpus // (cpus if n_jobs < 1 else n_jobs))
-        elif cfg.get("threads") is None and os.environ.get("SLURM_CPUS_PER_TASK", "").isdigit():
-            cfg.threads = int(os.environ["SLURM_CPUS_PER_TASK"])  # the job's CPUs, not the node's
+        if cfg.get("threads") is None:
+            cfg.threads = job_threads(hydra_cfg.launcher, os.cpu_count() or 1, os.environ)
     return True
+
+
+def job_threads(launcher, cpus: int, environ) -> int | None:
+    """A sweep job's torch threads: under joblib, cores / n_jobs (n_jobs < 1: as many jobs as cores, one thread
+    each; at least 1); under SLURM, the job's allocated CPUs (``SLURM_CPUS_PER_TASK``), not the node's; else None
+    (torch's default)."""
+    if "joblib" in str(launcher.get("_target_", "")).lower():
+        n_jobs = int(launcher.get("n_jobs") or -1)
+        return max(1, cpus // (cpus if n_jobs < 1 else n_jobs))
+    if str(environ.get("SLURM_CPUS_PER_TASK", "")).isdigit():
+        return int(environ["SLURM_CPUS_PER_TASK"])
+    return None
 
 
 def composition_error(err: BaseException, argv: list[str]) -> str | None:

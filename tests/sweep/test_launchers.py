@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from attn_study.cli import job_threads
 from tests.helpers import (
     CLI,
     REPO,
@@ -25,6 +26,9 @@ from tests.helpers import (
     summary,
 )
 
+JOBLIB = "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"
+SLURM = "hydra_plugins.attn_study_launcher.slurm_launcher.SlurmLauncher"
+BASIC = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
 LAUNCHERS = {
     "basic": [],  # with the default loggers, W&B offline and CSV
     "joblib": ["logger=csv", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
@@ -62,11 +66,22 @@ def jobs_share_one_wandb_group(sweep, group: str) -> None:
     assert len(names) == 2
 
 
-def test_joblib_jobs_share_the_cores_with_n_jobs_minus_one(tmp_path):
-    """n_jobs=-1 runs as many jobs at once as there are cores: one thread each (n_jobs=2: test_two_job_sweep)."""
-    proc = launch(tmp_path / "sweep", *TWO_JOBS, "logger=csv", "hydra/launcher=joblib", "hydra.launcher.n_jobs=-1")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert [status(d)["torch_threads"] for d in job_dirs(tmp_path / "sweep")] == [1, 1]
+@pytest.mark.parametrize(
+    "launcher, cpus, environ, threads",
+    [
+        ({"_target_": JOBLIB, "n_jobs": -1}, 2, {}, 1),  # as many jobs as cores: one thread each
+        ({"_target_": JOBLIB, "n_jobs": -1}, 16, {}, 1),
+        ({"_target_": JOBLIB, "n_jobs": 2}, 16, {}, 8),
+        ({"_target_": JOBLIB, "n_jobs": 3}, 16, {}, 5),
+        ({"_target_": JOBLIB, "n_jobs": 4}, 2, {}, 1),  # more jobs than cores: still one thread
+        ({"_target_": JOBLIB, "n_jobs": None}, 4, {}, 1),
+        ({"_target_": SLURM}, 64, {"SLURM_CPUS_PER_TASK": "6"}, 6),  # the job's CPUs, not the node's
+        ({"_target_": BASIC}, 64, {}, None),  # torch's default
+    ],
+)
+def test_a_sweep_jobs_threads_are_its_share_of_the_cores(launcher, cpus, environ, threads):
+    """The real joblib sweep with n_jobs=2 is test_two_job_sweep; SLURM's is tests/sweep/test_slurm.py."""
+    assert job_threads(launcher, cpus, environ) == threads
 
 
 def test_a_failing_job_is_recorded_and_the_others_finish(tmp_path):
