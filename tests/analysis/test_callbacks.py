@@ -7,9 +7,8 @@ import json
 import math
 import os
 import re
+import runpy
 import stat
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
@@ -21,7 +20,7 @@ from attn_study.families import REGISTRY
 from attn_study.families.jain_wallace.callback import JainWallace
 from attn_study.report.cli import build_report
 from attn_study.run import run as run_job
-from tests.helpers import REPO, TINY, cli_env, compose_config, wandb_run_history, wandb_run_summary
+from tests.helpers import REPO, TINY, compose_config, wandb_run_history, wandb_run_summary
 
 BOTH = [
     "analysis=[jain_wallace,serrano_smith]",
@@ -233,16 +232,15 @@ def readme_example() -> str:
     return match.group(1)
 
 
-def test_the_readme_plain_lightning_example_runs_as_written(tmp_path):
+def test_the_readme_plain_lightning_example_runs_as_written(tmp_path, monkeypatch, capsys):
+    """As a script of its own (fresh globals: an import the README leaves out fails), in this process."""
     code = readme_example()
     assert "hydra" not in code.lower()
     script = tmp_path / "example.py"
     script.write_text(code)
-    proc = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, env=cli_env(), timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    tau = float(re.search(r"tau\(attention, gradient\): (\S+)", proc.stdout).group(1))
+    monkeypatch.chdir(tmp_path)
+    runpy.run_path(str(script), run_name="__main__")
+    tau = float(re.search(r"tau\(attention, gradient\): (\S+)", capsys.readouterr().out).group(1))
     folder = tmp_path / "tiny_run" / "analysis" / "jain_wallace"
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["jw/tau_grad/mean"] == pytest.approx(tau)
