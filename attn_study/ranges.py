@@ -161,7 +161,7 @@ RANGES: dict[str, Range | Either | Devices] = {
     "dataset.preprocessing.min_length": SIZE,
     "dataset.preprocessing.max_length": whole(1, optional=True),
     "dataset.preprocessing.truncate": whole(1, optional=True),
-    "dataset.inject.count": whole(0),
+    "dataset.inject.count": whole(0),  # 0: nothing injected
     "dataset.inject.seed": SEED,
     "dataset.source.n_train": whole(1, note="the number of training instances generated"),
     "dataset.source.n_dev": whole(1, note="the number of dev instances generated"),
@@ -219,6 +219,14 @@ def refusal(option: str, value, allowed) -> str | None:
     numeric option's refusal (the config's, a family's)."""
     problem = allowed.problem(value)
     return None if problem is None else f"{option}={value}: {problem}"
+
+
+def require(option: str, value, error: type[Exception], allowed=None) -> None:
+    """Raise ``error`` with :func:`refusal`'s line when ``value`` is outside ``allowed`` (by default the option's
+    range in :data:`RANGES`): a constructor's own check, for Python users who bypass the config's, in its words."""
+    line = refusal(option, value, RANGES[option] if allowed is None else allowed)
+    if line is not None:
+        raise error(line)
 
 
 def problems(container: dict) -> list[str]:

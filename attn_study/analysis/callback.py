@@ -151,9 +151,7 @@ def record_rows(rows: dict, split_data, batch: dict, probs, columns: dict) -> No
 def checked(option: str, value, allowed) -> None:
     """A one-line ``UserError`` naming ``option`` when ``value`` is outside ``allowed`` (an ``attn_study.ranges``
     range): a family's options are refused as every other numeric option of the config is, in the same words."""
-    line = ranges.refusal(option, value, allowed)
-    if line is not None:
-        raise UserError(line)
+    ranges.require(option, value, UserError, allowed)
 
 
 def whole(option: str, value, low: int = 1, optional: bool = False) -> int | None:

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from attn_study import ranges
 from attn_study.data.processed import (
     Preprocessing,
     ProcessedDataset,
@@ -171,8 +172,7 @@ class TextDataModule(L.LightningDataModule):
             preprocessing if isinstance(preprocessing, Preprocessing) else Preprocessing(**(preprocessing or {}))
         )
         for option, value in (("batch_size", batch_size), ("eval_batch_size", eval_batch_size)):
-            if int(value) < 1:
-                raise UserError(f"dataset.{option}={value}: must be >= 1")
+            ranges.require(f"dataset.{option}", value, UserError)
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
         self.bucket, self.cache_dir, self.num_workers, self.seed = bucket, cache_dir, num_workers, seed
         self.name = name or source.name

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attn_study import ranges
 from attn_study.errors import DataError
 
 POSITIONS = ("random", "start", "end")
@@ -40,8 +41,7 @@ class Injection:
     def __post_init__(self):
         if not self.tokens or any(not str(t).strip() or " " in str(t) for t in self.tokens):
             raise DataError(f"dataset.inject.tokens={list(self.tokens)}: give one or more tokens without spaces")
-        if int(self.count) < 1:
-            raise DataError(f"dataset.inject.count={self.count}: must be >= 1")
+        ranges.require("dataset.inject.count", self.count, DataError, ranges.SIZE)  # built only to inject
         if len(set(self.tokens)) != len(self.tokens):
             raise DataError(f"dataset.inject.tokens={list(self.tokens)}: a token is listed twice; list each once")
         if int(self.count) > len(self.tokens):

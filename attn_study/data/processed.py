@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from attn_study import ranges
 from attn_study.data.example import SPLITS, RawExample
 from attn_study.data.markers import Injection
 from attn_study.data.text import CLEANINGS, EOS, SOS, Vocab, tokenize_many, tokenize_sentences_many
@@ -96,14 +97,10 @@ class Preprocessing:
     drop_longest: bool = False
 
     def __post_init__(self):
-        if self.min_count < 1:
-            raise DataError(f"dataset.preprocessing.min_count={self.min_count}: must be >= 1")
-        if self.min_length < 1:
-            raise DataError(f"dataset.preprocessing.min_length={self.min_length}: must be >= 1")
+        for option in ("min_count", "min_length", "max_length", "truncate"):
+            ranges.require(f"dataset.preprocessing.{option}", getattr(self, option), DataError)
         if self.max_length is not None and self.max_length < self.min_length:
             raise DataError(f"dataset.preprocessing.max_length={self.max_length} is below min_length={self.min_length}")
-        if self.truncate is not None and self.truncate < 1:
-            raise DataError(f"dataset.preprocessing.truncate={self.truncate}: must be >= 1 or null")
         for option, value, allowed in (
             ("clean", self.clean, CLEANINGS),
             ("digits", self.digits, ("qqq", "keep")),

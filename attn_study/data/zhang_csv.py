@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from attn_study import ranges
 from attn_study.data.digest import describe_file
 from attn_study.data.example import RawExample
 from attn_study.data.source import FileSource
@@ -124,8 +125,7 @@ class ZhangCSVSource(FileSource):
         dev_positions = set(stratified_indices(labels, self.dev_size, self.split_seed, "dataset.source.dev_size"))
         train_positions = [i for i in range(len(labels)) if i not in dev_positions]
         if self.max_train is not None and len(train_positions) > self.max_train:
-            if self.max_train < 1:
-                raise UserError(f"dataset.source.max_train={self.max_train}: must be >= 1 or null")
+            ranges.require("dataset.source.max_train", self.max_train, UserError)
             picked = stratified_indices(
                 [labels[i] for i in train_positions], self.max_train, (self.split_seed, 1), "dataset.source.max_train"
             )

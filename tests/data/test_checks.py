@@ -7,6 +7,10 @@ import json
 
 import pytest
 
+from attn_study.data.datamodule import TextDataModule
+from attn_study.data.markers import Injection
+from attn_study.data.processed import Preprocessing
+from attn_study.data.synthetic import SyntheticSource
 from attn_study.errors import DataError, UserError
 from attn_study.run import run
 from attn_study.training import train_and_test
@@ -104,3 +108,23 @@ def test_batch_sizes_and_class_weights_are_checked_before_training(tmp_path):
         with pytest.raises(UserError, match=named.replace(".", r"\.").replace("[", r"\[")):
             train_and_test(compose_config(*TINY, "logger=none", override), tmp_path / "run")
         assert not (tmp_path / "run" / "checkpoints").exists(), override
+
+
+@pytest.mark.parametrize(
+    "build, line",
+    [
+        (lambda: Preprocessing(min_count=0), "dataset.preprocessing.min_count=0: must be a whole number >= 1"),
+        (lambda: Preprocessing(min_length=1.0), "dataset.preprocessing.min_length=1.0: must be a whole number >= 1"),
+        (lambda: Preprocessing(truncate=0), "dataset.preprocessing.truncate=0: must be a whole number >= 1 or null"),
+        (lambda: Injection(count=0), "dataset.inject.count=0: must be a whole number >= 1"),
+        (
+            lambda: TextDataModule(SyntheticSource(), eval_batch_size=0),
+            "dataset.eval_batch_size=0: must be a whole number >= 1",
+        ),
+    ],
+)
+def test_a_data_constructor_refuses_in_the_configs_words(build, line):
+    """Python users build these without the config's checks: the constructors refuse in the same one line."""
+    with pytest.raises((DataError, UserError)) as refused:
+        build()
+    assert str(refused.value).startswith(line)
