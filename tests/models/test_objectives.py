@@ -121,7 +121,7 @@ def test_the_yaml_states_the_objectives_defaults(name):
 
 def test_the_instance_weighted_loss_by_hand():
     """Prior p(y) = (¼, ¾); the mask-only classifier, its weights zeroed, says p̂(y | α) = ½ for every pattern.
-    Labels 0, 1, 1: w ∝ p(y)/p̂(y) = ½, 3/2, 3/2 (inside the clip). Loss = Σ w_i ℓ_i / Σ w_i + the classifier's own
+    Labels 0, 1, 1: w ∝ p(y)/p̂(y) = ½, 3/2, 3/2 (inside the clip), times the class weights where there are. Loss = Σ w_i ℓ_i / Σ w_i + the classifier's own
     cross-entropy ln 2, with ℓ_i the BCE of logits 0, 1, −1: ln 2, softplus(−1), softplus(1)."""
     module = AttentionModule(
         tiny_model(num_classes=2), objective=objectives.Standard(instance_weighting=True), class_prior=[0.25, 0.75]
@@ -136,5 +136,10 @@ def test_the_instance_weighted_loss_by_hand():
     softplus = lambda x: math.log1p(math.exp(x))  # noqa: E731
     expected = (0.5 * math.log(2) + 1.5 * softplus(-1.0) + 1.5 * softplus(1.0)) / 3.5 + math.log(2)
     assert loss.item() == pytest.approx(expected, rel=1e-6)
+    module.class_weights = torch.tensor([1.0, 2.0])  # class weights c = (1, 2) multiply w: ½, 3, 3
+    loss = module.objective.training_loss(module, logits, attention, batch, None)
+    expected = (0.5 * math.log(2) + 3 * softplus(-1.0) + 3 * softplus(1.0)) / 6.5 + math.log(2)
+    assert loss.item() == pytest.approx(expected, rel=1e-6)
+    module.class_weights = None
     plain = objectives.Standard().training_loss(module, logits, attention, batch, None)  # no weights: the mean
     assert plain.item() == pytest.approx((math.log(2) + softplus(-1.0) + softplus(1.0)) / 3, rel=1e-6)
