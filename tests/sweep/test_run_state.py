@@ -11,10 +11,11 @@ import time
 
 import pytest
 
+from attn_study.cli import train_main
 from attn_study.errors import UserError
 from attn_study.run import run
 from attn_study.sweep import state
-from tests.helpers import REPO, TINY, cli_env, status, summary
+from tests.helpers import REPO, TINY, cli_env, entry_point, status, summary
 
 QUICK = [*TINY, "logger=csv", "encoder=average", "encoder.hidden_size=8"]
 
@@ -164,7 +165,7 @@ train_main()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_stops_training_at_once_says_so_and_leaves_a_resumable_run(tmp_path, sig, monkeypatch):
+def test_a_signal_stops_training_at_once_says_so_and_leaves_a_resumable_run(tmp_path, sig, monkeypatch, capsys):
     """Even with the main thread inside a torch call that does not return, the process ends within seconds,
     says so, and notes the signal on the run, left ``running`` with an intact ``last.ckpt`` for the relaunch."""
     overrides = [*QUICK, "trainer.max_epochs=400", "trainer.limit_train_batches=3", f"hydra.run.dir={tmp_path}"]
@@ -181,16 +182,10 @@ def test_a_signal_stops_training_at_once_says_so_and_leaves_a_resumable_run(tmp_
     import torch
 
     torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=False)  # intact: written atomically
-    out = subprocess.run(
-        [sys.executable, "-m", "attn_study.cli", *overrides[:-2], "trainer.max_epochs=4", overrides[-1]],
-        cwd=REPO,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    relaunch = [*overrides[:-2], "trainer.max_epochs=4", overrides[-1]]
+    code, _, err = entry_point(train_main, *relaunch, monkeypatch=monkeypatch, capsys=capsys)
     # another max_epochs is another configuration: the unfinished run is cleared and started over
-    assert out.returncode == 0 and status(tmp_path)["state"] == "complete", out.stderr[-2000:]
+    assert code == 0 and status(tmp_path)["state"] == "complete", err[-2000:]
     assert "interrupted" not in status(tmp_path)
 
 
