@@ -100,18 +100,17 @@ def launch_and_stop(args, tmp_path, sig, output: bool = False, ready=None):
     return (took, errors.read_text(), proc.returncode) if output else took
 
 
-def test_training_killed_mid_way_resumes_to_the_uninterrupted_result(tmp_path):
+def test_training_killed_mid_way_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch, capsys):
     """A real kill (SIGKILL) after the first epochs; the relaunch continues from checkpoints/last.ckpt
     and ends with exactly the numbers of a run that was never interrupted: the same batches (the
     sampler's order is a function of the epoch) and the same random numbers (restored from the
-    checkpoint). Its training time counts both attempts."""
+    checkpoint). Its training time counts both attempts. The killed attempt runs in a process of its own, the
+    relaunch and the uninterrupted run in this one (one torch thread everywhere: the same arithmetic)."""
 
-    def args(directory):
+    def overrides(directory):
         return [
-            sys.executable,
-            "-m",
-            "attn_study.cli",
             *QUICK,
+            "threads=1",
             "trainer.max_epochs=40",
             "trainer.limit_train_batches=3",
             "model.network.dropout=0.3",
@@ -119,15 +118,15 @@ def test_training_killed_mid_way_resumes_to_the_uninterrupted_result(tmp_path):
         ]  # dropout: random numbers in training
 
     resumed = tmp_path / "resumed"
-    launch_and_stop(args(resumed), resumed, signal.SIGKILL)
+    launch_and_stop([sys.executable, "-m", "attn_study.cli", *overrides(resumed)], resumed, signal.SIGKILL)
     if status(resumed)["state"] == "complete":
         pytest.skip("the run finished before it could be killed")
     import torch
 
     seconds_before = torch.load(resumed / "checkpoints" / "last.ckpt", weights_only=False)["train_seconds"]
-    out = subprocess.run(args(resumed), cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert "resuming training from" in out.stdout
+    code, out, err = entry_point(train_main, *overrides(resumed), monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0, err[-2000:]
+    assert "resuming training from" in out + err
     final = status(resumed)
     assert final["state"] == "complete" and final["attempt"] == 2
     assert summary(resumed)["train/epochs"] == 40 and not (resumed / "checkpoints" / "last.ckpt").exists()
@@ -135,8 +134,8 @@ def test_training_killed_mid_way_resumes_to_the_uninterrupted_result(tmp_path):
     # the run's own time counts the earlier attempt's training too (the report's minutes)
     assert summary(resumed)["run/attempts"] == 2 and summary(resumed)["run/seconds"] > summary(resumed)["train/seconds"]
     uninterrupted = tmp_path / "uninterrupted"
-    out = subprocess.run(args(uninterrupted), cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
+    code, _, err = entry_point(train_main, *overrides(uninterrupted), monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0, err[-2000:]
     for key in ("test/acc", "test/loss", "test/auroc", "val/acc_best", "train/epochs"):
         assert summary(resumed)[key] == summary(uninterrupted)[key], key
 
