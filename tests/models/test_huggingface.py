@@ -11,9 +11,10 @@ import sys
 import pytest
 import torch
 
+from attn_study.cli import analyze_main
 from attn_study.data import synthetic
 from attn_study.errors import UserError
-from tests.helpers import cli_env, token_batch
+from tests.helpers import cli_env, entry_point, token_batch
 
 transformers = pytest.importorskip("transformers")
 
@@ -135,7 +136,7 @@ def test_a_checkpoint_whose_weights_transformers_would_initialise_is_refused_nam
         load_pretrained(relabelled)
 
 
-def test_a_tiny_checkpoint_analysed_end_to_end_and_the_tests_it_cannot_take_refused(tmp_path):
+def test_a_tiny_checkpoint_analysed_end_to_end_and_the_tests_it_cannot_take_refused(tmp_path, monkeypatch, capsys):
     folder = save_checkpoint(tmp_path / "checkpoint")
     data = (
         "hf_data=['dataset=synthetic','dataset.source.n_train=16','dataset.source.n_dev=8','dataset.source.n_test=8']"
@@ -164,15 +165,10 @@ def test_a_tiny_checkpoint_analysed_end_to_end_and_the_tests_it_cannot_take_refu
     assert summary["ag/n_instances"] == 8 and summary["ag/integrated_gradients/rollout/tau/n"] >= 1
     assert "ag/attention/loo/tau/mean" not in summary  # no pooling attention to compare
     assert summary["jw/tau_loo/n"] >= 1
-    refused = subprocess.run(
-        [*command, f"hf_model={folder}", data, "analysis=[jain_wallace]", f"hydra.run.dir={out}"],
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert refused.returncode == 2
-    assert refused.stderr.strip().splitlines()[-1].startswith("attn-study-analyze: error: analysis.jain_wallace")
+    refused = [f"hf_model={folder}", data, "analysis=[jain_wallace]", f"hydra.run.dir={out}"]  # in this process
+    code, _, err = entry_point(analyze_main, *refused, monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 2
+    assert err.strip().splitlines()[-1].startswith("attn-study-analyze: error: analysis.jain_wallace")
 
 
 def test_what_needs_a_pooling_attention_is_refused_before_any_work(tmp_path):
