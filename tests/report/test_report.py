@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 
 from attn_study.io import write_json_atomic
 from attn_study.report.cli import build_report
+from attn_study.report.cli import main as report_main
 from attn_study.report.render import latex_escape, markdown, mean_ci, seed_spread
 from tests.helpers import REPO, cli_env
 from tests.report.paper_runs import jw_instances
@@ -432,8 +433,9 @@ def test_report_cli_errors_in_one_line(tmp_path):
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "is not a directory" in proc.stderr
 
 
-def test_smoke_sweep_then_report(tmp_path):
-    """The documented path: ``attn-study -m sweep=smoke`` then ``attn-study-report`` on its directory."""
+def test_smoke_sweep_then_report(tmp_path, capsys):
+    """The documented path: ``attn-study -m sweep=smoke`` then ``attn-study-report`` on its directory (the report's
+    entry point in this process: its one-line errors are tested in a fresh one above)."""
     sweep = tmp_path / "smoke"
     run = subprocess.run(
         [sys.executable, "-m", "attn_study.cli", "-m", "sweep=smoke", f"hydra.sweep.dir={sweep}", "logger=csv"],
@@ -445,15 +447,7 @@ def test_smoke_sweep_then_report(tmp_path):
     )
     assert run.returncode == 0, run.stderr[-3000:]
     assert "6 jobs: 6 ran" in run.stdout
-    report = subprocess.run(
-        [sys.executable, "-m", "attn_study.report.cli", str(sweep)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=cli_env(),
-        timeout=300,
-    )
-    assert report.returncode == 0, report.stderr[-3000:]
+    report_main([str(sweep)])
     md = (sweep / "report" / "table2_additive-softmax.md").read_text()
     rows = [line for line in md.splitlines() if line.startswith("| synthetic |")]
     assert len(rows) == 2  # synthetic × {negative, positive}
