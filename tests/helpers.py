@@ -59,10 +59,12 @@ def cli_env() -> dict:
 
 def entry_point(main, *args: str, monkeypatch, capsys) -> tuple[int, str, str]:
     """A console entry point (``cli.train_main``, ``cli.analyze_main``) run in this process with ``args`` as its
-    command line: (exit status, stdout, stderr). What it changes in the process is undone: Hydra's global state,
-    the root logger's handlers (Hydra's job logging). It installs no signal handlers (``stopping.install``): the
-    tests that stop a run do so in a subprocess. Saves the ~6 s import of a fresh process per call."""
+    command line: (exit status, stdout, stderr). What it changes in the process is undone: Hydra's global state
+    and its job's config (``HydraConfig``), the root logger's handlers (Hydra's job logging). It installs no
+    signal handlers (``stopping.install``): the tests that stop a run do so in a subprocess. Saves the ~6 s
+    import of a fresh process per call."""
     from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
 
     from attn_study import stopping
 
@@ -83,6 +85,7 @@ def entry_point(main, *args: str, monkeypatch, capsys) -> tuple[int, str, str]:
         root.handlers[:] = handlers
         root.setLevel(level)
         GlobalHydra.instance().clear()
+        HydraConfig.instance().cfg = None  # else a later run in this process would think it is a sweep's job
     out = capsys.readouterr()
     return code, out.out, out.err
 
