@@ -39,10 +39,11 @@ def number(judged: pd.DataFrame, **where) -> pd.Series:
 
 
 def test_babi_rows_are_judged_from_runs_of_the_pair_model():
-    """J&W's bAbI numbers are the question-conditioned (pair) model's: dataset=babi1 runs match, a flat model's
-    would not."""
+    """J&W's bAbI numbers are the question-conditioned (pair) model's on the 10k training questions: dataset=babi1
+    runs match, a flat model's would not, and a run on the 1k variant is at other settings."""
+    ten_k = {"dataset.source.variant": "en-10k"}  # the paper's 10k training questions
     pair = [
-        run(i, {"test/acc": v, "jw/tau_grad/mean": 0.23}, dataset="babi1", model="pair")
+        run(i, {"test/acc": v, "jw/tau_grad/mean": 0.23}, dataset="babi1", model="pair", settings=ten_k)
         for i, v in enumerate((0.99, 1.0, 1.0))
     ]
     judged = sc.judge(pair)
@@ -52,8 +53,14 @@ def test_babi_rows_are_judged_from_runs_of_the_pair_model():
         (judged["source"] == "Table 2") & (judged["dataset"] == "babi1") & (judged["key"] == "jw/tau_grad/mean")
     ]
     assert tau["setting"].str.contains("babi1 pair lstm").any() and (tau["n seeds"] == 3).any()
-    flat = [run(i, {"test/acc": 1.0}, dataset="babi1", model="flat") for i in range(3)]
+    flat = [run(i, {"test/acc": 1.0}, dataset="babi1", model="flat", settings=ten_k) for i in range(3)]
     assert number(sc.judge(flat), source="Table 1", dataset="babi1")["outcome"] == sc.NOT_RUN
+    one_k = [
+        run(i, {"test/acc": 1.0}, dataset="babi1", model="pair", settings={"dataset.source.variant": "en"})
+        for i in range(3)
+    ]
+    judged = number(sc.judge(one_k), source="Table 1", dataset="babi1")
+    assert judged["outcome"] == sc.NOT_COMPARABLE and "dataset.source.variant" in judged["verdict"]
 
 
 def test_mohankumar_accuracy_in_percent_and_conicity_are_scored():
