@@ -79,6 +79,7 @@ class Standard:
         """Set what trains in the epoch about to start."""
 
     def training_loss(self, module, logits, attention, batch: dict, soft) -> torch.Tensor:
+        """One training batch's loss: mean_i ℓ_i, or with ``instance_weighting`` (outside phase 1) the weighted one."""
         if not self.instance_weighting or self.pretraining(module.current_epoch):
             return module.loss(logits, batch["labels"], soft)
         return self._weighted_loss(module, logits, attention, batch, soft)
