@@ -121,8 +121,9 @@ def test_the_yaml_states_the_objectives_defaults(name):
 
 def test_the_instance_weighted_loss_by_hand():
     """Prior p(y) = (¼, ¾); the mask-only classifier, its weights zeroed, says p̂(y | α) = ½ for every pattern.
-    Labels 0, 1, 1: w ∝ p(y)/p̂(y) = ½, 3/2, 3/2 (inside the clip), times the class weights where there are. Loss = Σ w_i ℓ_i / Σ w_i + the classifier's own
-    cross-entropy ln 2, with ℓ_i the BCE of logits 0, 1, −1: ln 2, softplus(−1), softplus(1)."""
+    Labels 0, 1, 1: w ∝ p(y)/p̂(y) = ½, 3/2, 3/2 (inside the clip), times the class weights where there are.
+    Loss = Σ w_i ℓ_i / Σ w_i + the classifier's own cross-entropy ln 2, with ℓ_i the BCE of logits 0, 1, −1:
+    ln 2, softplus(−1), softplus(1)."""
     module = AttentionModule(
         tiny_model(num_classes=2), objective=objectives.Standard(instance_weighting=True), class_prior=[0.25, 0.75]
     )
