@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from attn_study.cli import job_threads
+from attn_study.cli import job_threads, train_main
 from tests.helpers import (
     CLI,
     REPO,
@@ -19,6 +19,7 @@ from tests.helpers import (
     TWO_JOBS,
     accuracy_by_hand,
     cli_env,
+    entry_point,
     job_dir,
     job_dirs,
     launch,
@@ -98,7 +99,7 @@ def test_a_failing_job_is_recorded_and_the_others_finish(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
-def test_killed_sweep_relaunch_runs_only_the_unfinished_job(tmp_path):
+def test_killed_sweep_relaunch_runs_only_the_unfinished_job(tmp_path, monkeypatch, capsys):
     sweep = tmp_path / "sweep"
     args = [
         *CLI,
@@ -130,13 +131,14 @@ def test_killed_sweep_relaunch_runs_only_the_unfinished_job(tmp_path):
     unfinished = [d for d in job_dirs(sweep) if d != first]
     assert all(status(d)["state"] == "running" for d in unfinished if (d / "status.json").is_file())
     finished_before = status(first)["finished"]
-    relaunch = subprocess.run(args, cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=300)
-    assert relaunch.returncode == 0, relaunch.stderr[-3000:]
-    assert "2 jobs: 1 ran, 1 skipped" in relaunch.stdout
+    # the relaunches in this process (the killed launch had one of its own)
+    code, out, err = entry_point(train_main, *args[len(CLI) :], monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0, err[-3000:]
+    assert "2 jobs: 1 ran, 1 skipped" in out
     assert status(first)["finished"] == finished_before
     assert status(job_dir(sweep, "encoder=average"))["state"] == "complete"
-    forced = subprocess.run([*args, "force=true"], cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=300)
-    assert "2 jobs: 2 ran" in forced.stdout and status(first)["finished"] > finished_before
+    _, out, _ = entry_point(train_main, *args[len(CLI) :], "force=true", monkeypatch=monkeypatch, capsys=capsys)
+    assert "2 jobs: 2 ran" in out and status(first)["finished"] > finished_before
 
 
 def test_two_launches_of_one_sweep_at_once_each_count_their_own_jobs(tmp_path):
