@@ -85,18 +85,19 @@ def test_a_sweep_jobs_threads_are_its_share_of_the_cores(launcher, cpus, environ
     assert job_threads(launcher, cpus, environ) == threads
 
 
-def test_a_failing_job_is_recorded_and_the_others_finish(tmp_path):
+def test_a_failing_job_is_recorded_and_the_others_finish(tmp_path, monkeypatch, capsys):
     bad = tmp_path / "missing.txt"
-    proc = launch(tmp_path / "sweep", *TWO_JOBS, "logger=csv", f"model.embeddings.path=null,{bad}")
-    assert proc.returncode == 1
+    args = ["-m", f"hydra.sweep.dir={tmp_path / 'sweep'}", *TWO_JOBS, "logger=csv", f"model.embeddings.path=null,{bad}"]
+    code, stdout, stderr = entry_point(train_main, *args, monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 1
     by_state = {}
     for d in job_dirs(tmp_path / "sweep"):
         by_state.setdefault(status(d)["state"], []).append(d)
     assert len(by_state["complete"]) == 2 and len(by_state["failed"]) == 2
     for d in by_state["failed"]:
         assert str(bad) in status(d)["error"] and (d / "error.txt").is_file()
-    assert "4 jobs: 2 ran, 2 failed" in proc.stdout and "failed: " in proc.stdout
-    assert "Traceback" not in proc.stderr
+    assert "4 jobs: 2 ran, 2 failed" in stdout and "failed: " in stdout
+    assert "Traceback" not in stderr
 
 
 def test_killed_sweep_relaunch_runs_only_the_unfinished_job(tmp_path, monkeypatch, capsys):
