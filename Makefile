@@ -23,7 +23,7 @@ run: setup
 	$(BIN)/attn-study $(ARGS)
 
 test: setup
-	$(BIN)/python -m pytest -n $(WORKERS) --dist loadscope $(ARGS)
+	$(BIN)/python -m pytest -n $(WORKERS) --dist worksteal $(ARGS)
 
 lint: setup
 	$(BIN)/ruff check .
