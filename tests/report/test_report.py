@@ -18,7 +18,7 @@ from attn_study.io import write_json_atomic
 from attn_study.report.cli import build_report
 from attn_study.report.cli import main as report_main
 from attn_study.report.render import latex_escape, markdown, mean_ci, seed_spread
-from tests.helpers import REPO, cli_env
+from tests.helpers import REPO, cli_env, launch
 from tests.report.paper_runs import jw_instances
 
 
@@ -243,24 +243,8 @@ def test_sparsity_tables_have_the_runs_numbers(tmp_path):
 @pytest.mark.slow  # a paper's smoke sweep beside the Jain & Wallace one of the fast suite (issue 42 §5)
 def test_smoke_meister_sweep_then_report(tmp_path):
     sweep = tmp_path / "smoke_meister"
-    run = subprocess.run(
-        # one seed (8 jobs): Table 2 over several seeds is the hand-set test below
-        [
-            sys.executable,
-            "-m",
-            "attn_study.cli",
-            "-m",
-            "sweep=smoke_meister",
-            "seed=13",
-            f"hydra.sweep.dir={sweep}",
-            "logger=csv",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=cli_env(),
-        timeout=900,
-    )
+    # one seed (8 jobs): Table 2 over several seeds is the hand-set test below
+    run = launch(sweep, "sweep=smoke_meister", "seed=13", "logger=csv", timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "8 jobs: 8 ran" in run.stdout
     out = build_report(sweep)
@@ -437,14 +421,7 @@ def test_smoke_sweep_then_report(tmp_path, capsys):
     """The documented path: ``attn-study -m sweep=smoke`` then ``attn-study-report`` on its directory (the report's
     entry point in this process: its one-line errors are tested in a fresh one above)."""
     sweep = tmp_path / "smoke"
-    run = subprocess.run(
-        [sys.executable, "-m", "attn_study.cli", "-m", "sweep=smoke", f"hydra.sweep.dir={sweep}", "logger=csv"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=cli_env(),
-        timeout=900,
-    )
+    run = launch(sweep, "sweep=smoke", "logger=csv", timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "6 jobs: 6 ran" in run.stdout
     report_main([str(sweep)])

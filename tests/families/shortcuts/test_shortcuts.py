@@ -4,8 +4,6 @@ shortcut measures, the explainer of a black box, and the sweep + report."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from functools import partial
 
 import lightning as L
@@ -30,7 +28,7 @@ from attn_study.models.module import AttentionModule
 from attn_study.models.selector import SelectorPredictor, hard_top_k, random_subsets, relaxed_top_k
 from attn_study.report.cli import build_report
 from attn_study.run import run as run_job
-from tests.helpers import REPO, TINY, cli_env, compose_config, tiny_model, token_batch
+from tests.helpers import TINY, compose_config, launch, tiny_model, token_batch
 
 INJECT = {"count": 2, "tokens": ["<m1>", "<m2>"], "positions": "random", "seed": 3}
 
@@ -363,14 +361,7 @@ def test_an_explainer_reproduces_its_black_box_and_is_scored_post_hoc(tmp_path):
 @pytest.mark.slow  # a paper's smoke sweep beside the Jain & Wallace one of the fast suite (issue 42 §5)
 def test_smoke_bai_sweep_then_report(tmp_path):
     sweep = tmp_path / "smoke_bai"
-    run = subprocess.run(
-        [sys.executable, "-m", "attn_study.cli", "-m", "sweep=smoke_bai", f"hydra.sweep.dir={sweep}", "logger=csv"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=cli_env(),
-        timeout=900,
-    )
+    run = launch(sweep, "sweep=smoke_bai", "logger=csv", timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "6 jobs: 6 ran" in run.stdout
     out = build_report(sweep)

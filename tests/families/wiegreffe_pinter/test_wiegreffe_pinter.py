@@ -194,29 +194,11 @@ def test_the_adversary_distils_at_lambda_zero_and_moves_its_attention_with_lambd
 
 @pytest.mark.slow  # a paper's smoke sweep beside the Jain & Wallace one of the fast suite (issue 42 §5)
 def test_smoke_wiegreffe_pinter_sweep_then_report(tmp_path):
-    import subprocess
-    import sys
-
-    from tests.helpers import REPO, cli_env
-    from tests.report.test_report import build_report
+    from attn_study.report.cli import build_report
+    from tests.helpers import launch
 
     sweep = tmp_path / "smoke_wiegreffe_pinter"
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "attn_study.cli",
-            "-m",
-            "sweep=smoke_wiegreffe_pinter",
-            f"hydra.sweep.dir={sweep}",
-            "logger=csv",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=cli_env(),
-        timeout=900,
-    )
+    run = launch(sweep, "sweep=smoke_wiegreffe_pinter", "logger=csv", timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "11 jobs: 11 ran" in run.stdout
     out = build_report(sweep)
