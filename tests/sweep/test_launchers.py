@@ -72,6 +72,7 @@ def jobs_share_one_wandb_group(sweep, group: str) -> None:
     [
         ({"_target_": JOBLIB, "n_jobs": -1}, 2, {}, 1),  # as many jobs as cores: one thread each
         ({"_target_": JOBLIB, "n_jobs": -1}, 16, {}, 1),
+        ({"_target_": JOBLIB, "n_jobs": 1}, 16, {}, 16),  # one job at a time: every core
         ({"_target_": JOBLIB, "n_jobs": 2}, 16, {}, 8),
         ({"_target_": JOBLIB, "n_jobs": 3}, 16, {}, 5),
         ({"_target_": JOBLIB, "n_jobs": 4}, 2, {}, 1),  # more jobs than cores: still one thread
