@@ -103,6 +103,16 @@ def launch(sweep_dir: Path, *overrides: str, timeout: int = 300, **kwargs) -> su
     )
 
 
+def launch_here(sweep_dir: Path, *overrides: str, monkeypatch, capsys) -> tuple[int, str, str]:
+    """``attn-study -m`` into ``sweep_dir`` in this process (:func:`entry_point`): (exit status, stdout, stderr).
+    The launcher's jobs run where it puts them (joblib's workers, submitit's and SLURM's processes)."""
+    from attn_study.cli import train_main
+
+    return entry_point(
+        train_main, "-m", f"hydra.sweep.dir={sweep_dir}", *overrides, monkeypatch=monkeypatch, capsys=capsys
+    )
+
+
 def shared_data(*parts: str) -> Path:
     """A path under :data:`SHARED_DATA`, or skip the test when it is absent."""
     path = SHARED_DATA.joinpath(*parts)

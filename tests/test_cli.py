@@ -184,11 +184,30 @@ def test_help_lists_every_selectable_option_with_a_description_and_nothing_else(
     for option, text in listed.items():
         assert text and len(text) <= 110, option
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        for option in [*sorted(selectable), *sorted(launchers)]:  # each composes: the listing names real choices
-            group, _, value = option.partition("=")
-            overrides = [option] if group != "analysis" else [f"analysis=[{value}]"]
-            compose("config", overrides=overrides, return_hydra_config=group == "hydra/launcher")
+        for overrides in compositions(selectable):  # each composes: the listing names real choices
+            compose("config", overrides=overrides)
+        for option in sorted(launchers):
+            compose("config", overrides=[option], return_hydra_config=True)
     assert {"hydra/launcher=basic", "hydra/launcher=joblib", "hydra/launcher=slurm"} <= launchers
+
+
+def compositions(options: set[str], conf: Path = CONF) -> list[list[str]]:
+    """Command lines that together choose every option once. An option whose file writes outside its group
+    (``# @package _global_``: an experiment, a sweep, a recipe) is composed alone, so that nothing on the same
+    line can override what it chooses; the others one per group on a line (the i-th of each group): half as
+    many compositions as options."""
+    alone, by_group = [], {}
+    for option in sorted(options):
+        group, _, value = option.partition("=")
+        override = option if group != "analysis" else f"analysis=[{value}]"
+        if "@package _global_" in (conf / group / f"{value}.yaml").read_text():
+            alone.append([override])
+        else:
+            by_group.setdefault(group, []).append(override)
+    lines = [
+        [values[i] for values in by_group.values() if i < len(values)] for i in range(max(map(len, by_group.values())))
+    ]
+    return alone + lines
 
 
 def test_each_option_files_first_comment_line_is_its_description(tmp_path):

@@ -5,7 +5,6 @@ through the stages, their attention and value vectors, one-line refusals, and on
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 import pytest
@@ -14,7 +13,7 @@ import torch
 from attn_study.cli import analyze_main
 from attn_study.data import synthetic
 from attn_study.errors import UserError
-from tests.helpers import cli_env, entry_point, token_batch
+from tests.helpers import entry_point, token_batch
 
 transformers = pytest.importorskip("transformers")
 
@@ -141,26 +140,20 @@ def test_a_tiny_checkpoint_analysed_end_to_end_and_the_tests_it_cannot_take_refu
     data = (
         "hf_data=['dataset=synthetic','dataset.source.n_train=16','dataset.source.n_dev=8','dataset.source.n_test=8']"
     )
-    # the analyze entry point: attn_study.cli's analyze_main, as attn-study-analyze runs it
-    command = [sys.executable, "-c", "import sys; from attn_study.cli import analyze_main; analyze_main()"]
     out = tmp_path / "out"
-    job = subprocess.run(
-        [
-            *command,
-            f"hf_model={folder}",
-            data,
-            "analysis=[agreement,jain_wallace]",
-            "analysis.agreement.ig_steps=4",
-            "analysis.jain_wallace.tests=[correlation]",
-            "analysis.jain_wallace.attention_scores=flow",
-            f"hydra.run.dir={out}",
-        ],
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
+    code, _, err = entry_point(  # the analyze entry point in this process (in a fresh one: tests/test_run.py)
+        analyze_main,
+        f"hf_model={folder}",
+        data,
+        "analysis=[agreement,jain_wallace]",
+        "analysis.agreement.ig_steps=4",
+        "analysis.jain_wallace.tests=[correlation]",
+        "analysis.jain_wallace.attention_scores=flow",
+        f"hydra.run.dir={out}",
+        monkeypatch=monkeypatch,
+        capsys=capsys,
     )
-    assert job.returncode == 0, job.stderr[-3000:]
+    assert code == 0, err[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["ag/n_instances"] == 8 and summary["ag/integrated_gradients/rollout/tau/n"] >= 1
     assert "ag/attention/loo/tau/mean" not in summary  # no pooling attention to compare

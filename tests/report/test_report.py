@@ -18,7 +18,7 @@ from attn_study.io import write_json_atomic
 from attn_study.report.cli import build_report
 from attn_study.report.cli import main as report_main
 from attn_study.report.render import latex_escape, markdown, mean_ci, seed_spread
-from tests.helpers import REPO, cli_env, launch
+from tests.helpers import REPO, cli_env, launch, launch_here
 from tests.report.paper_runs import jw_instances
 
 
@@ -417,13 +417,13 @@ def test_report_cli_errors_in_one_line(tmp_path):
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "is not a directory" in proc.stderr
 
 
-def test_smoke_sweep_then_report(tmp_path, capsys):
-    """The documented path: ``attn-study -m sweep=smoke`` then ``attn-study-report`` on its directory (the report's
-    entry point in this process: its one-line errors are tested in a fresh one above)."""
+def test_smoke_sweep_then_report(tmp_path, monkeypatch, capsys):
+    """The documented path: ``attn-study -m sweep=smoke`` then ``attn-study-report`` on its directory (both entry
+    points in this process: each is run in a fresh one in tests/test_run.py and above)."""
     sweep = tmp_path / "smoke"
-    run = launch(sweep, "sweep=smoke", "logger=csv", timeout=900)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert "6 jobs: 6 ran" in run.stdout
+    code, stdout, stderr = launch_here(sweep, "sweep=smoke", "logger=csv", monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0, stderr[-3000:]
+    assert "6 jobs: 6 ran" in stdout
     report_main([str(sweep)])
     md = (sweep / "report" / "table2_additive-softmax.md").read_text()
     rows = [line for line in md.splitlines() if line.startswith("| synthetic |")]

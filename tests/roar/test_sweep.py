@@ -6,14 +6,15 @@ from __future__ import annotations
 import json
 
 from attn_study.report.cli import build_report
-from tests.helpers import launch
+from tests.helpers import launch_here
 
 
-def test_smoke_roar_sweep_chains_its_jobs_and_the_report_draws_them(tmp_path):
+def test_smoke_roar_sweep_chains_its_jobs_and_the_report_draws_them(tmp_path, monkeypatch, capsys):
     sweep = tmp_path / "sweep"
-    proc = launch(sweep, "sweep=smoke_roar", "roar.method=truth", "roar.fraction=0,0.5", "seed=13", "logger=csv")
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    assert "2 jobs: 2 ran" in proc.stdout
+    overrides = ["sweep=smoke_roar", "roar.method=truth", "roar.fraction=0,0.5", "seed=13", "logger=csv"]
+    code, stdout, stderr = launch_here(sweep, *overrides, monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0, stdout[-2000:] + stderr[-3000:]
+    assert "2 jobs: 2 ran" in stdout
     for method in ("truth",):
         status = json.loads((sweep / f"seed=13,roar.fraction=0.5,roar.method={method}" / "status.json").read_text())
         assert status["roar"]["source"] == str(sweep / f"seed=13,roar.fraction=0,roar.method={method}")

@@ -22,7 +22,7 @@ from tests.helpers import (
     entry_point,
     job_dir,
     job_dirs,
-    launch,
+    launch_here,
     status,
     summary,
 )
@@ -38,15 +38,17 @@ LAUNCHERS = {
 
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)
-def test_two_job_sweep(tmp_path, launcher):
-    proc = launch(tmp_path / "sweep", *TWO_JOBS, *LAUNCHERS[launcher])
-    assert proc.returncode == 0, proc.stderr[-3000:]
+def test_two_job_sweep(tmp_path, launcher, monkeypatch, capsys):
+    code, stdout, stderr = launch_here(
+        tmp_path / "sweep", *TWO_JOBS, *LAUNCHERS[launcher], monkeypatch=monkeypatch, capsys=capsys
+    )
+    assert code == 0, stderr[-3000:]
     dirs = [job_dir(tmp_path / "sweep", "encoder=average"), job_dir(tmp_path / "sweep", "encoder=lstm")]
     assert len(job_dirs(tmp_path / "sweep")) == 2
     for d in dirs:
         assert status(d)["state"] == "complete"
         assert summary(d)["test/acc"] == pytest.approx(accuracy_by_hand(d)) and summary(d)["data/train_size"] == 96
-    assert "2 jobs: 2 ran" in proc.stdout
+    assert "2 jobs: 2 ran" in stdout
     record = json.loads((tmp_path / "sweep" / "sweep.json").read_text())
     assert sorted(record["jobs"]) == sorted(d.name for d in dirs)
     if launcher == "joblib":  # two jobs at once share the cores
@@ -143,9 +145,10 @@ def test_killed_sweep_relaunch_runs_only_the_unfinished_job(tmp_path, monkeypatc
     assert "2 jobs: 2 ran" in out and status(first)["finished"] > finished_before
 
 
-def test_two_launches_of_one_sweep_at_once_each_count_their_own_jobs(tmp_path):
+def test_two_launches_of_one_sweep_at_once_each_count_their_own_jobs(tmp_path, monkeypatch, capsys):
     """Results stay correct when a sweep is launched twice at once (a running job is refused to the other
-    launch), and each launch's closing line counts what *it* ran, from the jobs' own final states."""
+    launch), and each launch's closing line counts what *it* ran, from the jobs' own final states. The first
+    launch is a process of its own, the second runs in this one while the first goes on."""
     sweep = tmp_path / "sweep"
     args = [
         *CLI,
@@ -159,14 +162,15 @@ def test_two_launches_of_one_sweep_at_once_each_count_their_own_jobs(tmp_path):
     ]
     first = subprocess.Popen(args, cwd=REPO, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(3)
-    second = subprocess.Popen(args, cwd=REPO, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    outs = [proc.communicate(timeout=300) for proc in (first, second)]
+    second = entry_point(train_main, *args[len(CLI) :], monkeypatch=monkeypatch, capsys=capsys)
+    stdout, stderr = first.communicate(timeout=300)
+    outcomes = [(first.returncode, stdout, stderr), second]
     ran = 0
-    for (stdout, stderr), proc in zip(outs, (first, second)):
+    for code, stdout, stderr in outcomes:
         line = next(line for line in stdout.splitlines() if "3 jobs:" in line)
         counts = {kind: int(n) for n, kind in re.findall(r"(\d+) (\w+)", line.split("3 jobs:")[1])}
         assert sum(counts.values()) == 3 and not {"failed", "unfinished", "refused"} & set(counts), line
-        assert proc.returncode == 0, stderr[-2000:]
+        assert code == 0, stderr[-2000:]
         ran += counts.get("ran", 0)
     assert ran == 3  # every job ran exactly once, by one launch or the other
     assert all(status(d)["state"] == "complete" for d in job_dirs(sweep))

@@ -15,12 +15,9 @@ from tests.helpers import (
     CLI,
     REPO,
     TINY,
-    TWO_JOBS,
     accuracy_by_hand,
     cli_env,
-    job_dir,
     job_dirs,
-    launch,
     status,
     summary,
 )
@@ -56,22 +53,10 @@ def slurm_env(tmp_path_factory):
         subprocess.run(["bash", str(CLUSTER), "stop", str(state_dir)], capture_output=True, timeout=120)
 
 
-def test_two_job_sweep_on_slurm(tmp_path, slurm_env):
-    proc = launch(tmp_path / "sweep", *TWO_JOBS, *RESOURCES, env=slurm_env, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    for encoder in ("lstm", "average"):
-        d = job_dir(tmp_path / "sweep", f"encoder={encoder}")
-        record = status(d)
-        assert record["state"] == "complete" and "slurm_job_id" in record
-        assert record["torch_threads"] == 1  # cluster.cpus=1
-        assert summary(d)["test/acc"] == pytest.approx(accuracy_by_hand(d))
-    assert "2 jobs: 2 ran" in proc.stdout
-    assert list((tmp_path / "sweep" / ".submitit").glob("*/*_log.out"))
-
-
-def test_cancelled_job_is_recorded_and_the_sweep_ends(tmp_path, slurm_env):
-    """One job is cancelled with scancel while it trains; the launcher must not wait forever, must
-    record it as failed in its run dir, and the other job must finish."""
+def test_a_sweep_on_slurm_and_a_cancelled_job(tmp_path, slurm_env):
+    """Two jobs on the cluster, one cancelled with scancel while it trains: the launcher does not wait forever and
+    records it as failed in its run dir; the other finishes as any job does (its SLURM job id, one torch thread
+    for cluster.cpus=1, its test accuracy that of its predictions, submitit's logs)."""
     sweep = tmp_path / "sweep"
     args = [
         *CLI,
@@ -103,6 +88,10 @@ def test_cancelled_job_is_recorded_and_the_sweep_ends(tmp_path, slurm_env):
     lost = status(victim[0])
     assert lost["state"] == "failed" and "CANCELLED" in lost["error"], lost
     assert "CANCELLED" in (victim[0] / "error.txt").read_text()
-    others = [status(d) for d in job_dirs(sweep) if d != victim[0]]
-    assert [s["state"] for s in others] == ["complete"], others
-    assert "failed: " in out
+    (other,) = [d for d in job_dirs(sweep) if d != victim[0]]
+    record = status(other)
+    assert record["state"] == "complete" and "slurm_job_id" in record, record
+    assert record["torch_threads"] == 1  # cluster.cpus=1
+    assert summary(other)["test/acc"] == pytest.approx(accuracy_by_hand(other))
+    assert "2 jobs: 1 ran, 1 failed" in out and "failed: " in out
+    assert list((sweep / ".submitit").glob("*/*_log.out"))

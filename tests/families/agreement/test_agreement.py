@@ -5,7 +5,6 @@ named, flow's bound is counted, the report's matrix; one end-to-end run from the
 from __future__ import annotations
 
 import json
-import subprocess
 from functools import partial
 
 import numpy as np
@@ -16,14 +15,16 @@ import torch
 from attn_study.analysis.aggregation import AggregationOptions
 from attn_study.analysis.callback import analysis_mode
 from attn_study.analysis.importance import ImportanceOptions, importance, predict
+from attn_study.cli import train_main
 from attn_study.errors import UserError
 from attn_study.families.agreement import report
 from attn_study.families.agreement.callback import Agreement, available
 from attn_study.families.agreement.figures import tau_matrix
 from attn_study.families.agreement.keys import ag, pair_column, tau_key
 from attn_study.models.encoders import AverageEncoder, TransformerEncoder
+from attn_study.report.cli import main as report_main
 from tests import reference as ref
-from tests.helpers import CLI, TINY, StubData, cli_env, tiny_model, token_batch
+from tests.helpers import TINY, StubData, entry_point, tiny_model, token_batch
 
 TEXTS = [[4, 5, 6, 7, 8, 9], [9, 10, 11], [12, 4, 13, 14], [5, 6]]
 
@@ -97,35 +98,29 @@ def test_the_report_matrix_shows_each_pair_above_the_diagonal_with_its_interval_
     assert table.loc[1, "gradient"] == "" and table.loc[1, "LOO"] == "-0.100 [-0.200, 0.000]"
 
 
-def test_agreement_on_a_transformer_from_the_command_line_and_its_report_table(tmp_path):
+def test_agreement_on_a_transformer_from_the_command_line_and_its_report_table(tmp_path, monkeypatch, capsys):
+    """The command line's entry points in this process (each is run in a fresh one in tests/test_run.py)."""
     run_dir = tmp_path / "run"
-    job = subprocess.run(
-        [
-            *CLI,
-            *TINY,
-            "encoder=transformer",
-            "encoder.num_layers=2",
-            "encoder.model_dim=16",
-            "encoder.ff_dim=32",
-            "analysis=[agreement]",
-            "analysis.agreement.max_instances=6",
-            "analysis.agreement.ig_steps=4",
-            "logger=csv",
-            f"hydra.run.dir={run_dir}",
-        ],
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
+    code, _, err = entry_point(
+        train_main,
+        *TINY,
+        "encoder=transformer",
+        "encoder.num_layers=2",
+        "encoder.model_dim=16",
+        "encoder.ff_dim=32",
+        "analysis=[agreement]",
+        "analysis.agreement.max_instances=6",
+        "analysis.agreement.ig_steps=4",
+        "logger=csv",
+        f"hydra.run.dir={run_dir}",
+        monkeypatch=monkeypatch,
+        capsys=capsys,
     )
-    assert job.returncode == 0, job.stderr[-3000:]
+    assert code == 0, err[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary[ag("integrated_gradients", "rollout", "tau", "n")] == 6
     assert all(k.startswith("ag/") for k in json.loads((run_dir / "analysis/agreement/summary.json").read_text()))
-    shown = subprocess.run(
-        [*CLI[:-1], "attn_study.report.cli", str(run_dir)], env=cli_env(), capture_output=True, text=True, timeout=300
-    )
-    assert shown.returncode == 0, shown.stderr[-2000:]
+    report_main([str(run_dir)])
     table = (run_dir / "report" / "ag_tau_synthetic_transformer_additive_softmax.md").read_text()
     assert "| raw | " in table and "| flow |" in table and "LOO |" in table.splitlines()[2]
     assert "Neely et al. 2022, SST-2, DistilBERT" in (run_dir / "report" / "ag_references.md").read_text()
