@@ -45,6 +45,24 @@ TWO_JOBS = ["encoder=lstm,average", "encoder.hidden_size=8", *TINY]
 # -- configs and the command line ----------------------------------------------------------------
 
 
+#: conf/ folders whose files are not options of attn-study's command line: Hydra's own, the local overlay, the
+#: recipe's per-dataset files
+NOT_CHOSEN = ("hydra", "local", "recipe_dataset")
+
+
+def conf_options(conf: Path = REPO / "conf") -> tuple[set[str], set[str]]:
+    """(selectable ``group=option``, not selectable) from the files of conf/ themselves: what ``--help`` must list
+    and every one of which must compose and pass the schema (tests/sweep/test_trust.py)."""
+    selectable, other = set(), set()
+    for folder in sorted(p for p in conf.iterdir() if p.is_dir()):
+        for path in folder.rglob("*.yaml"):
+            parts = path.relative_to(folder).with_suffix("").parts
+            name = f"{folder.name}={'/'.join(parts)}"
+            hidden = folder.name in NOT_CHOSEN or any(part.startswith("_") for part in parts)
+            (other if hidden else selectable).add(name)
+    return selectable, other
+
+
 def compose_config(*overrides: str, name: str = "config"):
     """The composed config of ``attn-study`` (``name='analyze'``: of ``attn-study-analyze``)."""
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):

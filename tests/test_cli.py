@@ -8,7 +8,6 @@ import re
 import subprocess
 import sys
 import warnings
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -25,7 +24,7 @@ from attn_study.sweep.naming import JOB_KEYS_ENV, job_dir_name, swept_keys
 from attn_study.sweep.record import SweepRecorder
 from attn_study.training import train_and_test
 from tests.data.test_recipes import ListSource
-from tests.helpers import REPO, TINY, TWO_JOBS, cli_env, compose_config, entry_point, job_dirs
+from tests.helpers import REPO, TINY, TWO_JOBS, cli_env, compose_config, conf_options, entry_point, job_dirs
 
 # a debug run's test (trainer=debug: 2 batches) sees 32 of these 80 test instances
 CUT_SHORT = [*TINY, "logger=none", "encoder.hidden_size=8", "dataset.source.n_test=80", "dataset.eval_batch_size=16"]
@@ -137,7 +136,6 @@ def test_the_data_filter_says_each_drop_with_its_reason_and_nothing_for_a_reason
 # -- --help ---------------------------------------------------------------------------------------------
 
 CONF = REPO / "conf"
-NOT_CHOSEN = ("hydra", "local", "recipe_dataset")  # the overlay, the recipe's per-dataset files, Hydra's own
 
 
 def help_of(module: str) -> str:
@@ -163,19 +161,9 @@ def option_lines(text: str) -> dict[str, str]:
     return found
 
 
-def conf_options(conf: Path = CONF) -> tuple[set[str], set[str]]:
-    """(selectable ``group=option``, not selectable) from the files of conf/ themselves."""
-    selectable, other = set(), set()
-    for folder in sorted(p for p in conf.iterdir() if p.is_dir()):
-        for path in folder.rglob("*.yaml"):
-            parts = path.relative_to(folder).with_suffix("").parts
-            name = f"{folder.name}={'/'.join(parts)}"
-            hidden = folder.name in NOT_CHOSEN or any(part.startswith("_") for part in parts)
-            (other if hidden else selectable).add(name)
-    return selectable, other
-
-
 def test_help_lists_every_selectable_option_with_a_description_and_nothing_else():
+    """The listing is conf/'s files (each of which composes and passes the schema: tests/sweep/test_trust.py) and
+    the launchers, each of which composes here."""
     listed = option_lines(help_of("attn_study.cli"))
     selectable, other = conf_options()
     launchers = {k for k in listed if k.startswith("hydra/launcher=")}
@@ -184,30 +172,9 @@ def test_help_lists_every_selectable_option_with_a_description_and_nothing_else(
     for option, text in listed.items():
         assert text and len(text) <= 110, option
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        for overrides in compositions(selectable):  # each composes: the listing names real choices
-            compose("config", overrides=overrides)
         for option in sorted(launchers):
             compose("config", overrides=[option], return_hydra_config=True)
     assert {"hydra/launcher=basic", "hydra/launcher=joblib", "hydra/launcher=slurm"} <= launchers
-
-
-def compositions(options: set[str], conf: Path = CONF) -> list[list[str]]:
-    """Command lines that together choose every option once. An option whose file writes outside its group
-    (``# @package _global_``: an experiment, a sweep, a recipe) is composed alone, so that nothing on the same
-    line can override what it chooses; the others one per group on a line (the i-th of each group): half as
-    many compositions as options."""
-    alone, by_group = [], {}
-    for option in sorted(options):
-        group, _, value = option.partition("=")
-        override = option if group != "analysis" else f"analysis=[{value}]"
-        if "@package _global_" in (conf / group / f"{value}.yaml").read_text():
-            alone.append([override])
-        else:
-            by_group.setdefault(group, []).append(override)
-    lines = [
-        [values[i] for values in by_group.values() if i < len(values)] for i in range(max(map(len, by_group.values())))
-    ]
-    return alone + lines
 
 
 def test_each_option_files_first_comment_line_is_its_description(tmp_path):

@@ -22,7 +22,7 @@ from attn_study.errors import UserError
 from attn_study.preflight import out_of_space
 from attn_study.run import run
 from attn_study.sweep import state
-from tests.helpers import REPO, TINY, accuracy_by_hand, compose_config, entry_point, status
+from tests.helpers import REPO, TINY, accuracy_by_hand, compose_config, conf_options, entry_point, status
 
 QUICK = [*TINY, "logger=csv", "encoder=average", "encoder.hidden_size=8"]
 
@@ -325,28 +325,12 @@ def test_every_smoke_sweep_also_composes_on_real_data(sweep):
 
 
 def config_options() -> list[str]:
-    """``group=option`` for every option of every group the schema covers (experiments and sweeps included)."""
-    conf = REPO / "conf"
+    """A command line choosing each option ``--help`` lists (:func:`tests.helpers.conf_options`: experiments, sweeps
+    and every ``none`` included); the list groups' as one-element lists."""
     out = []
-    for group in (
-        "dataset",
-        "model",
-        "training",
-        "encoder",
-        "attention",
-        "projection",
-        "trainer",
-        "logger",
-        "recipe",
-        "experiment",
-        "sweep",
-        "callbacks",
-        "analysis",
-    ):
-        for path in sorted((conf / group).rglob("*.yaml")):
-            name = str(path.relative_to(conf / group).with_suffix(""))
-            if not Path(name).name.startswith("_") and name != "none":
-                out.append(f"{group}=[{name}]" if group in ("callbacks", "analysis", "logger") else f"{group}={name}")
+    for option in sorted(conf_options()[0]):
+        group, _, name = option.partition("=")
+        out.append(f"{group}=[{name}]" if group in ("callbacks", "analysis", "logger") and name != "none" else option)
     # early stopping watches what the checkpoint does; Serrano & Smith's recipe has rows for its own datasets
     return [
         {
