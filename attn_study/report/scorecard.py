@@ -15,9 +15,11 @@ over several runs (a row's ``measure``) is computed by the family's report that 
   otherwise (a training variant, shuffled labels, marker tokens, masked data, another run's attention or
   outputs); with another value of a setting the row fixes (``encoder.self_attention=softmax`` where
   the paper's Transformer used sparsemax); or with a command-line setting that changes what is measured
-  (``trainer.max_epochs=1``, ``analysis.jain_wallace.max_instances=500``; where files are, loggers, threads and
-  batch sizes do not). Runs at other settings beside runs at the paper's are left out of the cell, and the
-  verdict says so;
+  (``trainer.max_epochs=1``, ``training.select_from_epoch=0``; where files are, loggers, threads and batch sizes
+  do not). Runs at other settings beside runs at the paper's are left out of the cell, and the verdict says so.
+  A family measured on a seeded uniform sample of the split (``analysis.<family>.max_instances``) estimates the
+  same means and spreads as on the whole split, with a wider bootstrap interval (h below): it is compared, and
+  the verdict names the sample;
 - with one seed: never *reproduced* — "1 seed: the paper's value inside / outside our interval";
 - with n ≥ 2 seeds: *reproduced* when the paper's value lies in ours ± (2 s + h + r), where h is the half-width
   of the bootstrap interval (instance sampling) and r half a unit of the paper's last printed digit (rounding);
@@ -63,8 +65,11 @@ SAME_MEASURE = re.compile(
     r"(hydra[./].*|dataset|model|encoder|attention|projection|projection\.lam|recipe|analysis|seed"
     r"|model_seed|dataset\.path|dataset\.source\.path|model\.embeddings\.path|model\.network\.embedding_dim"
     r"|dataset\.(num_workers|eval_batch_size)|trainer\.(accelerator|devices)"
-    r"|analysis\.\w+\.(batch_size|internal_batch_size|\w*chunk\w*|heatmaps|every_n_epochs|val_split|val_max_instances))"
+    r"|analysis\.\w+\.(batch_size|internal_batch_size|\w*chunk\w*|heatmaps|every_n_epochs|val_split|val_max_instances)"
+    r"|analysis\.\w+\.(max_instances|subsample_seed))"
 )
+#: a family measured on a seeded uniform sample of its split (attn_study.analysis.callback: ``instances``)
+SAMPLE = re.compile(r"analysis\.(\w+)\.max_instances")
 #: trainer configs (conf/trainer/) that pick a device only
 SAME_TRAINERS = ("auto", "cpu", "gpu")
 
@@ -302,6 +307,7 @@ def judge(runs: list[Run], available: set[str] | None = None) -> pd.DataFrame:
         else:
             said = verdict(printed_value(row.value), row.value, ours)
             outcome, reason = _outcome(row, said, causes)
+            said += _sample_note(row.key, used)
             if entry["runs left out"]:
                 left = entry["runs left out"]
                 said += f"; {left} run{'s' * (left > 1)} at other settings left out ({'; '.join(others)})"
@@ -309,6 +315,25 @@ def judge(runs: list[Run], available: set[str] | None = None) -> pd.DataFrame:
             said += " (the paper's value is unverified: see report/papers/README.md)"
         rows.append({**entry, "verdict": said, "outcome": outcome, "reason": reason})
     return pd.DataFrame(rows)
+
+
+def _sample_sizes(key: str, run: Run) -> set[str]:
+    """The ``analysis.<family>.max_instances`` the run gave the family whose namespace ``key`` is under."""
+    sizes = set()
+    for override in run.config.get("overrides", []):
+        found = SAMPLE.fullmatch(override_key(override).lstrip("+~"))
+        if found and found.group(1) in REGISTRY and key.startswith(REGISTRY[found.group(1)].namespace + "/"):
+            sizes.add(override.split("=", 1)[1])
+    return sizes
+
+
+def _sample_note(key: str, runs: list[Run]) -> str:
+    """``; measured on a seeded sample of N instances in k of n runs`` where ``key``'s family was sampled."""
+    sampled = [sizes for sizes in (_sample_sizes(key, r) for r in runs) if sizes]
+    if not sampled:
+        return ""
+    sizes = "/".join(sorted(set().union(*sampled), key=lambda size: (len(size), size)))
+    return f"; measured on a seeded sample of {sizes} instances in {len(sampled)} of {len(runs)} runs"
 
 
 def _outcome(row, said: str, causes: pd.DataFrame) -> tuple[str, str]:
