@@ -65,8 +65,8 @@ SAME_MEASURE = re.compile(
     r"(hydra[./].*|dataset|model|encoder|attention|projection|projection\.lam|recipe|analysis|seed"
     r"|model_seed|dataset\.path|dataset\.source\.path|model\.embeddings\.path|model\.network\.embedding_dim"
     r"|dataset\.(num_workers|eval_batch_size)|trainer\.(accelerator|devices)"
-    r"|analysis\.\w+\.(batch_size|internal_batch_size|\w*chunk\w*|heatmaps|every_n_epochs|val_split|val_max_instances)"
-    r"|analysis\.\w+\.(max_instances|subsample_seed))"
+    r"|analysis\.\w+\.(batch_size|internal_batch_size|\w*chunk\w*|heatmaps|every_n_epochs|val_split|val_max_instances"
+    r"|max_instances|subsample_seed))"
 )
 #: a family measured on a seeded uniform sample of its split (attn_study.analysis.callback: ``instances``)
 SAMPLE = re.compile(r"analysis\.(\w+)\.max_instances")
@@ -318,12 +318,18 @@ def judge(runs: list[Run], available: set[str] | None = None) -> pd.DataFrame:
 
 
 def _sample_sizes(key: str, run: Run) -> set[str]:
-    """The ``analysis.<family>.max_instances`` the run gave the family whose namespace ``key`` is under."""
+    """The ``analysis.<family>.max_instances=N`` the run gave the family whose namespace ``key`` is under, where it
+    drew a sample: N a number, and not more than the ``<namespace>/n_instances`` it analysed (fewer: the split
+    was smaller than N, and all of it was taken)."""
     sizes = set()
     for override in run.config.get("overrides", []):
         found = SAMPLE.fullmatch(override_key(override).lstrip("+~"))
-        if found and found.group(1) in REGISTRY and key.startswith(REGISTRY[found.group(1)].namespace + "/"):
-            sizes.add(override.split("=", 1)[1])
+        if not found or found.group(1) not in REGISTRY:
+            continue
+        namespace, size = REGISTRY[found.group(1)].namespace, override.split("=", 1)[1]
+        analysed = run.summary.get(f"{namespace}/n_instances", math.inf)
+        if key.startswith(namespace + "/") and size.isdigit() and int(size) <= analysed:
+            sizes.add(size)
     return sizes
 
 

@@ -106,8 +106,14 @@ def test_a_family_measured_on_a_sample_is_compared_and_its_verdict_names_the_sam
     found = cell(scorecard(sampled), source="Table 2", statistic="mean")
     assert found["verdict"] == "reproduced; measured on a seeded sample of 500/1000 instances in 2 of 3 runs"
     assert found["n seeds"] == 3
-    whole = cell(scorecard(runs([0.39, 0.40, 0.41], key="jw/tau_grad/class_0/mean")), "Table 2", "mean")
-    assert whole["verdict"] == "reproduced"
+    whole = runs([0.39, 0.40, 0.41], key="jw/tau_grad/class_0/mean", **{"jw/n_instances": [300, 300, 300]})
+    assert cell(scorecard(whole), "Table 2", "mean")["verdict"] == "reproduced"
+    # no sample: max_instances=null, or more than the split held (all 300 analysed)
+    whole[0].config["overrides"] = ["analysis.jain_wallace.max_instances=null"]
+    whole[1].config["overrides"] = ["analysis.jain_wallace.max_instances=500"]
+    assert cell(scorecard(whole), "Table 2", "mean")["verdict"] == "reproduced"
+    whole[2].config["overrides"] = ["analysis.jain_wallace.max_instances=300"]  # as many as it analysed: a sample
+    assert cell(scorecard(whole), "Table 2", "mean")["verdict"].endswith("sample of 300 instances in 1 of 3 runs")
 
 
 @pytest.mark.parametrize(

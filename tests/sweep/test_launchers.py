@@ -90,8 +90,10 @@ def test_a_sweep_jobs_threads_are_its_share_of_the_cores(launcher, cpus, environ
 
 def test_a_failing_job_is_recorded_and_the_others_finish(tmp_path, monkeypatch, capsys):
     bad = tmp_path / "missing.txt"
-    args = ["-m", f"hydra.sweep.dir={tmp_path / 'sweep'}", *TWO_JOBS, "logger=csv", f"model.embeddings.path=null,{bad}"]
-    code, stdout, stderr = entry_point(train_main, *args, monkeypatch=monkeypatch, capsys=capsys)
+    paths = f"model.embeddings.path=null,{bad}"
+    code, stdout, stderr = launch_here(
+        tmp_path / "sweep", *TWO_JOBS, "logger=csv", paths, monkeypatch=monkeypatch, capsys=capsys
+    )
     assert code == 1
     by_state = {}
     for d in job_dirs(tmp_path / "sweep"):
