@@ -177,6 +177,8 @@ SCHEMA: dict[str, dict[str, Callable]] = {
         "num_workers": ranged,
         "rnn_hidden_size": ranged,
         "cnn_filters": ranged,
+        "average_hidden_size": ranged,
+        "average_activation": anything,
         "decoder_dim": ranged,
         "embedding_dim": ranged,
     },

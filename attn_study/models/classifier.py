@@ -239,7 +239,8 @@ class PairAttentionClassifier(AttentionClassifier):
     Passage and question have separate encoders of the same type; the query q is the question
     encoder's summary (BiLSTM last states, CNN max-pool, mean otherwise); scores φ(h_t, q) come from
     the configured scorer with query_dim = m; the output is Linear(tanh(W_p c + W_q q)) as Jain &
-    Wallace, restricted to the allowed answers when the batch has ``candidates``.
+    Wallace, restricted to the allowed answers when the batch has ``candidates``. W_p, W_q: m → ``decoder_dim``
+    (None: m // 2, as their ``AttnDecoderQA``).
     """
 
     def __init__(
@@ -250,7 +251,7 @@ class PairAttentionClassifier(AttentionClassifier):
         scorer,
         projection: nn.Module,
         embedding_dim: int = 300,
-        decoder_dim: int = 128,
+        decoder_dim: int | None = 128,
         dropout: float = 0.0,
         pretrained: np.ndarray | None = None,
         freeze_embeddings: bool = False,
@@ -259,6 +260,7 @@ class PairAttentionClassifier(AttentionClassifier):
             vocab_size, num_classes, encoder, scorer, projection, embedding_dim, dropout, pretrained, freeze_embeddings
         )
         m = self.encoder.output_dim
+        decoder_dim = m // 2 if decoder_dim is None else decoder_dim  # None: Jain & Wallace's AttnDecoderQA
         # the question's encoder: the same type, with what the passage's encoder withholds from it (question_options)
         self.question_encoder = encoder(input_dim=embedding_dim, **getattr(self.encoder, "question_options", {}))
         self.scorer = scorer(hidden_dim=m, query_dim=m)

@@ -288,6 +288,26 @@ def test_jain_wallace_babi_is_their_pair_model_split_and_training(task):
     plain = compose_config(f"dataset=babi{task}", "encoder=lstm")
     assert (plain.encoder.hidden_size, plain.dataset.source.dev_split) == (30, "stratified")
     assert compose_config(f"dataset=babi{task}", "encoder=cnn").encoder.filters == 8
+    # their Average (configurations.py): the dataset's hidden size with tanh; their AttnDecoderQA: half its output
+    average = compose_config(f"dataset=babi{task}", "recipe=jain_wallace", "encoder=average")
+    assert (average.encoder.hidden_size, average.encoder.activation, average.model.network.decoder_dim) == (
+        32,
+        "tanh",
+        None,
+    )
+    plain = compose_config(f"dataset=babi{task}", "encoder=average")
+    assert (plain.encoder.hidden_size, plain.encoder.activation, plain.model.network.decoder_dim) == (256, "relu", 32)
+
+
+def test_the_recipes_average_encoder_is_the_authors_code_and_the_papers_without_it():
+    """``recipe=jain_wallace encoder=average``: configurations.py's projection to 128 with tanh (the paper's text:
+    ReLU); without the recipe the paper's 256 + ReLU; an option on the command line still wins."""
+    sst = compose_config("dataset=sst", "recipe=jain_wallace", "encoder=average")
+    assert (sst.encoder.hidden_size, sst.encoder.activation) == (128, "tanh")
+    plain = compose_config("dataset=sst", "encoder=average")
+    assert (plain.encoder.hidden_size, plain.encoder.activation) == (256, "relu")
+    chosen = compose_config("dataset=sst", "recipe=jain_wallace", "encoder=average", "encoder.activation=relu")
+    assert chosen.encoder.activation == "relu"
 
 
 def test_early_stopping_runs_past_the_epochs_that_cannot_be_chosen(tmp_path):

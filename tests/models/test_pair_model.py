@@ -62,6 +62,23 @@ def test_query_conditions_attention_and_answers_stay_in_candidates(enc, scorer):
     assert not torch.allclose(alpha_other, alpha)
 
 
+@pytest.mark.parametrize("enc, half", [("lstm", 4), ("cnn", 3), ("average", 3)])
+def test_without_a_decoder_size_the_output_layer_is_half_the_encoders_output(enc, half):
+    """``decoder_dim=None`` is Jain & Wallace's AttnDecoderQA: W_p, W_q map the m-dimensional context and
+    question to m // 2 (BiLSTM 2 × 4 → 4, CNN 2 × 3 → 3, Average 6 → 3)."""
+    model = PairAttentionClassifier(
+        vocab_size=30,
+        num_classes=4,
+        encoder=ENCODERS[enc],
+        scorer=attention.AdditiveScorer,
+        projection=projection.Softmax(),
+        embedding_dim=5,
+        decoder_dim=None,
+    )
+    assert (model.w_context.out_features, model.w_query.out_features, model.output.in_features) == (half,) * 3
+    assert model.w_context.in_features == 2 * half
+
+
 @pytest.mark.parametrize("enc", list(ENCODERS))
 def test_leave_one_out_on_pair_tasks_equals_brute_force(enc):
     model = make(enc)
