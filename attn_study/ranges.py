@@ -124,7 +124,7 @@ RANGES: dict[str, Range | Either | Devices] = {
     "model.optimizer.weight_decay": number(0),
     "model.optimizer.attention_weight_decay": number(0),
     "model.network.embedding_dim": SIZE,
-    "model.network.decoder_dim": whole(1, optional=True, note="null: half the encoder's output (Jain & Wallace's code)"),
+    "model.network.decoder_dim": whole(1, optional=True, note="null: half the encoder's output (J&W's code)"),
     "model.network.dropout": DROPOUT,
     "model.network.word_dropout": DROPOUT,
     "model.network.sentence_dropout": DROPOUT,
