@@ -299,15 +299,20 @@ def test_jain_wallace_babi_is_their_pair_model_split_and_training(task):
     assert (plain.encoder.hidden_size, plain.encoder.activation, plain.model.network.decoder_dim) == (256, "relu", 32)
 
 
-def test_the_recipes_average_encoder_is_the_authors_code_and_the_papers_without_it():
+def test_the_recipes_average_and_cnn_encoders_are_the_authors_code_and_the_papers_without_it():
     """``recipe=jain_wallace encoder=average``: configurations.py's projection to 128 with tanh (the paper's text:
-    ReLU); without the recipe the paper's 256 + ReLU; an option on the command line still wins."""
+    ReLU); without the recipe the paper's 256 + ReLU; an option on the command line still wins. The same for the
+    CNN's filters."""
     sst = compose_config("dataset=sst", "recipe=jain_wallace", "encoder=average")
     assert (sst.encoder.hidden_size, sst.encoder.activation) == (128, "tanh")
     plain = compose_config("dataset=sst", "encoder=average")
     assert (plain.encoder.hidden_size, plain.encoder.activation) == (256, "relu")
     chosen = compose_config("dataset=sst", "recipe=jain_wallace", "encoder=average", "encoder.activation=relu")
     assert chosen.encoder.activation == "relu"
+    # their CNN: hidden_size // 4 filters per width (the paper: 64; bAbI 8 in both)
+    assert compose_config("dataset=sst", "recipe=jain_wallace", "encoder=cnn").encoder.filters == 32
+    assert compose_config("dataset=sst", "encoder=cnn").encoder.filters == 64
+    assert compose_config("dataset=babi2", "recipe=jain_wallace", "encoder=cnn").encoder.filters == 8
 
 
 def test_early_stopping_runs_past_the_epochs_that_cannot_be_chosen(tmp_path):
