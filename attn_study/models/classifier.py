@@ -240,7 +240,9 @@ class PairAttentionClassifier(AttentionClassifier):
     encoder's summary (BiLSTM last states, CNN max-pool, mean otherwise); scores φ(h_t, q) come from
     the configured scorer with query_dim = m; the output is Linear(tanh(W_p c + W_q q)) as Jain &
     Wallace, restricted to the allowed answers when the batch has ``candidates``. W_p, W_q: m → ``decoder_dim``
-    (None: m // 2, as their ``AttnDecoderQA``).
+    (None: m // 2, as their ``AttnDecoderQA``). ``separate_query_embeddings``: the question reads its own
+    embedding table (started from the same pretrained vectors, else its own N(0, 1) draws), as Jain & Wallace's
+    code gives each of its two encoders its own ``nn.Embedding``; else the passage's.
     """
 
     def __init__(
@@ -255,10 +257,17 @@ class PairAttentionClassifier(AttentionClassifier):
         dropout: float = 0.0,
         pretrained: np.ndarray | None = None,
         freeze_embeddings: bool = False,
+        separate_query_embeddings: bool = False,
     ):
         super().__init__(
             vocab_size, num_classes, encoder, scorer, projection, embedding_dim, dropout, pretrained, freeze_embeddings
         )
+        self.query_embedding = None  # None: the passage's table (a shared table is not registered twice)
+        if separate_query_embeddings:
+            self.query_embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=PAD_ID)
+            if pretrained is not None:
+                self.query_embedding.weight.data.copy_(torch.as_tensor(pretrained))
+            self.query_embedding.weight.requires_grad_(not freeze_embeddings)
         m = self.encoder.output_dim
         decoder_dim = m // 2 if decoder_dim is None else decoder_dim  # None: Jain & Wallace's AttnDecoderQA
         # the question's encoder: the same type, with what the passage's encoder withholds from it (question_options)
@@ -271,7 +280,8 @@ class PairAttentionClassifier(AttentionClassifier):
     def encode(self, batch: dict, embedded: torch.Tensor | None = None) -> Encoded:
         enc = super().encode(batch, embedded)
         mask, lengths = batch["query_mask"], batch["query_lengths"]
-        states = self.question_encoder(self.word_dropout(self.embedding(batch["query_ids"])), mask, lengths)
+        table = self.embedding if self.query_embedding is None else self.query_embedding
+        states = self.question_encoder(self.word_dropout(table(batch["query_ids"])), mask, lengths)
         enc.query = self.question_encoder.summarize(states, mask, lengths)
         return enc
 

@@ -297,6 +297,9 @@ def test_jain_wallace_babi_is_their_pair_model_split_and_training(task):
     )
     plain = compose_config(f"dataset=babi{task}", "encoder=average")
     assert (plain.encoder.hidden_size, plain.encoder.activation, plain.model.network.decoder_dim) == (256, "relu", 32)
+    # their Question_Answering.py: passage and question encoders, each with its own embedding table
+    assert average.model.network.separate_query_embeddings is True
+    assert plain.model.network.separate_query_embeddings is False
 
 
 def test_the_recipes_average_and_cnn_encoders_are_the_authors_code_and_the_papers_without_it():

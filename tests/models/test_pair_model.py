@@ -79,6 +79,40 @@ def test_without_a_decoder_size_the_output_layer_is_half_the_encoders_output(enc
     assert model.w_context.in_features == 2 * half
 
 
+@pytest.mark.parametrize("separate", [False, True])
+def test_the_question_reads_its_own_embedding_table_only_when_asked(separate):
+    """``separate_query_embeddings`` (Jain & Wallace's two encoders, each with its nn.Embedding): a word of the
+    question alone trains only the question's table, a word of the passage alone only the passage's; pretrained
+    vectors start both. Shared (the default): one table, and no second one in the state dict."""
+    pretrained = np.random.default_rng(0).normal(size=(30, 5)).astype(np.float32)
+    pretrained[0] = 0
+    torch.manual_seed(0)
+    model = PairAttentionClassifier(
+        vocab_size=30,
+        num_classes=4,
+        encoder=ENCODERS["lstm"],
+        scorer=attention.AdditiveScorer,
+        projection=projection.Softmax(),
+        embedding_dim=5,
+        decoder_dim=6,
+        pretrained=pretrained,
+        separate_query_embeddings=separate,
+    )
+    logits, _ = model(batch_of())
+    logits[torch.isfinite(logits)].sum().backward()
+    question_only, passage_only = 21, 5  # QUESTIONS and PASSAGES share no word
+    passage_grad = model.embedding.weight.grad
+    assert passage_grad[passage_only].abs().sum() > 0
+    if separate:
+        query_grad = model.query_embedding.weight.grad
+        assert passage_grad[question_only].abs().sum() == 0 and query_grad[question_only].abs().sum() > 0
+        assert query_grad[passage_only].abs().sum() == 0
+        torch.testing.assert_close(model.query_embedding.weight.detach(), torch.as_tensor(pretrained))
+    else:
+        assert passage_grad[question_only].abs().sum() > 0
+        assert not any(key.startswith("query_embedding") for key in model.state_dict())
+
+
 @pytest.mark.parametrize("enc", list(ENCODERS))
 def test_leave_one_out_on_pair_tasks_equals_brute_force(enc):
     model = make(enc)
