@@ -17,7 +17,8 @@ over several runs (a row's ``measure``) is computed by the family's report that 
   the paper's Transformer used sparsemax); or with a command-line setting that changes what is measured
   (``trainer.max_epochs=1``, ``training.select_from_epoch=0``; where files are, loggers, threads and batch sizes
   do not). Runs at other settings beside runs at the paper's are left out of the cell, and the verdict says so.
-  A family measured on a seeded uniform sample of the split (``analysis.<family>.max_instances``) estimates the
+  A family measured on a seeded uniform sample of the split (``analysis.<family>.max_instances``, or every family's
+  ``analysis_max_instances``) estimates the
   same means and spreads as on the whole split, with a wider bootstrap interval (h below): it is compared, and
   the verdict names the sample;
 - with one seed: never *reproduced* — "1 seed: the paper's value inside / outside our interval";
@@ -66,10 +67,11 @@ SAME_MEASURE = re.compile(
     r"|model_seed|dataset\.path|dataset\.source\.path|model\.embeddings\.path|model\.network\.embedding_dim"
     r"|dataset\.(num_workers|eval_batch_size)|trainer\.(accelerator|devices)"
     r"|analysis\.\w+\.(batch_size|internal_batch_size|\w*chunk\w*|heatmaps|every_n_epochs|val_split|val_max_instances"
-    r"|max_instances|subsample_seed))"
+    r"|max_instances|subsample_seed)|analysis_max_instances)"
 )
-#: a family measured on a seeded uniform sample of its split (attn_study.analysis.callback: ``instances``)
-SAMPLE = re.compile(r"analysis\.(\w+)\.max_instances")
+#: a family measured on a seeded uniform sample of its split (attn_study.analysis.callback: ``instances``); no
+#: family named: every family's (``analysis_max_instances``, which a family's own option overrides)
+SAMPLE = re.compile(r"analysis(?:\.(\w+)\.|_)max_instances")
 #: trainer configs (conf/trainer/) that pick a device only
 SAME_TRAINERS = ("auto", "cpu", "gpu")
 
@@ -318,17 +320,20 @@ def judge(runs: list[Run], available: set[str] | None = None) -> pd.DataFrame:
 
 
 def _sample_sizes(key: str, run: Run) -> set[str]:
-    """The ``analysis.<family>.max_instances=N`` the run gave the family whose namespace ``key`` is under, where it
-    drew a sample: N a number, and not more than the ``<namespace>/n_instances`` it analysed (fewer: the split
-    was smaller than N, and all of it was taken)."""
-    sizes = set()
+    """The ``analysis.<family>.max_instances=N`` (else ``analysis_max_instances=N``) the run gave the family whose
+    namespace ``key`` is under, where it drew a sample: N a number, and not more than the ``<namespace>/n_instances``
+    it analysed (fewer: the split was smaller than N, and all of it was taken)."""
+    given = {}  # family name (None: every family) → N as written
     for override in run.config.get("overrides", []):
         found = SAMPLE.fullmatch(override_key(override).lstrip("+~"))
-        if not found or found.group(1) not in REGISTRY:
+        if found and (found.group(1) is None or found.group(1) in REGISTRY):
+            given[found.group(1)] = override.split("=", 1)[1]
+    sizes = set()
+    for name, family in REGISTRY.items():
+        size = given.get(name, given.get(None))
+        if size is None or not key.startswith(family.namespace + "/"):
             continue
-        namespace, size = REGISTRY[found.group(1)].namespace, override.split("=", 1)[1]
-        analysed = run.summary.get(f"{namespace}/n_instances", math.inf)
-        if key.startswith(namespace + "/") and size.isdigit() and int(size) <= analysed:
+        if size.isdigit() and int(size) <= run.summary.get(f"{family.namespace}/n_instances", math.inf):
             sizes.add(size)
     return sizes
 

@@ -116,6 +116,17 @@ def test_a_family_measured_on_a_sample_is_compared_and_its_verdict_names_the_sam
     assert cell(scorecard(whole), "Table 2", "mean")["verdict"].endswith("sample of 300 instances in 1 of 3 runs")
 
 
+def test_every_familys_sample_counts_unless_the_familys_own_option_says_otherwise():
+    """``analysis_max_instances=N`` samples every family (conf/_analysis_common.yaml), as a family's own option does;
+    the family's own option wins (null: the whole split)."""
+    sampled = runs([0.39, 0.40, 0.41], key="jw/tau_grad/class_0/mean", **{"jw/n_instances": [300, 300, 300]})
+    sampled[0].config["overrides"] = ["analysis_max_instances=200"]
+    sampled[1].config["overrides"] = ["analysis_max_instances=200", "analysis.jain_wallace.max_instances=null"]
+    sampled[2].config["overrides"] = ["analysis_max_instances=100", "analysis.jain_wallace.max_instances=250"]
+    found = cell(scorecard(sampled), source="Table 2", statistic="mean")
+    assert found["verdict"] == "reproduced; measured on a seeded sample of 200/250 instances in 2 of 3 runs"
+
+
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
@@ -144,6 +155,7 @@ def test_a_family_measured_on_a_sample_is_compared_and_its_verdict_names_the_sam
         ({"overrides": ["trainer=debug"]}, ["trainer=debug"]),
         ({"overrides": ["+trainer.max_epochs=2"]}, ["+trainer.max_epochs=2"]),
         ({"overrides": ["analysis.jain_wallace.max_instances=500"]}, []),  # a sample: compared, and named
+        ({"overrides": ["analysis_max_instances=500"]}, []),  # every family's sample: the same
         ({"overrides": ["training.select_from_epoch=0"]}, ["training.select_from_epoch=0"]),
         ({"overrides": ["dataset.source.split=default"]}, ["dataset.source.split=default"]),
         ({"sweep": "smoke_meister"}, ["smoke sweep smoke_meister"]),
