@@ -76,6 +76,16 @@ def general_decoding():
         _AFFINE_SHORTCUT.pop()
 
 
+def embedding_table(vocab_size: int, dim: int, pretrained: np.ndarray | None, freeze: bool) -> nn.Embedding:
+    """A token table: ``pretrained`` rows where given (else N(0, 1) draws), the padding row 0, trained unless
+    ``freeze``."""
+    table = nn.Embedding(vocab_size, dim, padding_idx=PAD_ID)
+    if pretrained is not None:
+        table.weight.data.copy_(torch.as_tensor(pretrained))
+    table.weight.requires_grad_(not freeze)
+    return table
+
+
 class AttentionClassifier(nn.Module):
     """Single-text classifier with one attention over the encoder states (the ``flat`` model).
 
@@ -102,12 +112,9 @@ class AttentionClassifier(nn.Module):
     ):
         super().__init__()
         self.num_classes = num_classes
-        self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=PAD_ID)
-        if pretrained is not None:
-            if pretrained.shape != (vocab_size, embedding_dim):
-                raise ValueError(f"pretrained embeddings {pretrained.shape} != ({vocab_size}, {embedding_dim})")
-            self.embedding.weight.data.copy_(torch.as_tensor(pretrained))
-        self.embedding.weight.requires_grad_(not freeze_embeddings)
+        if pretrained is not None and pretrained.shape != (vocab_size, embedding_dim):
+            raise ValueError(f"pretrained embeddings {pretrained.shape} != ({vocab_size}, {embedding_dim})")
+        self.embedding = embedding_table(vocab_size, embedding_dim, pretrained, freeze_embeddings)
         self.encoder = encoder(input_dim=embedding_dim)
         self.scorer = scorer(hidden_dim=self.encoder.output_dim)
         self.projection = projection
@@ -262,12 +269,12 @@ class PairAttentionClassifier(AttentionClassifier):
         super().__init__(
             vocab_size, num_classes, encoder, scorer, projection, embedding_dim, dropout, pretrained, freeze_embeddings
         )
-        self.query_embedding = None  # None: the passage's table (a shared table is not registered twice)
-        if separate_query_embeddings:
-            self.query_embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=PAD_ID)
-            if pretrained is not None:
-                self.query_embedding.weight.data.copy_(torch.as_tensor(pretrained))
-            self.query_embedding.weight.requires_grad_(not freeze_embeddings)
+        # None: the passage's table (a shared table is not registered twice)
+        self.query_embedding = (
+            embedding_table(vocab_size, embedding_dim, pretrained, freeze_embeddings)
+            if separate_query_embeddings
+            else None
+        )
         m = self.encoder.output_dim
         decoder_dim = m // 2 if decoder_dim is None else decoder_dim  # None: Jain & Wallace's AttnDecoderQA
         # the question's encoder: the same type, with what the passage's encoder withholds from it (question_options)

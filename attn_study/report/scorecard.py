@@ -18,9 +18,8 @@ over several runs (a row's ``measure``) is computed by the family's report that 
   (``trainer.max_epochs=1``, ``training.select_from_epoch=0``; where files are, loggers, threads and batch sizes
   do not). Runs at other settings beside runs at the paper's are left out of the cell, and the verdict says so.
   A family measured on a seeded uniform sample of the split (``analysis.<family>.max_instances``, or every family's
-  ``analysis_max_instances``) estimates the
-  same means and spreads as on the whole split, with a wider bootstrap interval (h below): it is compared, and
-  the verdict names the sample;
+  ``analysis_max_instances``) estimates the same means and spreads as on the whole split, with a wider bootstrap
+  interval (h below): it is compared, and the verdict names the sample;
 - with one seed: never *reproduced* — "1 seed: the paper's value inside / outside our interval";
 - with n ≥ 2 seeds: *reproduced* when the paper's value lies in ours ± (2 s + h + r), where h is the half-width
   of the bootstrap interval (instance sampling) and r half a unit of the paper's last printed digit (rounding);
