@@ -62,3 +62,17 @@ def test_every_numeric_setting_of_the_schema_has_a_range_and_unranged_finds_the_
     assert unranged({"encoder": {"hidden_size": 8, "width": 3, "name": "x"}, "analysis": {"jw": {"steps": 1}}}) == [
         "encoder.width"
     ]
+
+
+@pytest.mark.parametrize("option", [("model", "network", "decoder_dim"), ("dataset", "decoder_dim")])
+def test_a_decoder_size_is_a_whole_number_from_1_or_null_for_half_the_encoders_output(option):
+    """null: Jain & Wallace's ``AttnDecoderQA`` (half the encoder's output, recipe=jain_wallace's pair tasks)."""
+
+    def at(value):
+        tree = {option[-1]: value}
+        for part in reversed(option[:-1]):
+            tree = {part: tree}
+        return problems(tree)
+
+    assert at(None) == [] and at(1) == []
+    assert at(0) and at(2.0)
