@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from functools import partial
 
+import entmax
 import pytest
 import torch
 
@@ -150,6 +151,46 @@ def test_projection_values_against_closed_forms():
     torch.testing.assert_close(
         projection.EntmaxBisect(alpha=1.5)(z, mz), projection.Entmax15()(z, mz), atol=1e-5, rtol=0
     )
+
+
+def _sparsemax_by_full_sort(z: torch.Tensor) -> torch.Tensor:
+    """Sparsemax written out: sorted descending, support k(z) = max{k : 1 + k·z₍ₖ₎ > Σ_{j≤k} z₍ⱼ₎},
+    τ = (Σ_{j≤k(z)} z₍ⱼ₎ − 1) / k(z), α = max(z − τ, 0)."""
+    ordered, _ = torch.sort(z, dim=-1, descending=True)
+    ks = torch.arange(1, z.shape[-1] + 1, dtype=z.dtype)
+    cumulative = ordered.cumsum(-1)
+    support = ((1 + ks * ordered) > cumulative).sum(-1, keepdim=True)
+    tau = (cumulative.gather(-1, support - 1) - 1) / support.to(z.dtype)
+    return (z - tau).clamp_min(0)
+
+
+def test_long_rows_partially_sorted_give_the_full_sorts_projection():
+    # rows of 300 scores whose supports run from 1 to all 300 (the scale sets it), 40 of them padded at the end:
+    # supports below, at, and 2× and 4× above each map's first partial sort, where the pass must be redone
+    torch.manual_seed(0)
+    t = 300
+    scale = torch.logspace(-3, 1, 24).repeat_interleave(2)[:, None]
+    scores = (torch.randn(48, t) * scale).requires_grad_()
+    mask = torch.ones(48, t, dtype=torch.bool)
+    mask[1::2, -40:] = False
+    alpha = projection.Sparsemax()(scores, mask)
+    support = (alpha > 0).sum(-1)
+    assert support.min() == 1 and support.max() == t and ((support > 4 * projection.Entmax15.partial_sort).sum() > 2)
+    masked = scores.detach().masked_fill(~mask, -1e9)
+    torch.testing.assert_close(alpha.detach(), _sparsemax_by_full_sort(masked) * mask, atol=1e-6, rtol=0)
+    # bit for bit the library's full sort, forward and backward, for each sorting projection
+    weights = torch.randn(48, t)
+    for name, module, full in [
+        ("sparsemax", projection.Sparsemax(), lambda s: entmax.sparsemax(s, dim=-1)),
+        ("entmax15", projection.Entmax15(), lambda s: entmax.entmax15(s, dim=-1)),
+        ("sparsegen", projection.SparsegenLin(lam=-3.0), lambda s: entmax.sparsemax(s / 4.0, dim=-1)),
+    ]:
+        ours = module(scores, mask)
+        (grad_ours,) = torch.autograd.grad((ours * weights).sum(), scores)
+        theirs = full(scores.masked_fill(~mask, -1e9)) * mask
+        (grad_theirs,) = torch.autograd.grad((theirs * weights).sum(), scores)
+        assert torch.equal(ours, theirs), name
+        assert torch.equal(grad_ours, grad_theirs), name
 
 
 def test_invalid_projection_parameters_are_rejected():
