@@ -216,6 +216,8 @@ def test_sparsity_tables_have_the_runs_numbers(tmp_path):
             "sp/tau/attn_g_input/mean": 0.1 * i,
             "test/acc": 0.8,
         }
+        if projection == "sparsemax":  # a run with the statistics over (instance, p) pairs too
+            summary |= {"sp/entropy/g_hidden_pairs/mean": 0.87, "sp/entropy/g_hidden_pairs/std": 0.09}
         make_run(
             root,
             f"run{i}",
@@ -231,6 +233,7 @@ def test_sparsity_tables_have_the_runs_numbers(tmp_path):
     table1 = (out / "sp_table1.md").read_text()
     assert "| lstm + additive (softmax) | 0.90 ± 0.05 |" in table1
     assert "| lstm + additive (sparsegen λ=-1) | 0.85 ± 0.05 |" in table1
+    assert "| lstm + additive (sparsemax) | 0.88 ± 0.05; over (instance, p): 0.87 ± 0.09 |" in table1
     table2 = pd.read_csv(out / "sp_table2.csv").set_index("model")
     tau = stats.kendalltau([0.0, -1.0, 0.5], [0.80, 0.85, 0.70])  # sparsemax counts as λ = 0
     assert table2.loc["lstm + additive", "τ-b run means"] == pytest.approx(tau.statistic)

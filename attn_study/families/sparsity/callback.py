@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from attn_study.analysis.callback import AnalysisCallback, Measured, instance_row, probability, whole
@@ -50,6 +51,21 @@ from attn_study.models.selector import hard_selection
 from . import keys
 from .figures import sparsity_figures
 from .keys import SP_CORRELATIONS, SP_DISTRIBUTIONS
+
+
+def pooled_over_rows(means, stds, counts) -> dict:
+    """Mean and population std of H̃(g_{h_p}(x)) over every (instance, p) pair, from each instance's mean m_i,
+    std s_i and count n_i of its rows: μ = Σ n_i m_i / N and σ² = Σ n_i (s_i² + (m_i − μ)²) / N, N = Σ n_i
+    (instances whose mean is undefined left out). Meister et al.'s Table 1 does not say whether its ± is over
+    instances (``sp/entropy/g_hidden/std``) or over these pairs."""
+    m, s, n = (np.asarray(x, dtype=float) for x in (means, stds, counts))
+    keep = ~np.isnan(m) & (n > 0)
+    m, s, n = m[keep], s[keep], n[keep]
+    total = int(n.sum())
+    if not total:
+        return {"mean": float("nan"), "std": float("nan"), "n": 0}
+    mean = float((n * m).sum() / total)
+    return {"mean": mean, "std": float(np.sqrt((n * (s**2 + (m - mean) ** 2)).sum() / total)), "n": total}
 
 
 class Sparsity(AnalysisCallback):
@@ -157,6 +173,10 @@ class Sparsity(AnalysisCallback):
         per_p = entropy(hidden_rows, mask[:, None, :].expand_as(hidden_rows), normalised=True)
         per_p = per_p.masked_fill(~mask, float("nan"))
         columns["entropy_g_hidden"] = per_p.nanmean(-1)
+        # each instance's spread over its rows p (population std) and their count: with the means, the statistics
+        # over every (instance, p) pair (summarise: sp/entropy/g_hidden_pairs)
+        columns["entropy_g_hidden_row_std"] = (per_p - columns["entropy_g_hidden"][:, None]).pow(2).nanmean(-1).sqrt()
+        columns["g_hidden_rows"] = (~torch.isnan(per_p)).sum(-1)
         # rows p whose gradient vanished everywhere have no distribution: left out of the mean, counted
         columns["g_hidden_undefined_rows"] = (torch.isnan(per_p) & mask).sum(-1)
         why["entropy_g_hidden"] = [
@@ -226,6 +246,10 @@ class Sparsity(AnalysisCallback):
                 out.update({keys.sp("dropped", statistic, why): n for why, n in dropped_counts(frame[column]).items()})
         if "g_hidden_undefined_rows" in frame:
             out[keys.sp("dropped", "entropy_g_hidden", "rows")] = int(frame["g_hidden_undefined_rows"].sum())
+        if "entropy_g_hidden_row_std" in frame:
+            rows = (frame[c] for c in ("entropy_g_hidden", "entropy_g_hidden_row_std", "g_hidden_rows"))
+            pooled = pooled_over_rows(*rows)
+            out.update({keys.sp("entropy", "g_hidden_pairs", k): v for k, v in pooled.items()})
         out.update({keys.sp("seconds", k): v for k, v in measured.seconds.items()})
         return out
 

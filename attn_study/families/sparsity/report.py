@@ -76,7 +76,8 @@ def _base(run: Run) -> dict:
 
 
 def table1(runs: list[Run]) -> pd.DataFrame:
-    """One row per run: dataset, model, projection, seed, mean / std / n of H̃(g_{h_p}(x))."""
+    """One row per run: dataset, model, projection, seed, mean / std / n of H̃(g_{h_p}(x)) over instances (each
+    instance's mean over its p), and its mean / std over every (instance, p) pair ("pairs …")."""
     rows = []
     for run in sorted(
         sp_runs(runs), key=lambda r: (r.config["dataset"], model_label(r), _order(r), str(r.config["seed"]))
@@ -90,6 +91,10 @@ def table1(runs: list[Run]) -> pd.DataFrame:
                 **{
                     stat: s.get(keys.sp("entropy", "g_hidden", stat), np.nan)
                     for stat in ("mean", "ci_low", "ci_high", "std", "n")
+                },
+                **{
+                    f"pairs {stat}": s.get(keys.sp("entropy", "g_hidden_pairs", stat), np.nan)
+                    for stat in ("mean", "std")
                 },
             }
         )
@@ -112,6 +117,8 @@ def table1_display(frame: pd.DataFrame) -> pd.DataFrame:
             text = f"{g['mean'].mean():.2f} ± {g['std'].mean():.2f}"
         if len(g) > 1:
             text += f" (seeds: {len(g)}, spread {g['mean'].std(ddof=0):.2f})"
+        if g["pairs mean"].notna().all():  # the same over every (instance, p) pair (runs before 2026-11-28 lack it)
+            text += f"; over (instance, p): {g['pairs mean'].mean():.2f} ± {g['pairs std'].mean():.2f}"
         cells.setdefault((model, projection), {})[dataset] = text
     return pd.DataFrame([{"model (projection)": f"{m} ({p})", **v} for (m, p), v in cells.items()])
 
@@ -417,7 +424,8 @@ def sections(runs: list[Run], work: Path) -> list[tuple[str, str]]:
         caption = (
             "Meister et al. Table 1: mean ± std over instances of the normalised entropy of the gradient-based "
             "importance of the inputs for each intermediate representation, H̃(g_{h_p}(x)) (1: every input "
-            "equally influential; 0: one input only)"
+            "equally influential; 0: one input only), each instance's value the mean over its p; then the "
+            "same over every (instance, p) pair (the paper does not say which its ± is)"
         )
         body += captioned_table(frame, work, "sp_table1", caption, display=table1_display(frame))
     frame = table2(used)

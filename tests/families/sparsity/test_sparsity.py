@@ -242,7 +242,7 @@ def test_every_column_equals_its_definition_instance_by_instance(name, boundary)
         measured = analysis.measure(model, data, "test", np.arange(len(texts)), tests)
     frame, summary = measured.frame.set_index("index"), analysis.summarise(measured, tests)
     pvalues: dict[str, list] = {}
-    zeros = 0
+    zeros, pairs = 0, []
     for i, text in enumerate(texts):
         row = frame.loc[i]
         alpha = ref.attention(model, text, boundary)
@@ -270,7 +270,17 @@ def test_every_column_equals_its_definition_instance_by_instance(name, boundary)
         assert row["entropy_g_hidden"] == pytest.approx(
             np.mean(per_p) if len(text) > 1 else np.nan, abs=1e-7, nan_ok=True
         ), i
+        if len(text) > 1:
+            assert row["entropy_g_hidden_row_std"] == pytest.approx(np.std(per_p), abs=1e-7), i
+            pairs.extend(per_p)
     assert zeros > 0  # the case has tokens sparsemax gives no weight
+    # Table 1's statistic over every (instance, p) pair rather than over instances
+    assert summary["sp/entropy/g_hidden_pairs/n"] == len(pairs) > len(texts)
+    assert summary["sp/entropy/g_hidden_pairs/mean"] == pytest.approx(np.mean(pairs), abs=1e-7)
+    assert summary["sp/entropy/g_hidden_pairs/std"] == pytest.approx(np.std(pairs), abs=1e-7)
+    if name != "average":  # (the Average's states are context-free: H̃ = 0 at every p, so the two means agree)
+        pooled, per_instance = summary["sp/entropy/g_hidden_pairs/mean"], summary["sp/entropy/g_hidden/mean"]
+        assert pooled != pytest.approx(per_instance, abs=1e-4)  # longer texts weigh more
     for stat, ps in pvalues.items():
         ps = np.array([p for p in ps if not np.isnan(p)])
         assert summary[f"sp/tau/attn_{stat}/n"] == len(ps)
