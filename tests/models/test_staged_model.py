@@ -165,21 +165,23 @@ def _sparsemax_by_full_sort(z: torch.Tensor) -> torch.Tensor:
 
 
 def test_long_rows_partially_sorted_give_the_full_sorts_projection():
-    # rows of 300 scores whose supports run from 1 to all 300 (the scale sets it), 40 of them padded at the end:
-    # supports below, at, and 2× and 4× above each map's first partial sort, where the pass must be redone
+    # rows of 300 scores whose supports run from 1 to all 300 (the scale sets it), 40 of them padded at the end,
+    # in a (4, 12, 300) block as a Transformer's heads have them: supports below, at, and 2× and 4× above each
+    # map's first partial sort, where the pass must be redone
     torch.manual_seed(0)
     t = 300
     scale = torch.logspace(-3, 1, 24).repeat_interleave(2)[:, None]
-    scores = (torch.randn(48, t) * scale).requires_grad_()
+    scores = (torch.randn(48, t) * scale).reshape(4, 12, t).requires_grad_()
     mask = torch.ones(48, t, dtype=torch.bool)
     mask[1::2, -40:] = False
+    mask = mask.reshape(4, 12, t)
     alpha = projection.Sparsemax()(scores, mask)
     support = (alpha > 0).sum(-1)
     assert support.min() == 1 and support.max() == t and ((support > 4 * projection.Entmax15.partial_sort).sum() > 2)
     masked = scores.detach().masked_fill(~mask, -1e9)
     torch.testing.assert_close(alpha.detach(), _sparsemax_by_full_sort(masked) * mask, atol=1e-6, rtol=0)
     # bit for bit the library's full sort, forward and backward, for each sorting projection
-    weights = torch.randn(48, t)
+    weights = torch.randn(4, 12, t)
     for name, module, full in [
         ("sparsemax", projection.Sparsemax(), lambda s: entmax.sparsemax(s, dim=-1)),
         ("entmax15", projection.Entmax15(), lambda s: entmax.entmax15(s, dim=-1)),

@@ -59,7 +59,7 @@ def pooled_over_rows(means, stds, counts) -> dict:
     (instances whose mean is undefined left out). Meister et al.'s Table 1 does not say whether its ± is over
     instances (``sp/entropy/g_hidden/std``) or over these pairs."""
     m, s, n = (np.asarray(x, dtype=float) for x in (means, stds, counts))
-    keep = ~np.isnan(m) & (n > 0)
+    keep = ~np.isnan(m)
     m, s, n = m[keep], s[keep], n[keep]
     total = int(n.sum())
     if not total:

@@ -21,7 +21,7 @@ from attn_study.analysis.importance import (
     predict,
 )
 from attn_study.analysis.measures import entropy
-from attn_study.families.sparsity.callback import Sparsity
+from attn_study.families.sparsity.callback import Sparsity, pooled_over_rows
 from attn_study.models import encoders, projection
 from attn_study.run import run as run_job
 from tests import reference as ref
@@ -285,6 +285,14 @@ def test_every_column_equals_its_definition_instance_by_instance(name, boundary)
         ps = np.array([p for p in ps if not np.isnan(p)])
         assert summary[f"sp/tau/attn_{stat}/n"] == len(ps)
         assert summary[f"sp/tau/attn_{stat}/sig_frac"] == pytest.approx(np.mean(ps <= 0.05)), stat
+
+
+def test_pooling_instances_rows_gives_the_statistics_of_all_their_rows():
+    # rows (0.2, 0.4) and (0.9); an instance too short for any row: μ = 1.5 / 3, σ² = (0.09 + 0.01 + 0.16) / 3
+    pooled = pooled_over_rows([0.3, 0.9, np.nan], [0.1, 0.0, np.nan], [2, 1, 0])
+    assert pooled == {"mean": pytest.approx(0.5), "std": pytest.approx(np.sqrt(0.26 / 3)), "n": 3}
+    nothing = pooled_over_rows([np.nan], [np.nan], [0])
+    assert np.isnan(nothing["mean"]) and np.isnan(nothing["std"]) and nothing["n"] == 0
 
 
 def test_an_importance_that_vanishes_is_dropped_with_its_reason():
