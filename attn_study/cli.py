@@ -97,6 +97,7 @@ def composition_error(err: BaseException, argv: list[str]) -> str | None:
     - an option no group has (``analysis=[faithfullness]``, ``encoder=lstmm``): the nearest and every option;
     - a family's options for a family not chosen (``analysis.jain_wallace.x=…`` with ``analysis=[sanity]``): the
       list to give; options for no family at all: the families;
+    - a group the command's config does not choose (``attn-study-analyze … logger=csv``): that it has none;
     - a key the config does not have (``trainer.max_epoch=1``): the nearest setting (never Hydra's ``+key=…``
       advice for a typo); a parameter its constructor takes but the config leaves out (``trainer.precision=16``):
       the ``+`` that adds it."""
@@ -122,6 +123,12 @@ def composition_error(err: BaseException, argv: list[str]) -> str | None:
             return f"analysis=[…,{name},…]: no test family {name}{near}; the families: {', '.join(families)}"
         near = nearest(name, choices)
         return f"{group}={name}: no such option{near}; choose from {', '.join(choices)}"
+    unchosen = re.match(r"Could not override '([^']+)'\. No match in the defaults list", str(err))
+    if isinstance(err, ConfigCompositionException) and unchosen:  # a group this command's config does not choose
+        group = unchosen.group(1)
+        given = next((a for a in argv if a.split("=", 1)[0].lstrip("+~") == group), group)
+        hint = "; the run's own loggers log (use_loggers=false: none)" if group == "logger" else ""
+        return f"{given}: this command has no {group} to choose{hint}; --help lists its settings"
     cause = err.__cause__
     if not (isinstance(err, ConfigCompositionException) and isinstance(cause, (ConfigKeyError, ConfigAttributeError))):
         return None

@@ -259,3 +259,18 @@ def test_hydras_composition_errors_get_one_line_naming_the_fix(overrides, says):
     line = composition_error(raised.value, overrides)
     assert line is not None and line.startswith(says) and "\n" not in line, line
     assert "+" not in line or "add it as +trainer.precision=16" in line
+
+
+def test_a_group_attn_study_analyze_does_not_choose_gets_one_line():
+    """attn-study-analyze composes its own config, which chooses no logger (the run's own are used): Hydra's
+    'Could not override …' and its '+logger=csv' advice become one line."""
+    from attn_study.cli import composition_error
+
+    overrides = ["ckpt_path=/runs/x", "logger=csv"]
+    with pytest.raises(Exception) as raised:
+        compose_config(*overrides, name="analyze")
+    line = composition_error(raised.value, overrides)
+    assert line == (
+        "logger=csv: this command has no logger to choose; the run's own loggers log (use_loggers=false: none); "
+        "--help lists its settings"
+    )
