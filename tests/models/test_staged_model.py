@@ -317,6 +317,35 @@ def test_transformer_self_attention_projects_each_heads_scores(name):
         torch.testing.assert_close(enc(x, mask, mask.sum(1)), trace.hidden)
 
 
+@pytest.mark.parametrize("name", ["sparsemax", "entmax15"])
+def test_the_sparse_transformers_forward_pass_is_its_traces_in_training_too(name):
+    """The forward pass of a written-out self-attention skips the trace's f^h (W_O applied after A·V): in training
+    mode, with dropout on, two layers and padding, its states and every gradient are the trace's (float64), the
+    dropout draws the same."""
+    torch.manual_seed(0)
+    enc = (
+        encoders.TransformerEncoder(
+            6, model_dim=8, num_heads=2, num_layers=2, ff_dim=16, dropout=0.3, self_attention=name
+        )
+        .double()
+        .train()
+    )
+    x = torch.randn(3, 7, 6, dtype=torch.float64, requires_grad=True)
+    mask = torch.tensor([[1] * 7, [1] * 5 + [0] * 2, [1] * 2 + [0] * 5], dtype=torch.bool)
+    weights = torch.randn(3, 7, 8, dtype=torch.float64)
+    results = []
+    for run in (lambda: enc(x, mask, mask.sum(1)), lambda: enc.trace(x, mask).hidden):
+        torch.manual_seed(1)
+        hidden = run()
+        grads = torch.autograd.grad((hidden * weights).sum(), [x, *enc.parameters()])
+        results.append((hidden, grads))
+    (fast, fast_grads), (traced, traced_grads) = results
+    assert (fast != 0).any() and not torch.equal(fast, enc.eval().trace(x, mask).hidden)  # dropout was on
+    torch.testing.assert_close(fast, traced, atol=1e-12, rtol=0)
+    for ours, theirs in zip(fast_grads, traced_grads):
+        torch.testing.assert_close(ours, theirs, atol=1e-12, rtol=0)
+
+
 def test_transformer_self_attention_pooling_takes_the_models_projection(make_cfg):
     """``encoder.self_attention=pooling`` (Meister's Transformer) builds the self-attention from ``projection``:
     sparsegen-lin with the grid's λ; an unknown name is refused in one line naming the option."""
