@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 from hydra.errors import InstantiationException
 from hydra.utils import get_object, instantiate
+from lightning.pytorch.callbacks import ModelCheckpoint
 from omegaconf import DictConfig, OmegaConf
 
 from attn_study import layout
@@ -104,14 +105,34 @@ def build_analyses(cfg: DictConfig) -> list:
 
 
 def build_callbacks(cfg: DictConfig, run_dir: Path) -> list:
-    """The other Lightning callbacks (``cfg.callbacks``); the checkpoints go to ``<run_dir>/checkpoints``."""
+    """The other Lightning callbacks (``cfg.callbacks``); the checkpoints go to ``<run_dir>/checkpoints``, and a
+    model checkpoint with ``save_last`` gets an :class:`EveryEpochResumePoint` beside it."""
     callbacks = []
     for name, node in (cfg.get("callbacks") or {}).items():
         if not node:
             continue
         extra = {"dirpath": str(Path(run_dir) / layout.CHECKPOINTS)} if name == "model_checkpoint" else {}
         callbacks.append(component(node, option=f"callbacks.{name}", **extra))
+        if name == "model_checkpoint" and node.get("save_last"):
+            callbacks.append(EveryEpochResumePoint(extra["dirpath"]))
     return callbacks
+
+
+class EveryEpochResumePoint(ModelCheckpoint):
+    """``last.ckpt`` written after every epoch's validation. Lightning (2.5 on) writes ``save_last`` only when the
+    monitored checkpoint improved, so a killed run resumed from its best epoch and trained every epoch since then
+    again (the same numbers in the end, hours lost on a long job). A ``ModelCheckpoint`` of its own (no monitor,
+    one file) so that Lightning runs it after the best-on-dev one, whose updated state the file then holds."""
+
+    def __init__(self, dirpath: str):
+        super().__init__(
+            dirpath=dirpath,
+            filename=Path(layout.LAST).stem,
+            monitor=None,
+            save_top_k=1,
+            save_last=False,
+            enable_version_counter=False,
+        )
 
 
 def model_seed(cfg: DictConfig) -> int:
