@@ -130,7 +130,6 @@ class EveryEpochResumePoint(ModelCheckpoint):
             filename=Path(layout.LAST).stem,
             monitor=None,
             save_top_k=1,
-            save_last=False,
             enable_version_counter=False,
         )
 
