@@ -710,3 +710,25 @@ def test_counts_are_integers_and_tiny_numbers_are_not_zero():
     assert format_number(4e-4) == "4.0e-04" and format_number(0.0) == "0.000" and format_number(-np.inf) == "−∞"
     assert format_p(1.1e-9) == "1.1e-09" and format_p(0.0123) == "0.012"
     assert markdown(pd.DataFrame({"p pooled": [1e-9], "x": [np.inf]})).splitlines()[-1] == "| 1.0e-09 | ∞ |"
+
+
+def test_table1_averages_each_statistic_over_the_seeds_of_a_cell():
+    """Two seeds of one cell: the means, the stds and the (instance, p) pair statistics are each averaged."""
+    from attn_study.families.sparsity.report import table1_display
+
+    frame = pd.DataFrame(
+        {
+            "model": ["lstm + additive"] * 2,
+            "projection": ["sparsemax"] * 2,
+            "dataset": ["sst"] * 2,
+            "mean": [0.87, 0.89],
+            "ci_low": [np.nan] * 2,
+            "ci_high": [np.nan] * 2,
+            "std": [0.04, 0.06],
+            "n": [10, 10],
+            "pairs mean": [0.86, 0.90],
+            "pairs std": [0.08, 0.12],
+        }
+    )
+    (cell,) = table1_display(frame)["sst"]
+    assert cell == "0.88 ± 0.05 (seeds: 2, spread 0.01); over (instance, p): 0.88 ± 0.10"
