@@ -80,6 +80,13 @@ class Run:
         return ", ".join(kept.values()) if "variant_parts" in self.config else self.config.get("variant", "")
 
     @property
+    def model_label(self) -> str:
+        """``<encoder> + <attention> (<projection>) [<variant>]``: a model as a family's table names it."""
+        c = self.config
+        variant = f" [{c['variant']}]" if c.get("variant") else ""
+        return f"{c['encoder']} + {c['attention']} ({c['projection']}){variant}"
+
+    @property
     def name(self) -> str:
         c = self.config
         projection = c["projection"] + (f"(λ={c['lam']})" if c.get("lam") is not None else "")

@@ -20,18 +20,12 @@ def ag_runs(runs: list[Run]) -> list[Run]:
     return [r for r in runs if ag("n_instances") in r.summary]
 
 
-def model_label(run: Run) -> str:
-    c = run.config
-    variant = f" [{c['variant']}]" if c.get("variant") else ""
-    return f"{c['encoder']} + {c['attention']} ({c['projection']}){variant}"
-
-
 def table(runs: list[Run]) -> pd.DataFrame:
     """One row per run × pair of methods (:func:`keys.pair`'s order): dataset, model, seed, a, b, mean, ci_low,
     ci_high, n. A run made before the keys' order was alphabetical has its pairs under the table's order."""
     rows = []
     for run in ag_runs(runs):
-        named = {"dataset": run.config["dataset"], "model": model_label(run), "seed": run.config["seed"]}
+        named = {"dataset": run.config["dataset"], "model": run.model_label, "seed": run.config["seed"]}
         for a, b in pairs(AG_METHODS):
             found = next((k for k in (tau_key(a, b, "mean"), ag(b, a, "tau", "mean")) if k in run.summary), None)
             if found is not None:

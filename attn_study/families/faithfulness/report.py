@@ -31,12 +31,6 @@ def ff_runs(runs: list[Run]) -> list[Run]:
     return [r for r in runs if ff("n_instances") in r.summary]
 
 
-def model_label(run: Run) -> str:
-    c = run.config
-    variant = f" [{c['variant']}]" if c.get("variant") else ""
-    return f"{c['encoder']} + {c['attention']} ({c['projection']}){variant}"
-
-
 def methods(run: Run) -> list[str]:
     return [
         m
@@ -60,7 +54,7 @@ def table(runs: list[Run]) -> pd.DataFrame:
         for method in methods(run):
             row = {
                 "dataset": run.config["dataset"],
-                "model": model_label(run),
+                "model": run.model_label,
                 "seed": run.config["seed"],
                 "method": method,
             }
@@ -109,8 +103,8 @@ def curves_figure(runs: list[Run], path: Path) -> Path | None:
     """Comprehensiveness and sufficiency against k per method: one row of panels per dataset × model
     (its first seed), from the runs' summaries (mean and 95 % interval at each k)."""
     chosen: dict[tuple, Run] = {}
-    for run in sorted(ff_runs(runs), key=lambda r: (r.config["dataset"], model_label(r), str(r.config["seed"]))):
-        chosen.setdefault((run.config["dataset"], model_label(run)), run)
+    for run in sorted(ff_runs(runs), key=lambda r: (r.config["dataset"], r.model_label, str(r.config["seed"]))):
+        chosen.setdefault((run.config["dataset"], run.model_label), run)
     panels = []
     for (dataset, model), run in chosen.items():
         fractions = run_fractions(run)

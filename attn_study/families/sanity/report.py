@@ -25,12 +25,6 @@ def sn_runs(runs: list[Run]) -> list[Run]:
     return [r for r in runs if sn("n_instances") in r.summary]
 
 
-def model_label(run: Run) -> str:
-    c = run.config
-    variant = f" [{c['variant']}]" if c.get("variant") else ""
-    return f"{c['encoder']} + {c['attention']} ({c['projection']}){variant}"
-
-
 def run_stages(run: Run) -> list[str]:
     return [s for s in STAGES if sn(s, "same_prediction", "mean") in run.summary]
 
@@ -50,7 +44,7 @@ def table(runs: list[Run]) -> pd.DataFrame:
     rows = []
     for run in sn_runs(runs):
         for method in run_methods(run):
-            row = {"dataset": run.config["dataset"], "model": model_label(run), "seed": run.config["seed"]}
+            row = {"dataset": run.config["dataset"], "model": run.model_label, "seed": run.config["seed"]}
             row["method"] = method
             labels = [LABELS] if sn(LABELS, "same_prediction", "mean") in run.summary else []
             for stage in [*run_stages(run), *labels]:
@@ -82,8 +76,8 @@ def display(frame: pd.DataFrame) -> pd.DataFrame:
 
 def cascade_figure(runs: list[Run], path: Path) -> Path | None:
     chosen: dict[tuple, Run] = {}
-    for run in sorted(sn_runs(runs), key=lambda r: (r.config["dataset"], model_label(r), str(r.config["seed"]))):
-        chosen.setdefault((run.config["dataset"], model_label(run)), run)
+    for run in sorted(sn_runs(runs), key=lambda r: (r.config["dataset"], r.model_label, str(r.config["seed"]))):
+        chosen.setdefault((run.config["dataset"], run.model_label), run)
     panels = []
     for (dataset, model), run in chosen.items():
         stages = run_stages(run)

@@ -152,13 +152,16 @@ def test_each_matrix_is_named_by_its_dataset_and_model():
 def test_the_report_reads_pairs_in_either_order_of_their_methods():
     """A run made before the keys' order was alphabetical has ag/rollout/loo/…: its pair is in the table all the
     same, as (loo, rollout)."""
-    from types import SimpleNamespace
+    from pathlib import Path
+
+    from attn_study.report.runs import Run
 
     config = {"dataset": "sst", "encoder": "lstm", "attention": "additive", "projection": "softmax", "seed": 13}
     stats = {"mean": 0.2, "ci_low": 0.1, "ci_high": 0.3, "n": 10}
     old = {ag("n_instances"): 10, **{ag("rollout", "loo", "tau", k): v for k, v in stats.items()}}
     new = {ag("n_instances"): 10, **{ag("attention", "loo", "tau", k): v for k, v in stats.items()}}
-    frame = report.table([SimpleNamespace(config=config, summary=old), SimpleNamespace(config=config, summary=new)])
+    runs = [Run(Path(name), "complete", config=config, summary=s) for name, s in (("old", old), ("new", new))]
+    frame = report.table(runs)
     assert frame[["a", "b", "mean", "n"]].values.tolist() == [
         ["loo", "rollout", 0.2, 10],
         ["attention", "loo", 0.2, 10],
