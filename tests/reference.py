@@ -123,6 +123,14 @@ def normalised_entropy(scores: np.ndarray) -> float:
     return float(-(p * np.log(p)).sum() / math.log(len(scores)))
 
 
+def one_tie_within(scores, resolution: float = 1e-9) -> np.ndarray:
+    """Scores on a grid of ``resolution`` × their largest magnitude: values equal but for rounding (a repeated
+    word computed at another position) become exactly equal, so scipy ranks them as one tie."""
+    scores = np.asarray(scores, dtype=float)
+    step = resolution * np.abs(scores).max() if len(scores) and np.abs(scores).max() > 0 else 1.0
+    return np.round(scores / step) * step
+
+
 def tau(a, b) -> tuple[float, float]:
     """scipy's Kendall τ-b and p-value (NaN for fewer than two entries or a constant side)."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
