@@ -23,7 +23,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from attn_study import keys
-from attn_study.sweep.state import code_version, flatten
+from attn_study.sweep.state import code_version, flatten, numerics
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +75,10 @@ def in_multirun() -> bool:
 
 def run_metadata(labels: list[str]) -> dict:
     """What a run records besides its config: the class names (``data/labels``: class ``k`` of every
-    ``class_<k>`` key is ``labels[k]``) and the code version (``code/version``, ``code/commit``, ``code/dirty``)."""
-    return {"data/labels": list(labels), **{f"code/{k}": v for k, v in code_version().items()}}
+    ``class_<k>`` key is ``labels[k]``), the code version (``code/version``, ``code/commit``, ``code/dirty``) and what
+    rounds its floating point (``numerics/torch``, ``numerics/cpu_capability``)."""
+    recorded = {"code": code_version(), "numerics": numerics()}
+    return {"data/labels": list(labels), **{f"{group}/{k}": v for group, d in recorded.items() for k, v in d.items()}}
 
 
 # -- the loggers --------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import subprocess
 
 import pandas as pd
 import pytest
+import torch
 from lightning.pytorch.loggers import Logger, WandbLogger
 
 from attn_study import names, tracking
@@ -122,12 +123,21 @@ def test_the_config_is_what_one_filters_by_in_real_types(trained):
     ]
 
 
-def test_the_status_records_the_wandb_id_labels_and_code(trained):
+def test_the_status_records_the_wandb_id_labels_code_and_numerics(trained):
     run_dir, logged = trained
     recorded = status(run_dir)
     assert recorded["wandb_id"] == logged.run.run_id
     assert recorded["labels"] == ["negative", "positive"]
     assert recorded["code"] == {k.split("/")[1]: v for k, v in logged.config.items() if k.startswith("code/")}
+    numerics = {k.split("/")[1]: v for k, v in logged.config.items() if k.startswith("numerics/")}
+    assert (
+        recorded["numerics"]
+        == numerics
+        == {
+            "torch": torch.__version__,
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        }
+    )
 
 
 def test_per_instance_tables_carry_text_and_class_names(trained):

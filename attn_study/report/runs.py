@@ -57,6 +57,7 @@ class Run:
     identity: dict = field(default_factory=dict)
     settings: dict = field(default_factory=dict)  # the recorded config, flat (``encoder/hidden_size``)
     code: dict = field(default_factory=dict)  # status.json's code: version, commit, dirty (empty: not recorded)
+    numerics: dict = field(default_factory=dict)  # status.json's numerics: torch, cpu_capability (empty: not recorded)
     started: float = 0.0  # when its last attempt started
     attempts: int = 1
 
@@ -225,6 +226,7 @@ def collect(root: Path) -> tuple[list[Run], list[dict]]:
             identity=_identity(cfg, status),
             settings=_settings(cfg),
             code=status.get("code") if isinstance(status.get("code"), dict) else {},
+            numerics=status.get("numerics") if isinstance(status.get("numerics"), dict) else {},
             started=status.get("started", 0.0),
             attempts=int(status.get("attempt", 1) or 1),
         )
@@ -371,6 +373,14 @@ def code_label(code: dict) -> str:
     return label + (" + changes" if code.get("dirty") else "")
 
 
+def numerics_label(numerics: dict) -> str:
+    """What rounded a run's floating point, short (``AVX512, torch 2.13.0+cpu``); ``not recorded`` for a run made
+    before runs recorded it."""
+    if not numerics:
+        return "not recorded"
+    return f"{numerics.get('cpu_capability', 'unknown')}, torch {numerics.get('torch', 'unknown')}"
+
+
 def code_note(runs: list[Run], what: str = "These runs") -> str:
     """One HTML line when ``runs`` come from more than one code version (each version with its number of runs),
     else empty."""
@@ -437,6 +447,7 @@ def status_table(runs: list[Run], missing: list[dict], root: Path) -> pd.DataFra
             "analysis": r.config["analysis"],
             "finished": time.strftime("%Y-%m-%d %H:%M", time.localtime(r.finished)) if r.finished else "",
             "code": code_label(r.code),
+            "numerics": numerics_label(r.numerics),
             "error": r.error,
         }
         for r in runs

@@ -153,7 +153,8 @@ def clear_attempt(run_dir: Path, keep_checkpoints: bool) -> None:
 
 
 def mark_running(run_dir: Path, ident: dict, previous: dict, resumed: bool = False) -> dict:
-    """A new attempt: its number, the config identity, the code version, where it runs, and the W&B run id —
+    """A new attempt: its number, the config identity, the code version and numerics, where it runs, and the W&B
+    run id —
     the previous attempt's when this one resumes it (its offline W&B run continues), else a new one."""
     return _write(
         run_dir,
@@ -164,6 +165,7 @@ def mark_running(run_dir: Path, ident: dict, previous: dict, resumed: bool = Fal
             "identity": ident,
             "wandb_id": previous.get("wandb_id") if resumed and previous.get("wandb_id") else new_run_id(),
             "code": code_version(),
+            "numerics": numerics(),
             **_job_environment(),
         },
     )
@@ -179,6 +181,15 @@ def new_run_id() -> str:
 def code_version() -> dict:
     """The code this process runs (:func:`describe_code` of the folder the package is imported from)."""
     return describe_code(Path(__file__).resolve().parents[2])
+
+
+def numerics() -> dict:
+    """What rounds the run's floating point: torch's ``version`` and the CPU vector instructions its kernels use
+    (``cpu_capability``: ``AVX512``, ``AVX2``, …). A seed gives the same numbers again where these and the code
+    are the same; across instruction sets sums round in another order (docs/runs.md)."""
+    import torch
+
+    return {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
 
 def describe_code(source: Path) -> dict:

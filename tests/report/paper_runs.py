@@ -16,6 +16,7 @@ from attn_study.io import write_json_atomic
 
 CODE_A = {"version": "0.1.0", "commit": "a" * 40, "dirty": False}
 CODE_B = {"version": "0.1.0", "commit": "b" * 40, "dirty": True}
+AVX512 = {"torch": "2.13.0+cpu", "cpu_capability": "AVX512"}
 GLOVE = "/data/glove.6B.50d.txt.gz"
 
 
@@ -31,6 +32,7 @@ def write_run(
     settings: dict | None = None,
     overrides: list[str] | None = None,
     code: dict | None = None,
+    numerics: dict | None = AVX512,
     finished: float = 1.0e9,
     started: float | None = None,
     attempt: int = 1,
@@ -60,6 +62,8 @@ def write_run(
         "labels": ["negative", "positive"],
         "code": code or CODE_A,
     }
+    if numerics is not None:
+        status["numerics"] = numerics
     write_json_atomic(run / "status.json", status)
     write_json_atomic(run / "summary.json", {"run/attempts": attempt, "train/seconds": 240.0, **summary})
     if instances is not None:
@@ -139,6 +143,7 @@ def paper_sweep(root: Path) -> Path:
         write_run(
             root,
             f"jw-lstm-{seed}",
+            numerics={"torch": "2.9.1+cpu", "cpu_capability": "AVX2"} if seed == 14 else None if seed == 15 else AVX512,
             setting=jw | {"encoder": "lstm"},
             seed=seed,
             summary=jw_summary(rng, 0.39, 0.33, 0.81 + rng.normal(0, 0.003)),

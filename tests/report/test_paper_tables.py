@@ -262,6 +262,11 @@ def test_the_report_writes_the_coverage_and_names_code_versions(tmp_path):
     assert replaced["why"].tolist() == ["same config, finished later; made by other code"]
     runs = pd.read_csv(out / "runs.csv").set_index("run")
     assert runs.loc["jw-lstm-15", "code"] == "bbbbbbbb + changes"
+    assert runs.loc[["jw-lstm-13", "jw-lstm-14", "jw-lstm-15"], "numerics"].tolist() == [
+        "AVX512, torch 2.13.0+cpu",
+        "AVX2, torch 2.9.1+cpu",
+        "not recorded",  # a run made before runs recorded it
+    ]
     accuracy = pd.read_csv(out / "accuracy.csv")
     resumed = accuracy[accuracy["encoder"] == "diversity_lstm"].iloc[0]
     assert resumed["attempts"] == 2 and resumed["last attempt"] == 1200 and resumed["training time"] == 240
