@@ -18,7 +18,7 @@ from attn_study.families import REGISTRY
 from attn_study.report import scorecard as sc
 from attn_study.report.cli import build_report
 from attn_study.report.coverage import available_data, configured_data, coverage, summary_line
-from attn_study.report.runs import CrossRunMeasure, Run, code_label, code_note
+from attn_study.report.runs import CrossRunMeasure, Run, code_label, code_note, numerics_label
 from tests.report.paper_runs import CODE_A, CODE_B, paper_sweep
 from tests.report.test_scorecard import SETTING
 
@@ -231,10 +231,13 @@ def test_datasets_here_are_those_of_any_run_or_of_this_machines_data_paths(tmp_p
     assert available_data([failed], conf) == {"babi1", "babi2", "imdb"}
 
 
-def test_code_versions_are_named_and_a_mix_is_said():
+def test_code_versions_and_numerics_are_named_and_a_mix_is_said():
     assert code_label(CODE_A) == "aaaaaaaa" and code_label(CODE_B) == "bbbbbbbb + changes"
     assert code_label({}) == "not recorded"
     assert code_label({"version": "0.2", "commit": "unknown", "dirty": None}) == "version 0.2"
+    assert numerics_label({}) == "not recorded"
+    assert numerics_label({"torch": "2.13.0+cpu"}) == "unknown, torch 2.13.0+cpu"
+    assert numerics_label({"cpu_capability": "AVX2"}) == "AVX2, torch unknown"
     same = [run(0, {}), run(1, {})]
     assert code_note(same) == ""
     note = code_note([*same, run(2, {}, code=CODE_B)])
