@@ -5,10 +5,12 @@
   count of epochs: ``Epoch 0 (1 of 2)``; it ends with the test loop, before the analyses (callbacks after it) draw
   their own.
 - Analyses (:class:`Progress`, one per family, counted in instances): on a terminal a tqdm bar with the instances
-  done and an ETA, and under it a bar per step (a method or sub-test, :meth:`Progress.step`) with the instances it
-  has done and its seconds; elsewhere (a log file, SLURM) a line every :data:`EVERY` seconds with the instances
-  done, the time so far, the time left and the step under way. The steps' timer is the family's clock: when a
-  family is done, :func:`seconds_lines` gives a line per step with its seconds.
+  done and the time left — from the tokens done and left where the family gives its instances' lengths (batches come
+  shortest first, so a count of instances would promise the long ones too soon) —, and under it a bar per step (a
+  method or sub-test, :meth:`Progress.step`) with the instances it has done and its seconds; elsewhere (a log file,
+  SLURM) a line every :data:`EVERY` seconds with the instances done, the time so far, the time left and the step
+  under way. The steps' timer is the family's clock: when a family is done, :func:`seconds_lines` gives a line per
+  step with its seconds.
 """
 
 from __future__ import annotations
@@ -86,12 +88,23 @@ class Progress:
     a bar per step; else a line to ``stream`` (standard output) at most every ``every`` seconds (:data:`EVERY`),
     from :meth:`update` and from a ticker thread, so that a batch of several minutes still shows the run is alive.
     ``steps`` are the family's steps in the order its summary lists their seconds (a step not named there is added
-    when it first runs). ``clock`` is the time source (a test's fake clock)."""
+    when it first runs). ``clock`` is the time source (a test's fake clock). ``work``: the instances' total
+    tokens; the time left is then elapsed × (work left) / (work done), each batch's tokens given to :meth:`update`.
+    """
 
     def __init__(
-        self, label: str, total: int, interactive=None, every=None, stream=None, clock=time.monotonic, steps=()
+        self,
+        label: str,
+        total: int,
+        interactive=None,
+        every=None,
+        stream=None,
+        clock=time.monotonic,
+        steps=(),
+        work: float | None = None,
     ):
         self.label, self.total, self.done = label, int(total), 0
+        self.work, self.work_done = (float(work) if work else None), 0.0
         self.every = EVERY if every is None else float(every)
         self.stream, self.clock = stream or sys.stdout, clock
         self.started = self.said = clock()
@@ -102,7 +115,16 @@ class Progress:
         self._counted: dict[str, int] = {}  # per step, the last batch it counted
         interactive = sys.stderr.isatty() if interactive is None else interactive
         self.bar = (
-            tqdm(total=self.total, desc=label, unit="inst", leave=False, dynamic_ncols=True) if interactive else None
+            tqdm(
+                total=self.total,
+                desc=label,
+                unit="inst",
+                leave=False,
+                dynamic_ncols=True,
+                bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} inst [{elapsed}{postfix}]",  # the time left: ours
+            )
+            if interactive
+            else None
         )
         self.step_bars: dict[str, tqdm] = {}
         self._lock, self._stop = threading.RLock(), threading.Event()
@@ -122,13 +144,29 @@ class Progress:
         if self.bar is not None:
             self.bar.close()
 
-    def update(self, instances: int) -> None:
-        """``instances`` more are done."""
+    def update(self, instances: int, work: float = 0.0) -> None:
+        """``instances`` more are done (``work``: their tokens)."""
         with self._lock:
             self.done += int(instances)
+            self.work_done += float(work)
             if self.bar is not None:
                 self.bar.update(int(instances))
+                self._postfix()
         self.beat()
+
+    def left(self, now: float) -> float | None:
+        """Seconds left at the rate so far: per token done where ``work`` is known, else per instance (None before
+        anything is done)."""
+        elapsed = now - self.started
+        if self.work is not None and self.work_done > 0:
+            return elapsed / self.work_done * max(self.work - self.work_done, 0.0)
+        return elapsed / self.done * (self.total - self.done) if self.done else None
+
+    def _postfix(self) -> None:
+        left = self.left(self.clock())
+        parts = [f"about {duration(left)} left"] if left is not None else []
+        parts += [f"now {self.current}"] if self.current else []
+        self.bar.set_postfix_str(", ".join(parts), refresh=False)
 
     def begin_batch(self, instances: int) -> None:
         """A batch of ``instances`` begins: the steps that run on it count it once."""
@@ -144,7 +182,7 @@ class Progress:
         with self._lock:
             outer, self.current = self.current, name
             if self.bar is not None:
-                self.bar.set_postfix_str(f"now {name}", refresh=False)
+                self._postfix()
         try:
             yield
         finally:
@@ -156,7 +194,7 @@ class Progress:
                 self.seconds[name] = self.seconds.get(name, 0.0) + elapsed
                 self.step_done[name] = self.step_done.get(name, 0) + count
                 if self.bar is not None:
-                    self.bar.set_postfix_str(f"now {outer}" if outer else "", refresh=False)
+                    self._postfix()
                     self._draw_step(name, count)
 
     def _draw_step(self, name: str, count: int) -> None:
@@ -191,10 +229,10 @@ class Progress:
     def line(self, now: float) -> str:
         """``analysis:  sanity/cascading on test: 320/1000 instances, 1 min 05 s, about 2 min 18 s left; now
         gradient``."""
-        elapsed = now - self.started
-        text = f"{PREFIX}{self.label}: {self.done}/{self.total} instances, {duration(elapsed)}"
-        if self.done:
-            text += f", about {duration(elapsed / self.done * (self.total - self.done))} left"
+        text = f"{PREFIX}{self.label}: {self.done}/{self.total} instances, {duration(now - self.started)}"
+        left = self.left(now)
+        if left is not None:
+            text += f", about {duration(left)} left"
         if self.current is not None:
             text += f"; now {self.current}"
         return text
@@ -204,6 +242,7 @@ class Progress:
         while not self._stop.wait(pause):
             if self.bar is not None:
                 with self._lock:
+                    self._postfix()
                     for bar in (self.bar, *self.step_bars.values()):
                         bar.refresh()
             else:

@@ -42,6 +42,26 @@ def test_in_a_log_a_line_every_30_seconds_with_instances_done_and_time_left():
     ]
 
 
+def test_with_the_instances_tokens_the_time_left_follows_the_tokens_left():
+    """Batches come shortest first: 3 short instances (10 tokens each) in 30 s, the last one 90 tokens long: 90 s
+    left at 1 token a second (counted in instances it would say 10 s), on a terminal's bar as in a log."""
+    clock, out = FakeClock(), io.StringIO()
+    bar = Progress("sparsity/input on test", 4, interactive=False, stream=out, clock=clock, work=120)
+    clock.now = 30.0
+    bar.update(3, work=30)
+    assert bar.left(clock.now) == pytest.approx(90.0)
+    assert out.getvalue().splitlines() == [
+        "analysis:  sparsity/input on test: 3/4 instances, 30.0 s, about 1 min 30 s left"
+    ]
+    terminal = Progress("sparsity/input on test", 4, interactive=True, stream=io.StringIO(), clock=clock, work=120)
+    with terminal:
+        clock.now = 60.0
+        terminal.update(3, work=30)
+        with terminal.step("gradient"):
+            assert terminal.bar.postfix == "about 1 min 30 s left, now gradient"  # from 30 s to 60 s: 1 s a token
+    assert Progress("x", 4, interactive=False, clock=clock).left(clock.now) is None  # nothing done yet
+
+
 def test_the_ticker_speaks_while_one_batch_takes_long():
     out = io.StringIO()
     with Progress("faithfulness/removal on test", 10, interactive=False, every=0.05, stream=out):

@@ -77,7 +77,7 @@ class Measuring:
         for batch in self._batches():
             self.progress.begin_batch(len(batch["index"]))
             yield {k: v.to(self._device) for k, v in batch.items()}
-            self.progress.update(len(batch["index"]))
+            self.progress.update(len(batch["index"]), work=float(batch["lengths"].sum()))
 
     def step(self, name: str):
         """Time the block as step ``name`` (``progress.Progress.step``)."""
@@ -365,7 +365,8 @@ class AnalysisCallback(Callback):
         device = next(model.parameters()).device
         size = self.batch_size_for(data, split, indices, device)
         desc = f"{self.name}/{label}" if label else self.name
-        with Progress(f"{desc} on {split}", len(indices), steps=steps) as progress:
+        tokens = float(data.split(split).lengths[np.asarray(indices, dtype=np.int64)].sum())
+        with Progress(f"{desc} on {split}", len(indices), steps=steps, work=tokens) as progress:
             yield Measuring(progress, data, split, indices, size, device)
 
     def analyse(self, model, data, out_dir: Path, loggers=(), step: int = 0) -> dict:
