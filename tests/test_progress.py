@@ -60,6 +60,16 @@ def test_with_the_instances_tokens_the_time_left_follows_the_tokens_left():
         with terminal.step("gradient"):
             assert terminal.bar.postfix == "about 1 min 30 s left, now gradient"  # from 30 s to 60 s: 1 s a token
     assert Progress("x", 4, interactive=False, clock=clock).left(clock.now) is None  # nothing done yet
+    one = Progress("x", 2, interactive=False, clock=clock, work=5)
+    clock.now += 2.0
+    one.update(1, work=1)  # 1 token in 2 s, 4 to go
+    assert one.left(clock.now) == pytest.approx(8.0)
+    one.update(1, work=6)  # more tokens than announced: nothing left, not less
+    assert one.left(clock.now) == 0.0
+    untold = Progress("x", 4, interactive=False, clock=clock, work=100)
+    clock.now += 4.0
+    untold.update(1)  # a batch without its tokens: per instance, 4 s each
+    assert untold.left(clock.now) == pytest.approx(12.0)
 
 
 def test_the_ticker_speaks_while_one_batch_takes_long():
