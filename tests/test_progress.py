@@ -154,6 +154,21 @@ def test_on_a_terminal_a_bar_per_method_and_sub_test(monkeypatch, tmp_path):
     assert "  removal" in terminal.getvalue()
 
 
+def test_a_family_counts_its_instances_tokens_for_the_time_left(monkeypatch, tmp_path):
+    """The family's progress knows the tokens of the instances it analyses (4 + 3 + 5) and is told each batch's."""
+    seen = []
+    exit_bar = Progress.__exit__
+
+    def keep(self, *exc):
+        seen.append((self.work, self.work_done))
+        return exit_bar(self, *exc)
+
+    monkeypatch.setattr(Progress, "__exit__", keep)
+    batch = token_batch([[5, 6, 7, 8], [9, 10, 11], [4, 12, 13, 14, 15]], labels=[0, 1, 0])
+    JainWallace(tests=["correlation"], batch_size=1).analyse(tiny_model(), StubData(batch), tmp_path)
+    assert seen == [(12.0, 12.0)]
+
+
 def test_durations_read_as_a_person_says_them():
     assert [duration(s) for s in (4.24, 59.96, 65, 3599, 3725)] == [
         "4.2 s",

@@ -238,6 +238,43 @@ def test_the_report_shows_randomised_labels_beside_the_cascade():
     assert shown.loc[0, "|ρ| randomised labels"] == "0.300 [0.200, 0.400]"
 
 
+def test_the_cascade_figure_draws_each_model_from_its_first_seed(monkeypatch, tmp_path):
+    """One row of panels per dataset × model, from the run of its lowest seed (here 13, though listed second); a
+    panel per headline statistic, titled by it, with the methods whose mean is finite at some stage (an undefined
+    interval does not hide a method)."""
+    from pathlib import Path
+
+    from attn_study.families.sanity import report
+    from attn_study.report.runs import Run
+
+    def run(seed, encoder, rho):
+        summary = {"sn/n_instances": 5, "sn/decoder/same_prediction/mean": 0.9}
+        values = {"mean": rho, "ci_low": float("nan"), "ci_high": rho}
+        summary.update({f"sn/gradient/decoder/spearman_magnitude/{k}": v for k, v in values.items()})
+        config = {"dataset": "sst", "encoder": encoder, "attention": "additive", "projection": "softmax"}
+        return Run(Path(f"/r{seed}{encoder}"), "complete", config=config | {"seed": seed}, summary=summary)
+
+    drawn = {}
+
+    def panel_rows(panels, draw, *args):
+        assert draw is report.draw_cascade
+        for title, stages, row in panels:
+            drawn[title] = (stages, [(label, {m: c[0, 0] for m, c in curves.items()}) for label, curves in row])
+
+    monkeypatch.setattr(report, "panel_rows", panel_rows)
+    report.cascade_figure([run(14, "lstm", 0.4), run(13, "lstm", 0.7), run(13, "average", 0.2)], tmp_path / "f.png")
+    assert drawn == {
+        "sst: average + additive (softmax)": (
+            ["decoder"],
+            [("|Spearman ρ|", {"gradient": 0.2}), ("|Spearman ρ of |scores||", {})],
+        ),
+        "sst: lstm + additive (softmax)": (
+            ["decoder"],
+            [("|Spearman ρ|", {"gradient": 0.7}), ("|Spearman ρ of |scores||", {})],
+        ),
+    }
+
+
 # -- issue 38 §7: the magnitude of each correlation is the headline -------------------------------------------------
 
 
