@@ -154,8 +154,7 @@ def clear_attempt(run_dir: Path, keep_checkpoints: bool) -> None:
 
 def mark_running(run_dir: Path, ident: dict, previous: dict, resumed: bool = False) -> dict:
     """A new attempt: its number, the config identity, the code version and numerics, where it runs, and the W&B
-    run id —
-    the previous attempt's when this one resumes it (its offline W&B run continues), else a new one."""
+    run id — the previous attempt's when this one resumes it (its offline W&B run continues), else a new one."""
     return _write(
         run_dir,
         {
