@@ -3,8 +3,14 @@
 A task file holds numbered lines; number 1 starts a new story. A statement line is ``<n> <sentence>``;
 a question line is ``<n> <question>\\t<answer>\\t<supporting line numbers>``. Each question is one
 instance: the passage is the story's statements before it (in order; earlier questions are not part of
-it), the query the question, the label the answer's index in the answer vocabulary: every answer of the
-task's train file, sorted.
+it), the query the question, the label the answer's index among the classes.
+
+``classes`` says what the classes are: ``answers`` (every answer of the task's train file, sorted) or ``words``
+(Jain & Wallace's output layer, ``preprocess/Babi/Babi.ipynb``'s ``entity2idx``: every word of the passages and
+questions of the train files of ``class_tasks`` — tasks 1-3 in their notebook, which fits one vocabulary on all
+three — as ``style`` writes them, split at spaces, case kept, sorted; only the answers ever occur as labels). A
+class task whose train file is missing from the variant's folder or archive is read from the other variant's
+(en and en-10k come from one generator with one vocabulary), and the log and the fingerprint say so.
 
 ``style`` says how the passage and question are written: ``as_written`` (the statements joined by spaces,
 each with its full stop; the question with its "?") or ``jain_wallace`` (their notebook
@@ -18,6 +24,7 @@ random_state=16377)`` over the train file's questions in file order, reproduced 
 from __future__ import annotations
 
 import gzip
+import logging
 import re
 import tarfile
 import zlib
@@ -37,6 +44,7 @@ VARIANTS = ("en", "en-10k")
 STYLES = ("as_written", "jain_wallace")
 DEV_SPLITS = ("stratified", "jain_wallace")
 FILE_SPLITS = ("train", "test")
+CLASSES = ("answers", "words")
 TASKS = {
     1: "single-supporting-fact",
     2: "two-supporting-facts",
@@ -60,6 +68,7 @@ TASKS = {
     20: "agents-motivations",
 }
 
+LOG = logging.getLogger(__name__)
 _LINE = re.compile(r"(\d+) (.*)")
 
 Question = tuple[int, str, str, str]  # line number, passage, question, answer
@@ -131,6 +140,8 @@ class BabiSource(DownloadableSource):
         split_seed: int = 13,
         style: str = "as_written",
         dev_split: str = "stratified",
+        classes: str = "answers",
+        class_tasks: list[int] | None = None,
     ) -> None:
         if task not in TASKS:
             raise UserError(f"dataset.source.task={task}: must be a bAbI task number 1-20")
@@ -140,31 +151,42 @@ class BabiSource(DownloadableSource):
             raise UserError(f"dataset.source.style={style}: must be one of {', '.join(STYLES)}")
         if dev_split not in DEV_SPLITS:
             raise UserError(f"dataset.source.dev_split={dev_split}: must be one of {', '.join(DEV_SPLITS)}")
+        if classes not in CLASSES:
+            raise UserError(f"dataset.source.classes={classes}: must be one of {', '.join(CLASSES)}")
+        wrong = [t for t in class_tasks or () if t not in TASKS]
+        if wrong:
+            raise UserError(
+                f"dataset.source.class_tasks={list(class_tasks or ())}: {wrong[0]} is not a bAbI task (1-20)"
+            )
         if not 0 < dev_fraction < 1:
             raise UserError(f"dataset.source.dev_fraction={dev_fraction}: must be between 0 and 1")
-        super().__init__(path, url, sha256, cache_dir, name=f"babi{task}")  # classes: the answers, read on first use
+        super().__init__(path, url, sha256, cache_dir, name=f"babi{task}")  # classes: read on first use
         self.task = task
         self.variant = variant
         self.dev_fraction = dev_fraction
         self.split_seed = split_seed
         self.style, self.dev_split = style, dev_split
-        self._answers: list[str] | None = None
+        self.classes = classes
+        self.class_tasks = list(class_tasks) if class_tasks else [task]
+        self._classes: list[str] | None = None
+        self._class_texts: dict[tuple[str, int], tuple[str, str, str, Path]] = {}
 
     @property
     def label_names(self) -> list[str]:
-        """The answer vocabulary: the sorted answers of the train file (read on first use)."""
-        if self._answers is None:
+        """The classes (module docstring; read on first use)."""
+        if self._classes is None:
             source = self._resolve()
-            self._answers = _answer_vocabulary(parse_babi(*self._read(source, ("train",))["train"], self.style))
-        return list(self._answers)
+            self._classes = self._class_names(source, parse_babi(*self._read(source, ("train",))["train"], self.style))
+        return list(self._classes)
 
     @property
     def num_classes(self) -> int:
         return len(self.label_names)
 
-    def file_name(self, split: str) -> str:
-        """``qa<task>_<task name>_<split>.txt``."""
-        return f"qa{self.task}_{TASKS[self.task]}_{split}.txt"
+    def file_name(self, split: str, task: int | None = None) -> str:
+        """``qa<task>_<task name>_<split>.txt`` (this source's task by default)."""
+        task = self.task if task is None else task
+        return f"qa{task}_{TASKS[task]}_{split}.txt"
 
     def load(self) -> dict[str, list[RawExample]]:
         """Read train/dev/test; uids are ``<file split>-<line number of the question>``."""
@@ -174,8 +196,8 @@ class BabiSource(DownloadableSource):
         for split in FILE_SPLITS:
             if not parsed[split]:
                 raise DataError(f"{texts[split][1]}: no questions; {PATH_HINT}")
-        self._answers = _answer_vocabulary(parsed["train"])
-        index = {answer: i for i, answer in enumerate(self._answers)}
+        self._classes = self._class_names(source, parsed["train"])
+        index = {answer: i for i, answer in enumerate(self._classes)}
         examples: dict[str, list[RawExample]] = {}
         for split in FILE_SPLITS:
             examples[split] = []
@@ -218,8 +240,68 @@ class BabiSource(DownloadableSource):
             "split_seed": self.split_seed,
             "style": self.style,
             "dev_split": self.dev_split,
+            "classes": self.classes,
             "files": [describe_file(path) for path in paths],
+            **(
+                {"class_tasks": self.class_tasks, "class_files": self._class_files(source)}
+                if self.classes == "words"
+                else {}
+            ),
         }
+
+    def _class_names(self, source: Path, train: list[Question]) -> list[str]:
+        """The sorted classes (module docstring), ``train`` being this task's parsed train file."""
+        if self.classes == "answers":
+            return sorted({answer for _, _, _, answer in train})
+        words = {answer for _, _, _, answer in train}
+        for task in self.class_tasks:
+            if task == self.task:
+                questions = train
+            else:
+                text, where, _, _ = self._class_file(source, task)
+                questions = parse_babi(text, where, self.style)
+            for _, passage, question, answer in questions:
+                words.update(passage.split(" ") + question.split(" ") + [answer])
+        return sorted(words - {""})
+
+    def _class_file(self, source: Path, task: int) -> tuple[str, str, str, Path]:
+        """(text, where, variant, file or archive) of ``task``'s train file for the classes: the variant's, else
+        the other variant's (read once per source)."""
+        key = (str(source), task)
+        if key not in self._class_texts:
+            self._class_texts[key] = self._find_class_file(source, task)
+        return self._class_texts[key]
+
+    def _find_class_file(self, source: Path, task: int) -> tuple[str, str, str, Path]:
+        other = next(v for v in VARIANTS if v != self.variant)
+        for variant in (self.variant, other):
+            where = source if source.is_file() else source.parent / variant
+            try:
+                text, name = self._read(where, ("train",), task, variant)["train"]
+            except DataError:
+                continue
+            if variant != self.variant:
+                LOG.info(
+                    "bAbI classes: %s is not in %s; its words are read from %s",
+                    self.file_name("train", task),
+                    self.variant,
+                    name,
+                )
+            return text, name, variant, where if where.is_file() else where / self.file_name("train", task)
+        raise DataError(
+            f"{source}: no {self.file_name('train', task)} in {' or '.join(VARIANTS)}; the classes "
+            f"(dataset.source.classes=words) are the words of the train files of tasks {self.class_tasks}: give a "
+            f"copy that holds them, or leave {task} out of dataset.source.class_tasks"
+        )
+
+    def _class_files(self, source: Path) -> list[dict[str, Any]]:
+        """The identity of every other class task's train file (the archive's, when the source is one)."""
+        out = []
+        for task in self.class_tasks:
+            if task != self.task:
+                _, _, variant, path = self._class_file(source, task)
+                out.append({"task": task, "variant": variant, **describe_file(path)})
+        return out
 
     def _resolve(self) -> Path:
         """The variant's folder (``<root>/en-10k``), or the tarball (downloaded when no path)."""
@@ -239,19 +321,23 @@ class BabiSource(DownloadableSource):
         advice = "; try dataset.source.variant=en" if self.variant != "en" else f"; {PATH_HINT}"
         return DataError(f"{where}: not found{advice}")
 
-    def _file(self, folder: Path, split: str) -> Path:
-        path = folder / self.file_name(split)
+    def _file(self, folder: Path, split: str, task: int | None = None) -> Path:
+        path = folder / self.file_name(split, task)
         if not path.is_file():
             raise self._missing(str(path))
         return path
 
-    def _read(self, source: Path, splits: tuple[str, ...]) -> dict[str, tuple[str, str]]:
-        """split → (file text, where) for the task files of ``splits`` (folder or tarball)."""
+    def _read(
+        self, source: Path, splits: tuple[str, ...], task: int | None = None, variant: str | None = None
+    ) -> dict[str, tuple[str, str]]:
+        """split → (file text, where) for the files of ``splits`` of ``task`` in ``variant`` (this source's by
+        default), from the variant's folder or the tarball."""
+        variant = self.variant if variant is None else variant
         if source.is_dir():
-            paths = {split: self._file(source, split) for split in splits}
+            paths = {split: self._file(source, split, task) for split in splits}
             return {split: (_decode(path.read_bytes(), str(path)), str(path)) for split, path in paths.items()}
         wanted = {
-            split: re.compile(rf"(?:.*/)?{re.escape(self.variant)}/{re.escape(self.file_name(split))}")
+            split: re.compile(rf"(?:.*/)?{re.escape(variant)}/{re.escape(self.file_name(split, task))}")
             for split in splits
         }
         found: dict[str, tuple[str, str]] = {}
@@ -273,12 +359,8 @@ class BabiSource(DownloadableSource):
             ) from error
         for split in splits:
             if split not in found:
-                raise self._missing(f"{source}:{self.variant}/{self.file_name(split)}")
+                raise self._missing(f"{source}:{variant}/{self.file_name(split, task)}")
         return found
-
-
-def _answer_vocabulary(questions: list[Question]) -> list[str]:
-    return sorted({answer for _, _, _, answer in questions})
 
 
 def _decode(data: bytes, where: str) -> str:

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import random
 import time
+import warnings
 
 import lightning as L
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torchmetrics import AUROC, Accuracy, F1Score, MaxMetric, MetricCollection
+from torchmetrics import Accuracy, F1Score, MaxMetric, MetricCollection
+from torchmetrics.classification import MulticlassAUROC
+from torchmetrics.utilities import dim_zero_cat
 
 from attn_study.errors import TrainingDiverged, UserError
 from attn_study.models.classifier import AttentionClassifier, attended
@@ -25,14 +28,29 @@ from attn_study.models.word_tying import WordTying
 EXPLODED = 100.0
 
 
+class PresentClassesAUROC(MulticlassAUROC):
+    """Macro one-vs-rest AUROC over the classes the targets hold: the mean over classes c with an instance of
+    AUROC(ŷ_c, 1[y = c]). torchmetrics' macro average counts a class no target has (its AUROC undefined) as 0,
+    so classes that are never labels (bAbI's ``classes=words``) or a class a split lacks would pull it down."""
+
+    def __init__(self, num_classes: int) -> None:
+        super().__init__(num_classes=num_classes, average="none")
+
+    def compute(self) -> torch.Tensor:
+        present = torch.bincount(dim_zero_cat(self.target).long(), minlength=self.num_classes) > 0
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="No positive samples in targets")
+            return super().compute()[present].mean()
+
+
 def _metrics(num_classes: int) -> MetricCollection:
-    """Accuracy, macro-F1 and macro one-vs-rest AUROC on the distribution ŷ (B, C). For two classes
-    these equal the binary accuracy at 0.5 and the binary AUROC."""
+    """Accuracy, macro-F1 and macro one-vs-rest AUROC (over the classes the targets hold) on the distribution
+    ŷ (B, C). For two classes these equal the binary accuracy at 0.5 and the binary AUROC."""
     return MetricCollection(
         {
             "acc": Accuracy(task="multiclass", num_classes=num_classes),
             "f1": F1Score(task="multiclass", num_classes=num_classes, average="macro"),
-            "auroc": AUROC(task="multiclass", num_classes=num_classes),
+            "auroc": PresentClassesAUROC(num_classes),
         }
     )
 

@@ -119,6 +119,83 @@ def test_labels_from_sorted_train_answers(babi_dir: Path) -> None:
     assert train_dev == ["train-3", "train-6", "train-9", "train-12", "train-14", "train-16", "train-18", "train-20"]
 
 
+#: the words of BABI_TRAIN as style=jain_wallace writes it (statements joined by " . ", no "?"), sorted, case kept
+TRAIN_WORDS = sorted(
+    {
+        ".",
+        "Daniel",
+        "John",
+        "Mary",
+        "Sandra",
+        "Where",
+        "back",
+        "is",
+        "journeyed",
+        "moved",
+        "the",
+        "to",
+        "travelled",
+        "went",
+    }
+    | set(ANSWERS)
+    | {"bathroom", "hallway"}
+)
+TASK2 = "qa2_two-supporting-facts"
+
+
+def test_classes_words_are_every_word_of_the_train_file(babi_dir: Path) -> None:
+    """``classes=words`` (Jain & Wallace's output layer): a class per word of the train file's passages and
+    questions as the style writes them, sorted with case kept; each label is its answer's index among them."""
+    source = BabiSource(str(babi_dir), style="jain_wallace", classes="words", dev_fraction=0.3)
+    assert source.label_names == TRAIN_WORDS and source.num_classes == 19
+    splits = source.load()
+    assert [(e.uid, TRAIN_WORDS[e.label]) for e in splits["test"]] == [("test-3", "hallway"), ("test-6", "garden")]
+    assert {TRAIN_WORDS[e.label] for e in splits["train"] + splits["dev"]} == set(ANSWERS)
+    as_written = BabiSource(str(babi_dir), classes="words", dev_fraction=0.3).label_names
+    assert "bathroom." in as_written and "Mary?" in as_written and "bathroom" in as_written  # the answers too
+
+
+def test_class_tasks_add_the_words_of_other_tasks(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """``class_tasks`` unions the words of those tasks' train files; a task missing from the variant is read
+    from the other variant's folder (logged, and named in the fingerprint); missing from both, one line."""
+    root = write_babi(tmp_path / "b", variants=("en-10k",))
+    other = "1 Mary dropped the milk.\n2 Where was the milk before the office? \toffice\t1\n"
+    write_babi(tmp_path / "b", variants=("en",), train=other, tasks=(TASK2,))
+    source = BabiSource(str(root), style="jain_wallace", classes="words", class_tasks=[1, 2], dev_fraction=0.3)
+    with caplog.at_level("INFO", logger="attn_study.data.babi"):
+        names = source.label_names
+    assert names == sorted(set(TRAIN_WORDS) | {"before", "dropped", "milk", "was"})
+    assert f"{TASK2}_train.txt is not in en-10k" in caplog.text and f"en/{TASK2}_train.txt" in caplog.text
+    splits = source.load()
+    assert [names[e.label] for e in splits["test"]] == ["hallway", "garden"]
+    class_files = source.fingerprint()["class_files"]
+    assert [(f["task"], f["variant"], Path(f["path"]).name) for f in class_files] == [(2, "en", f"{TASK2}_train.txt")]
+    assert BabiSource(str(root), classes="words").fingerprint()["class_files"] == []
+    for missing in (root / "en" / f"{TASK2}_train.txt",):
+        missing.unlink()
+    with pytest.raises(
+        DataError, match=rf"no {TASK2}_train\.txt in en or en-10k.*leave 2 out of dataset.source.class_tasks"
+    ):
+        _ = BabiSource(str(root), classes="words", class_tasks=[1, 2]).label_names
+
+
+def test_classes_from_a_tarball(babi_dir: Path, tmp_path: Path) -> None:
+    """The archive gives the same classes as the folder, another task's train file included."""
+    write_babi(babi_dir.parent, tasks=(TASK2,), train=BABI_TRAIN.replace("Daniel", "Fred"))
+    tar = write_tree_tarball(babi_dir, tmp_path / "tasks_1-20_v1-2.tar.gz", prefix="tasks_1-20_v1-2/")
+    options = {"style": "jain_wallace", "classes": "words", "class_tasks": [1, 2], "dev_fraction": 0.3}
+    folder = BabiSource(str(babi_dir), **options)
+    assert "Fred" in folder.label_names
+    assert BabiSource(str(tar), **options).load() == folder.load()
+
+
+def test_class_options_are_checked() -> None:
+    with pytest.raises(UserError, match="dataset.source.classes=vocabulary: must be one of answers, words"):
+        BabiSource(classes="vocabulary")
+    with pytest.raises(UserError, match=r"dataset.source.class_tasks=\[1, 21\]: 21 is not a bAbI task"):
+        BabiSource(classes="words", class_tasks=[1, 21])
+
+
 def test_dev_carve_is_stratified_and_deterministic(tmp_path: Path) -> None:
     story = "".join(
         f"1 Mary went to the {place}.\n2 Where is Mary? \t{place}\t1\n" for place in ["garden"] * 30 + ["office"] * 10
@@ -211,3 +288,24 @@ def test_real_babi_counts(task: int, variant: str) -> None:
     }
     assert source.label_names == ["bathroom", "bedroom", "garden", "hallway", "kitchen", "office"]
     assert all(e.query and e.query.endswith("?") for e in splits["test"])
+
+
+@pytest.mark.slow
+def test_real_babi_jain_wallace_classes() -> None:
+    """Their notebook's 36 classes: the words of tasks 1-3's train files (each variant's copy of a task has the
+    same words, so a task missing from one variant gives the same classes from the other)."""
+    if not REAL_BABI.is_dir():
+        pytest.skip(f"real bAbI not at {REAL_BABI}")
+    options = {"style": "jain_wallace", "classes": "words", "class_tasks": [1, 2, 3]}
+    names = BabiSource(str(REAL_BABI), task=1, variant="en", **options).label_names
+    places = ["bathroom", "bedroom", "garden", "hallway", "kitchen", "office"]
+    people = ["Daniel", "John", "Mary", "Sandra"]
+    objects = ["apple", "football", "milk"]
+    verbs = ["discarded", "dropped", "got", "grabbed", "journeyed", "left", "moved", "picked", "put", "took"]
+    rest = [".", "Where", "back", "before", "down", "is", "the", "there", "to", "travelled", "up", "was", "went"]
+    assert names == sorted(places + people + objects + verbs + rest)
+    for task in (1, 2):
+        one = BabiSource(str(REAL_BABI), task=task, variant="en", style="jain_wallace", classes="words")
+        ten = BabiSource(str(REAL_BABI), task=task, variant="en-10k", style="jain_wallace", classes="words")
+        assert one.label_names == ten.label_names
+    assert BabiSource(str(REAL_BABI), task=2, variant="en-10k", **options).label_names == names

@@ -277,7 +277,8 @@ def test_each_setting_of_the_recipe_takes_effect(tmp_path):
 @pytest.mark.parametrize("task", [1, 2, 3])
 def test_jain_wallace_babi_is_their_pair_model_split_and_training(task):
     """``dataset=babi<k> recipe=jain_wallace``: the pair (question-conditioned) model, their passages and dev
-    split, LSTM hidden 32, batch 50, 100 epochs, the checkpoint best in dev accuracy (not ROC-AUC: a QA task)."""
+    split, their output classes, LSTM hidden 32, batch 50, 100 epochs, the checkpoint best in dev accuracy (not
+    ROC-AUC: a QA task)."""
     cfg = compose_config(f"dataset=babi{task}", "recipe=jain_wallace", "encoder=lstm")
     assert cfg.model.name == "pair" and cfg.model.class_weights is None
     assert (cfg.dataset.source.style, cfg.dataset.source.dev_split) == ("jain_wallace", "jain_wallace")
@@ -285,8 +286,11 @@ def test_jain_wallace_babi_is_their_pair_model_split_and_training(task):
     assert cfg.callbacks.model_checkpoint.monitor == "val/acc" and cfg.training.select_from_epoch == 1
     stopping = cfg.callbacks.early_stopping  # only where no later epoch could be kept: dev accuracy 1.0
     assert (stopping.monitor, stopping.stopping_threshold, stopping.patience) == ("val/acc", 1.0, 100)
+    # their output layer: a class per word of tasks 1-3's train files (preprocess/Babi/Babi.ipynb's entity2idx)
+    assert (cfg.dataset.source.classes, list(cfg.dataset.source.class_tasks)) == ("words", [1, 2, 3])
     plain = compose_config(f"dataset=babi{task}", "encoder=lstm")
     assert (plain.encoder.hidden_size, plain.dataset.source.dev_split) == (30, "stratified")
+    assert (plain.dataset.source.classes, plain.dataset.source.class_tasks) == ("answers", None)
     assert compose_config(f"dataset=babi{task}", "encoder=cnn").encoder.filters == 8
     # their Average (configurations.py): the dataset's hidden size with tanh; their AttnDecoderQA: half its output
     average = compose_config(f"dataset=babi{task}", "recipe=jain_wallace", "encoder=average")

@@ -6,13 +6,14 @@ import itertools
 from functools import partial
 
 import entmax
+import numpy as np
 import pytest
 import torch
 
 from attn_study.data.datamodule import collate
 from attn_study.models import attention, encoders, projection
 from attn_study.models.classifier import AttentionClassifier
-from attn_study.models.module import AttentionModule
+from attn_study.models.module import AttentionModule, _metrics
 
 ENCODERS = {
     "lstm": partial(encoders.RNNEncoder, hidden_size=8, cell="lstm"),
@@ -358,3 +359,26 @@ def test_transformer_self_attention_pooling_takes_the_models_projection(make_cfg
     assert isinstance(_encoder(make_cfg("encoder=transformer"))(input_dim=6).self_attention, projection.Softmax)
     with pytest.raises(UserError, match="encoder.self_attention=relu"):
         encoders.TransformerEncoder(6, self_attention="relu")
+
+
+def _auroc_by_ranks(scores: np.ndarray, positive: np.ndarray) -> float:
+    """P(score of a positive > score of a negative) + ½ P(tie), over every positive × negative pair."""
+    pos, neg = scores[positive], scores[~positive]
+    return float(((pos[:, None] > neg[None, :]) + 0.5 * (pos[:, None] == neg[None, :])).mean())
+
+
+def test_auroc_is_the_mean_over_the_classes_the_targets_hold():
+    """The logged AUROC averages one-vs-rest AUROC over the classes with a target only: a class never a label
+    (bAbI's classes=words) is left out, not counted as 0; with every class present it is the plain macro."""
+    gen = torch.Generator().manual_seed(0)
+    probs = torch.softmax(torch.randn(40, 7, generator=gen), -1)
+    target = torch.tensor([0, 2, 5] * 13 + [2])  # classes 1, 3, 4, 6 never occur
+    metric = _metrics(7)["auroc"]
+    metric.update(probs, target)
+    expected = np.mean([_auroc_by_ranks(probs[:, c].numpy(), (target == c).numpy()) for c in (0, 2, 5)])
+    assert metric.compute().item() == pytest.approx(expected, abs=1e-6)
+    every = torch.arange(40) % 7
+    metric.reset()
+    metric.update(probs, every)
+    expected = np.mean([_auroc_by_ranks(probs[:, c].numpy(), (every == c).numpy()) for c in range(7)])
+    assert metric.compute().item() == pytest.approx(expected, abs=1e-6)
