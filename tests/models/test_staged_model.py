@@ -372,10 +372,10 @@ def test_auroc_is_the_mean_over_the_classes_the_targets_hold():
     (bAbI's classes=words) is left out, not counted as 0; with every class present it is the plain macro."""
     gen = torch.Generator().manual_seed(0)
     probs = torch.softmax(torch.randn(40, 7, generator=gen), -1)
-    target = torch.tensor([0, 2, 5] * 13 + [2])  # classes 1, 3, 4, 6 never occur
+    target = torch.tensor([0, 2, 5] * 13 + [6])  # classes 1, 3, 4 never occur, class 6 once
     metric = _metrics(7)["auroc"]
     metric.update(probs, target)
-    expected = np.mean([_auroc_by_ranks(probs[:, c].numpy(), (target == c).numpy()) for c in (0, 2, 5)])
+    expected = np.mean([_auroc_by_ranks(probs[:, c].numpy(), (target == c).numpy()) for c in (0, 2, 5, 6)])
     assert metric.compute().item() == pytest.approx(expected, abs=1e-6)
     every = torch.arange(40) % 7
     metric.reset()
