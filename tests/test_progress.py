@@ -155,7 +155,8 @@ def test_on_a_terminal_a_bar_per_method_and_sub_test(monkeypatch, tmp_path):
 
 
 def test_a_family_counts_its_instances_tokens_for_the_time_left(monkeypatch, tmp_path):
-    """The family's progress knows the tokens of the instances it analyses (4 + 3 + 5) and is told each batch's."""
+    """The family's progress knows the tokens of the instances it analyses (4 + 3 + 5) and is told each batch's;
+    a family whose work per instance is quadratic in its length counts the squares."""
     seen = []
     exit_bar = Progress.__exit__
 
@@ -167,6 +168,10 @@ def test_a_family_counts_its_instances_tokens_for_the_time_left(monkeypatch, tmp
     batch = token_batch([[5, 6, 7, 8], [9, 10, 11], [4, 12, 13, 14, 15]], labels=[0, 1, 0])
     JainWallace(tests=["correlation"], batch_size=1).analyse(tiny_model(), StubData(batch), tmp_path)
     assert seen == [(12.0, 12.0)]
+    # a family whose work per instance is T × T (the sparsity family's) counts Σ T²: 16 + 9 + 25
+    quadratic = type("Quadratic", (JainWallace,), {"QUADRATIC": True})
+    quadratic(tests=["correlation"], batch_size=1).analyse(tiny_model(), StubData(batch), tmp_path / "q")
+    assert seen[1] == (50.0, 50.0)
 
 
 def test_durations_read_as_a_person_says_them():

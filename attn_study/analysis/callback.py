@@ -60,14 +60,22 @@ class Measured:
     tokens: TokenScores = field(default_factory=TokenScores)
 
 
+def instance_work(lengths: torch.Tensor, quadratic: bool) -> float:
+    """What the time left is counted in: Σ T over the instances' lengths T, or Σ T² for a family whose work per
+    instance is T × T (``QUADRATIC``)."""
+    return float((lengths**2 if quadratic else lengths).sum())
+
+
 class Measuring:
     """What a family's ``measure`` loops over (``AnalysisCallback.measuring``): iterating gives the batches on the
     device; ``step(name)`` times a method or sub-test (``seconds``: per step, in the order the family named them);
     ``record`` keeps each instance's row (:func:`record_rows`) and ``frame()`` gives the rows in ``indices``'s
     order."""
 
-    def __init__(self, progress: Progress, data, split: str, indices: np.ndarray, batch_size: int, device):
-        self.progress, self.indices = progress, indices
+    def __init__(
+        self, progress: Progress, data, split: str, indices: np.ndarray, batch_size: int, device, quadratic: bool
+    ):
+        self.progress, self.indices, self.quadratic = progress, indices, quadratic
         self.split_data = data.split(split)
         self.rows: dict[int, dict] = {}
         self._batches = lambda: data.loader(split, batch_size=batch_size, indices=indices)
@@ -77,7 +85,7 @@ class Measuring:
         for batch in self._batches():
             self.progress.begin_batch(len(batch["index"]))
             yield {k: v.to(self._device) for k, v in batch.items()}
-            self.progress.update(len(batch["index"]), work=float(batch["lengths"].sum()))
+            self.progress.update(len(batch["index"]), work=instance_work(batch["lengths"].double(), self.quadratic))
 
     def step(self, name: str):
         """Time the block as step ``name`` (``progress.Progress.step``)."""
@@ -365,9 +373,11 @@ class AnalysisCallback(Callback):
         device = next(model.parameters()).device
         size = self.batch_size_for(data, split, indices, device)
         desc = f"{self.name}/{label}" if label else self.name
-        tokens = float(data.split(split).lengths[np.asarray(indices, dtype=np.int64)].sum())
-        with Progress(f"{desc} on {split}", len(indices), steps=steps, work=tokens) as progress:
-            yield Measuring(progress, data, split, indices, size, device)
+        lengths = torch.as_tensor(data.split(split).lengths[np.asarray(indices, dtype=np.int64)], dtype=torch.float64)
+        with Progress(
+            f"{desc} on {split}", len(indices), steps=steps, work=instance_work(lengths, self.QUADRATIC)
+        ) as progress:
+            yield Measuring(progress, data, split, indices, size, device, self.QUADRATIC)
 
     def analyse(self, model, data, out_dir: Path, loggers=(), step: int = 0) -> dict:
         """The full analysis of ``model`` on ``split``: results into ``<out_dir>/analysis/<family>/``
