@@ -155,8 +155,8 @@ class Progress:
         self.beat()
 
     def left(self, now: float) -> float | None:
-        """Seconds left at the rate so far: per token done where ``work`` is known, else per instance (None before
-        anything is done)."""
+        """Seconds left at the rate so far: per unit of ``work`` done (tokens, or squared lengths) where it is known,
+        else per instance (None before anything is done)."""
         elapsed = now - self.started
         if self.work is not None and self.work_done > 0:
             return elapsed / self.work_done * max(self.work - self.work_done, 0.0)
