@@ -89,7 +89,8 @@ class Progress:
     from :meth:`update` and from a ticker thread, so that a batch of several minutes still shows the run is alive.
     ``steps`` are the family's steps in the order its summary lists their seconds (a step not named there is added
     when it first runs). ``clock`` is the time source (a test's fake clock). ``work``: the instances' total
-    tokens; the time left is then elapsed × (work left) / (work done), each batch's tokens given to :meth:`update`.
+    work (their tokens, or squared lengths: ``analysis.callback.instance_work``); the time left is then elapsed ×
+    (work left) / (work done), each batch's work given to :meth:`update`.
     """
 
     def __init__(
@@ -145,7 +146,7 @@ class Progress:
             self.bar.close()
 
     def update(self, instances: int, work: float = 0.0) -> None:
-        """``instances`` more are done (``work``: their tokens)."""
+        """``instances`` more are done (``work``: theirs, in the unit of the total)."""
         with self._lock:
             self.done += int(instances)
             self.work_done += float(work)
