@@ -189,6 +189,20 @@ def test_classes_from_a_tarball(babi_dir: Path, tmp_path: Path) -> None:
     assert BabiSource(str(tar), **options).load() == folder.load()
 
 
+def test_unreadable_files_are_named(babi_dir: Path, tmp_path: Path) -> None:
+    """A task file that is not UTF-8, or a class task's file that is not in the bAbI format, is one line naming
+    that file (in a folder and in the archive)."""
+    (babi_dir / "en-10k" / f"{BABI_TASK1}_test.txt").write_bytes(b"1 Mary went to the \xff.\n")
+    with pytest.raises(DataError, match=rf"en-10k/{BABI_TASK1}_test\.txt: not UTF-8 text"):
+        BabiSource(str(babi_dir)).load()
+    tar = write_tree_tarball(babi_dir, tmp_path / "tasks_1-20_v1-2.tar.gz", prefix="tasks_1-20_v1-2/")
+    with pytest.raises(DataError, match=rf"tar\.gz:tasks_1-20_v1-2/en-10k/{BABI_TASK1}_test\.txt: not UTF-8 text"):
+        BabiSource(str(tar)).load()
+    write_babi(babi_dir.parent, tasks=(TASK2,), train="Mary went home.\n")
+    with pytest.raises(DataError, match=rf"en-10k/{TASK2}_train\.txt, line 1: not '<number> <sentence>'"):
+        _ = BabiSource(str(babi_dir), classes="words", class_tasks=[1, 2]).label_names
+
+
 def test_class_options_are_checked() -> None:
     with pytest.raises(UserError, match="dataset.source.classes=vocabulary: must be one of answers, words"):
         BabiSource(classes="vocabulary")
