@@ -15,9 +15,11 @@ import pytest
 from omegaconf import OmegaConf
 
 from attn_study.io import write_json_atomic
+from attn_study.families.jain_wallace.report import run_classes
 from attn_study.report.cli import build_report
 from attn_study.report.cli import main as report_main
 from attn_study.report.render import latex_escape, markdown, mean_ci, seed_spread
+from attn_study.report.runs import collect
 from tests.helpers import REPO, cli_env, launch, launch_here
 from tests.report.paper_runs import jw_instances
 
@@ -72,12 +74,15 @@ def make_run(
 def jw_summary(base: float, acc: float) -> dict:
     """``jw/...`` keys with values that encode (statistic, class): base + class/10 + offsets."""
     out = {"test/acc": acc, "test/f1": acc, "test/auroc": acc, "val/acc_best": acc, "run/seconds": 60.0}
-    for k in (0, 1):
-        for name, shift in (("tau_grad", 0.0), ("tau_loo", 0.05)):
+    for name, shift in (("tau_grad", 0.0), ("tau_loo", 0.05)):
+        for k in (0, 1):
             out[f"jw/{name}/class_{k}/mean"] = base + k / 10 + shift
             out[f"jw/{name}/class_{k}/std"] = 0.2
             out[f"jw/{name}/class_{k}/sig_frac"] = 0.5 + k / 10
             out[f"jw/{name}/class_{k}/n"] = 10
+        # over every instance ("all"): the classes' mean, a wider std
+        out |= {f"jw/{name}/mean": base + 0.05 + shift, f"jw/{name}/std": 0.25, f"jw/{name}/sig_frac": 0.55}
+        out[f"jw/{name}/n"] = 20
     return out
 
 
@@ -114,25 +119,46 @@ def test_table2_has_the_runs_numbers_per_dataset_and_class(sweep):
     out = build_report(sweep)
     table = pd.read_csv(out / "table2_additive-softmax.csv")
     assert list(zip(table["dataset"], table["class"])) == [
+        ("imdb", "all"),
         ("imdb", "neg"),
         ("imdb", "pos"),
+        ("sst", "all"),
         ("sst", "neg"),
         ("sst", "pos"),
     ]
-    sst_pos = table.iloc[3]
+    sst_all, sst_pos = table.iloc[3], table.iloc[5]
+    assert sst_all["tau_g_bilstm_mean"] == pytest.approx(0.35) and sst_all["tau_loo_bilstm_mean"] == pytest.approx(0.4)
+    assert sst_all["tau_g_bilstm_std"] == pytest.approx(0.25) and sst_all["tau_g_bilstm_n"] == 20
     assert sst_pos["tau_g_bilstm_mean"] == pytest.approx(0.4)  # 0.3 + class 1 / 10, the newer lstm run
     assert sst_pos["tau_g_average_mean"] == pytest.approx(0.7)
     assert sst_pos["tau_loo_bilstm_mean"] == pytest.approx(0.45)
     assert sst_pos["tau_loo_bilstm_sig_frac"] == pytest.approx(0.6)
     md = (out / "table2_additive-softmax.md").read_text()
     rows = [line for line in md.splitlines() if line.startswith("| sst") or line.startswith("| imdb")]
-    assert len(rows) == 4
+    assert len(rows) == 6
     # the significant fraction as a share of instances (60.0 %), never like a mean (0.60)
     pct = "60.0\u00a0%"
     assert f"| sst | pos | 0.40 ± 0.20 | {pct} | 10 | 0.70 ± 0.20 | {pct} | 10 | 0.45 ± 0.20 | {pct} | 10 |" in md
     header = md.splitlines()[2]
     assert all(h in header for h in ("τ_g BiLSTM", "τ_g Average", "τ_loo BiLSTM"))
     assert r"$\pm$" in (out / "table2_additive-softmax.tex").read_text()
+
+
+def test_table2_rows_are_the_classes_predicted_or_labelled(tmp_path):
+    """bAbI's output layer names 36 words, 6 of them answers: a class neither predicted nor the label of an
+    analysed instance has no row; one that is a label but never predicted has a row with n = 0."""
+    root = tmp_path / "sweep"
+    summary = jw_summary(0.3, 0.8)  # predicted: classes 0 and 1
+    labels = jw_instances(0, n=4).assign(label=[0, 2, 2, 0])  # predictions 0, 1, 0, 1
+    make_run(root, "babi-lstm", dataset="babi1", encoder="lstm", summary=summary, instances=labels)
+    status = json.loads((root / "babi-lstm" / "status.json").read_text())
+    write_json_atomic(root / "babi-lstm" / "status.json", status | {"labels": ["Daniel", "bathroom", "garden", "went"]})
+    table = pd.read_csv(build_report(root) / "table2_additive-softmax.csv")
+    assert list(table["class"]) == ["all", "Daniel", "bathroom", "garden"]
+    assert list(table["tau_g_bilstm_n"]) == [20, 10, 10, 0]
+    assert run_classes(collect(root)[0][0], "jw/tau_grad") == [0, 1, 2]
+    (root / "babi-lstm" / "analysis" / "jain_wallace" / "instances.parquet").unlink()  # no table: every class named
+    assert run_classes(collect(root)[0][0], "jw/tau_grad") == [0, 1, 2, 3]
 
 
 def test_failed_missing_and_replaced_runs_are_listed(sweep):
@@ -430,18 +456,19 @@ def test_smoke_sweep_then_report(tmp_path, monkeypatch, capsys):
     report_main([str(sweep)])
     md = (sweep / "report" / "table2_additive-softmax.md").read_text()
     rows = [line for line in md.splitlines() if line.startswith("| synthetic |")]
-    assert len(rows) == 2  # synthetic × {negative, positive}
-    assert {r.split(" | ")[1] for r in rows} == {"negative", "positive"}
+    assert len(rows) == 3  # synthetic × {all, negative, positive}
+    assert [r.split(" | ")[1] for r in rows] == ["all", "negative", "positive"]
     for r in rows:
         assert len(r.strip("|").split("|")) == 11  # dataset, class, 3 × (mean ± std, sig. frac., n)
     table = pd.read_csv(sweep / "report" / "table2_additive-softmax.csv")
-    summaries = {
-        json.loads((d / "summary.json").read_text())["jw/tau_grad/class_1/mean"]
+    summaries = [
+        json.loads((d / "summary.json").read_text())
         for d in sweep.iterdir()
         if (d / "summary.json").is_file() and "encoder=average" in d.name and "attention=additive" in d.name
-    }
-    got = table.loc[table["class"] == "positive", "tau_g_average_mean"].dropna().tolist()
-    assert got and got[0] in summaries
+    ]
+    for cls, key in (("positive", "jw/tau_grad/class_1/mean"), ("all", "jw/tau_grad/mean")):
+        got = table.loc[table["class"] == cls, "tau_g_average_mean"].dropna().tolist()
+        assert got and got[0] in {s[key] for s in summaries}
     assert (sweep / "report" / "index.html").is_file() and (sweep / "report" / "accuracy.md").is_file()
 
 
@@ -452,12 +479,15 @@ def test_several_seeds_give_rows_per_seed_and_a_spread_over_seeds(tmp_path):
         make_run(root, f"avg-{seed}", dataset="sst", encoder="average", seed=seed, summary=jw_summary(base + 0.3, 0.7))
     out = build_report(root)
     per_seed = pd.read_csv(out / "table2_additive-softmax.csv")
-    assert list(per_seed["seed"]) == [1, 1, 2, 2]
+    assert list(per_seed["seed"]) == [1, 1, 1, 2, 2, 2]
+    assert list(per_seed["class"]) == ["all", "neg", "pos"] * 2
     seeds = pd.read_csv(out / "table2_additive-softmax_seeds.csv").set_index("class")
     assert seeds.loc["neg", "τ_g BiLSTM mean over seeds"] == pytest.approx(0.3)
     assert seeds.loc["neg", "τ_g BiLSTM std over seeds"] == pytest.approx(0.1)
     assert seeds.loc["pos", "τ_g Average mean over seeds"] == pytest.approx(0.7)
     assert seeds.loc["pos", "τ_g Average seeds"] == 2
+    assert list(seeds.index) == ["all", "neg", "pos"]
+    assert seeds.loc["all", "τ_g BiLSTM mean over seeds"] == pytest.approx(0.35)  # (0.25 + 0.45) / 2
 
 
 def ff_summary(seed_shift: float) -> dict:

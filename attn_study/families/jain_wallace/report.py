@@ -71,16 +71,22 @@ def variants(runs: list[Run]) -> list[tuple[str, str]]:
 
 
 def run_classes(run: Run, stem: str) -> list[int]:
-    """The classes of a run's table rows: every class the run's dataset names (one never predicted included,
-    with n = 0) and any class with ``<stem>/class_<k>`` keys."""
-    return sorted(set(range(len(run.labels))) | set(keys.classes(run.summary, stem)))
+    """The classes of a run's per-class rows: every class the model predicted (``<stem>/class_<k>`` keys) and
+    every class that is the label of an analysed instance (one never predicted: a row with n = 0). A class the
+    dataset names that is neither (bAbI's words that are never an answer) has no row; without the run's
+    per-instance table, every class the dataset names has one."""
+    predicted = set(keys.classes(run.summary, stem))
+    frame = run.instances("jain_wallace")
+    if frame is None or "label" not in frame:
+        return sorted(set(range(len(run.labels))) | predicted)
+    return sorted(predicted | {int(k) for k in frame["label"].unique()})
 
 
 def table2(runs: list[Run], attention: str, projection: str) -> pd.DataFrame:
-    """One row per dataset (× seed when several) × predicted class; numeric columns
-    ``<stem>_mean``, ``<stem>_ci_low``, ``<stem>_ci_high``, ``<stem>_std``, ``<stem>_sig_frac``, ``<stem>_n``
-    for the three stems (n: instances of the class with a defined τ; 0 for a class the model never
-    predicted)."""
+    """One row per dataset (× seed when several) × class: "all" first (every analysed instance: the paper's
+    "Overall" of bAbI and CNN), then each predicted class; numeric columns ``<stem>_mean``, ``<stem>_ci_low``,
+    ``<stem>_ci_high``, ``<stem>_std``, ``<stem>_sig_frac``, ``<stem>_n`` for the three stems (n: instances of
+    the class with a defined τ; 0 for a class the model never predicted)."""
     chosen = [r for r in tau_runs(runs) if (r.config["attention"], r.config["projection"]) == (attention, projection)]
     seeds = {r.config["seed"] for r in chosen}
     rows: dict[tuple, dict] = {}
@@ -88,16 +94,16 @@ def table2(runs: list[Run], attention: str, projection: str) -> pd.DataFrame:
         for stem, (encoder, key) in TABLE2_COLUMNS.items():
             if run.config["encoder"] != encoder:
                 continue
-            for k in run_classes(run, keys.key(keys.NAMESPACE, key)):
+            for k in [None, *run_classes(run, keys.key(keys.NAMESPACE, key))]:
                 variant = run.config["variant"]
-                row_key = (run.config["dataset"], variant, run.config["seed"], k)
+                row_key = (run.config["dataset"], variant, run.config["seed"], -1 if k is None else k)
                 row = rows.setdefault(
                     row_key,
                     {
                         "dataset": run.config["dataset"],
                         "variant": variant,
                         "seed": run.config["seed"],
-                        "class": run.label(k),
+                        "class": "all" if k is None else run.label(k),
                     },
                 )
                 for stat in STATS:
@@ -124,7 +130,7 @@ def table2_across_seeds(frame: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     rows = []
     by = [c for c in ("dataset", "variant", "class") if c in frame]
-    for values, g in frame.groupby(by, sort=True):
+    for values, g in frame.groupby(by, sort=False):  # the table's order: all, then the classes
         row = dict(zip(by, values))
         for stem, header in TABLE2_HEADERS.items():
             means = g[f"{stem}_mean"].dropna()
@@ -341,7 +347,8 @@ def sections(runs: list[Run], work: Path) -> list[tuple[str, str]]:
         stem = f"table2_{attention}-{projection}"
         caption = (
             f"Jain & Wallace Table 2 ({attention} attention, {projection}): Kendall τ of attention vs "
-            "gradient (τ_g) and leave-one-out (τ_loo) importance per predicted class; mean ± std over "
+            "gradient (τ_g) and leave-one-out (τ_loo) importance, over every analysed instance (all: the paper's "
+            "Overall) and per predicted class; mean ± std over "
             "instances and the fraction with p ≤ 0.05" + TABLE2_NOTE
         )
         body = captioned_table(frame, work, stem, caption, display=table2_display(frame))
