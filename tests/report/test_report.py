@@ -150,12 +150,16 @@ def test_table2_rows_are_the_classes_predicted_or_labelled(tmp_path):
     root = tmp_path / "sweep"
     summary = jw_summary(0.3, 0.8)  # predicted: classes 0 and 1
     labels = jw_instances(0, n=4).assign(label=[0, 2, 2, 0])  # predictions 0, 1, 0, 1
-    make_run(root, "babi-lstm", dataset="babi1", encoder="lstm", summary=summary, instances=labels)
-    status = json.loads((root / "babi-lstm" / "status.json").read_text())
-    write_json_atomic(root / "babi-lstm" / "status.json", status | {"labels": ["Daniel", "bathroom", "garden", "went"]})
-    table = pd.read_csv(build_report(root) / "table2_additive-softmax.csv")
-    assert list(table["class"]) == ["all", "Daniel", "bathroom", "garden"]
-    assert list(table["tau_g_bilstm_n"]) == [20, 10, 10, 0]
+    for seed, name in ((13, "babi-lstm"), (14, "babi-lstm-14")):
+        make_run(root, name, dataset="babi1", encoder="lstm", seed=seed, summary=summary, instances=labels)
+        status = json.loads((root / name / "status.json").read_text())
+        write_json_atomic(root / name / "status.json", status | {"labels": ["Daniel", "bathroom", "garden", "went"]})
+    out = build_report(root)
+    table = pd.read_csv(out / "table2_additive-softmax.csv")
+    assert list(table["class"]) == ["all", "Daniel", "bathroom", "garden"] * 2
+    assert list(table["tau_g_bilstm_n"]) == [20, 10, 10, 0] * 2
+    # across seeds in the same order: all first, then the classes as numbered (not sorted by name)
+    assert list(pd.read_csv(out / "table2_additive-softmax_seeds.csv")["class"]) == ["all", "Daniel", "bathroom", "garden"]
     assert run_classes(collect(root)[0][0], "jw/tau_grad") == [0, 1, 2]
     (root / "babi-lstm" / "analysis" / "jain_wallace" / "instances.parquet").unlink()  # no table: every class named
     assert run_classes(collect(root)[0][0], "jw/tau_grad") == [0, 1, 2, 3]
