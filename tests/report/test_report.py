@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from attn_study.io import write_json_atomic
 from attn_study.families.jain_wallace.report import run_classes
+from attn_study.io import write_json_atomic
 from attn_study.report.cli import build_report
 from attn_study.report.cli import main as report_main
 from attn_study.report.render import latex_escape, markdown, mean_ci, seed_spread
@@ -159,7 +159,8 @@ def test_table2_rows_are_the_classes_predicted_or_labelled(tmp_path):
     assert list(table["class"]) == ["all", "Daniel", "bathroom", "garden"] * 2
     assert list(table["tau_g_bilstm_n"]) == [20, 10, 10, 0] * 2
     # across seeds in the same order: all first, then the classes as numbered (not sorted by name)
-    assert list(pd.read_csv(out / "table2_additive-softmax_seeds.csv")["class"]) == ["all", "Daniel", "bathroom", "garden"]
+    seeds = pd.read_csv(out / "table2_additive-softmax_seeds.csv")
+    assert list(seeds["class"]) == ["all", "Daniel", "bathroom", "garden"]
     assert run_classes(collect(root)[0][0], "jw/tau_grad") == [0, 1, 2]
     (root / "babi-lstm" / "analysis" / "jain_wallace" / "instances.parquet").unlink()  # no table: every class named
     assert run_classes(collect(root)[0][0], "jw/tau_grad") == [0, 1, 2, 3]
