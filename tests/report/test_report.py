@@ -655,10 +655,10 @@ def test_per_class_rows_name_the_classes_and_show_n_with_a_class_never_predicted
     config = OmegaConf.load(run / ".hydra" / "config.yaml")
     config.data = {"labels": ["bad", "good"]}
     OmegaConf.save(config, run / ".hydra" / "config.yaml")
-    assert list(pd.read_csv(build_report(root) / "table2_additive-softmax.csv")["class"]) == ["bad", "good"]
+    assert list(pd.read_csv(build_report(root) / "table2_additive-softmax.csv")["class"]) == ["all", "bad", "good"]
     del config["data"]
     OmegaConf.save(config, run / ".hydra" / "config.yaml")
-    assert list(pd.read_csv(build_report(root) / "table2_additive-softmax.csv")["class"]) == ["class 0"]
+    assert list(pd.read_csv(build_report(root) / "table2_additive-softmax.csv")["class"]) == ["all", "class 0"]
 
 
 def test_permutation_and_adversary_results_across_runs(sweep):
