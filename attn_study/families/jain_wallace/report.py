@@ -84,7 +84,7 @@ def run_classes(run: Run, stem: str) -> list[int]:
 
 def table2(runs: list[Run], attention: str, projection: str) -> pd.DataFrame:
     """One row per dataset (× seed when several) × class: "all" first (every analysed instance: the paper's
-    "Overall" of bAbI and CNN), then each predicted class; numeric columns ``<stem>_mean``, ``<stem>_ci_low``,
+    "Overall" of bAbI and CNN), then each class of ``run_classes``; numeric columns ``<stem>_mean``, ``<stem>_ci_low``,
     ``<stem>_ci_high``, ``<stem>_std``, ``<stem>_sig_frac``, ``<stem>_n`` for the three stems (n: instances of
     the class with a defined τ; 0 for a class the model never predicted)."""
     chosen = [r for r in tau_runs(runs) if (r.config["attention"], r.config["projection"]) == (attention, projection)]
