@@ -9,44 +9,152 @@ import errno
 import html
 import os
 import shutil
+import socket
 import sys
+import tempfile
 from pathlib import Path
 
-from attn_study import layout
+from attn_study import layout, stopping
 from attn_study.errors import UserError
 from attn_study.families import REGISTRY
-from attn_study.io import make_temporary_dir
+from attn_study.io import make_temporary_dir, read_json, write_json_atomic
 from attn_study.report import accuracy, explorer, mohankumar, paper_tables, roar
 from attn_study.report.render import embedded_png, html_page, html_table, thumbnail, write_table
 from attn_study.report.runs import code_note, collect, latest_per_model, replaced_table, status_table
 from attn_study.report.training import training_figures
 
+#: the file in every folder this tool wrote: the list of what it wrote there (what may be replaced, and only that)
+MARKER = ".attn-study-report.json"
+
 
 def build_report(root: Path, out_dir: Path | None = None) -> Path:
-    """Write the report for the runs under ``root`` into ``out_dir`` (default ``<root>/report``)."""
+    """Write the report for the runs under ``root`` into ``out_dir`` (default ``<root>/report``).
+
+    ``out_dir`` is the report's alone (:func:`check_out`): a folder that does not exist yet, an empty one, or one
+    an earlier report wrote and nobody added to; anything else is refused before any work. The report is written
+    into a hidden folder beside it (``.<name>.partial-<host>-<pid>-…``, removed on any failure or signal; those of
+    dead processes are removed by the next report) and swapped into place when complete."""
     root = Path(root).resolve()
-    out_dir = Path(out_dir).resolve() if out_dir else root / "report"
+    out_dir = Path(out_dir).resolve() if out_dir else root / layout.REPORT
     runs, missing = collect(root)
     if not runs and not missing:
         raise UserError(f"attn-study-report: no runs under {root} (a run directory has .hydra/config.yaml)")
+    check_out(out_dir, root, runs)
     used, replaced = latest_per_model(runs)
     try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
-        work = make_temporary_dir(out_dir.parent, prefix=f".{out_dir.name}.partial-")
+        remove_stale_partials(out_dir)
+        work = make_temporary_dir(out_dir.parent, prefix=f"{_partial_prefix(out_dir)}{_owner()}-")
     except OSError as err:
         raise UserError(
             f"attn-study-report: cannot write {out_dir} ({err.strerror or err}); give a folder you can "
             "write to with --out"
         ) from None
-    try:
-        sections = _write_all(root, work, out_dir, runs, missing, used, replaced)
-        (work / "index.html").write_text(html_page(f"attn_study report: {root.name}", sections))
-        shutil.rmtree(out_dir, ignore_errors=True)
-        os.replace(work, out_dir)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+    with stopping.on_stop(lambda _signal: shutil.rmtree(work, ignore_errors=True)):
+        try:
+            sections = _write_all(root, work, out_dir, runs, missing, used, replaced)
+            (work / "index.html").write_text(html_page(f"attn_study report: {root.name}", sections))
+            written = sorted(str(p.relative_to(work)) for p in work.rglob("*") if p.is_file())
+            write_json_atomic(work / MARKER, {"written_by": "attn-study-report", "root": str(root), "files": written})
+            _replace(work, out_dir)
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
     return out_dir
+
+
+def check_out(out_dir: Path, root: Path, runs) -> None:
+    """Refuse, in one line, an ``--out`` that is not the report's alone: a file; the runs' folder or a folder above
+    it; a run; a folder that holds anything an earlier report did not write (no :data:`MARKER`, or files the
+    marker does not list). An empty folder, or a report written earlier and left as it was, may be replaced."""
+    out_dir = Path(out_dir).resolve()
+    advice = "give a new folder (or an earlier report's) with --out"
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"attn-study-report: --out {out_dir} is a file, not a folder; {advice}")
+    if out_dir == root or out_dir in root.parents:
+        raise UserError(f"attn-study-report: --out {out_dir} holds the runs being reported; {advice}")
+    inside = next((r.path for r in runs if out_dir == r.path or r.path in out_dir.parents), None)
+    if layout.is_run(out_dir) or (inside is not None and out_dir != inside / layout.REPORT):
+        raise UserError(f"attn-study-report: --out {out_dir} is a run directory or inside one; {advice}")
+    if not out_dir.is_dir() or not any(out_dir.iterdir()):
+        return
+    listed = _marker_files(out_dir)
+    if listed is None:
+        raise UserError(
+            f"attn-study-report: --out {out_dir} holds files this tool did not write (no {MARKER}); nothing was "
+            f"changed: {advice}"
+        )
+    foreign = sorted(
+        str(p.relative_to(out_dir))
+        for p in out_dir.rglob("*")
+        if not p.is_dir() and p.relative_to(out_dir) not in listed
+    )
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise UserError(
+            f"attn-study-report: --out {out_dir} holds files an earlier report did not write ({shown}); nothing was "
+            f"changed: move them, or {advice}"
+        )
+
+
+def _marker_files(folder: Path) -> set[Path] | None:
+    """The files an earlier report wrote into ``folder`` (its :data:`MARKER` included), or None without a readable
+    marker."""
+    try:
+        marker = read_json(folder / MARKER)
+        listed = {Path(f) for f in marker["files"]} if marker.get("written_by") == "attn-study-report" else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return None if listed is None else listed | {Path(MARKER)}
+
+
+def _replace(work: Path, out_dir: Path) -> None:
+    """``work`` becomes ``out_dir``; an earlier report there (checked by :func:`check_out`) is moved aside first and
+    removed once the new one is in place, so a failure in between leaves one of the two whole."""
+    if not out_dir.exists():
+        os.replace(work, out_dir)
+        return
+    if out_dir.is_dir() and not any(out_dir.iterdir()):
+        out_dir.rmdir()
+        os.replace(work, out_dir)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f"{_partial_prefix(out_dir)}{_owner()}-old-", dir=out_dir.parent))
+    os.replace(out_dir, old / out_dir.name)
+    os.replace(work, out_dir)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _partial_prefix(out_dir: Path) -> str:
+    return f".{out_dir.name}.partial-"
+
+
+def _owner() -> str:
+    """``<host>-<pid>``: who is writing a partial folder (so a later report knows a dead one's leftovers)."""
+    return f"{socket.gethostname().replace('-', '_')}-{os.getpid()}"
+
+
+def remove_stale_partials(out_dir: Path) -> list[Path]:
+    """Remove the partial folders beside ``out_dir`` that a report on this host left when it was killed (its process
+    is gone); another host's, or a live process's (a report being written now), are left alone."""
+    removed = []
+    host = socket.gethostname().replace("-", "_")
+    for path in Path(out_dir).parent.glob(f"{_partial_prefix(out_dir)}*"):
+        parts = path.name.removeprefix(_partial_prefix(out_dir)).split("-")
+        if len(parts) < 3 or parts[0] != host or not parts[1].isdigit() or _alive(int(parts[1])):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
 
 
 def _write_all(root, work, out_dir, runs, missing, used, replaced) -> list[tuple[str, str]]:
@@ -150,6 +258,7 @@ def main(argv: list[str] | None = None) -> None:
         "--out", type=Path, default=None, metavar="DIR", help="where the report goes (default: <directory>/report)"
     )
     args = parser.parse_args(argv)
+    stopping.install("attn-study-report", "no report was written (nothing half-written is left); run it again")
     try:
         out = build_report(args.directory, args.out)
     except UserError as err:
