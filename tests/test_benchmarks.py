@@ -134,7 +134,7 @@ def test_the_explorer_page_holds_texts_and_scores_in_a_byte_or_two_per_token(tmp
     data = json.loads(re.search(r'id="explorer-data">(.*?)</script>', page.read_text(), re.S).group(1))
     lengths = [len(t) for t in pd.read_parquet(run_dir / "analysis" / "jain_wallace" / "tokens.parquet")["tokens"]]
     base64 = lambda size: 4 * -(-size // 3)  # characters of ``size`` bytes
-    texts = sum(len(t) for t in data["texts"][0])
+    texts = sum(len(t) for t in data["texts"])
     assert texts == sum(base64(2 * n) for n in lengths)
     assert len(data["methods"]) == 4
     shades = [sum(len(c) for c in m["codes"]) for m in data["methods"]]

@@ -7,14 +7,30 @@ s_t = v_t / max_u |v_u| on the copy's own scale), with the instance's numbers be
 What it reads of a run: each family's ``analysis/<family>/instances.parquet`` (its per-instance columns) and
 ``tokens.parquet`` (each instance's text and per-token scores: ``attn_study/analysis/token_scores.py``).
 
-The table: one row per uid (the union over families and runs, in split order); the columns ``label``,
-``prediction``, ``probability``, ``correct`` and ``length`` of each run (the first family's that has them;
-``correct`` = prediction == label where no family wrote it), then each family's own columns (★: its
-``keys.DISAGREEMENT`` column, by which its instances disagree most). Shown at first: those, the ★ columns and
-the first :data:`FIRST_COLUMNS` of each family's; the others under "Columns". Across runs, ``label`` and
-``length`` are one column where every run agrees, and each run's columns are named ``r<k> · <family>``.
+The rows: an instance is its uid *and its text* (with its query). Runs that recorded the same text under a uid share
+a row; where runs recorded different texts under one uid (synthetic data of another seed, another vocabulary),
+each text is a row of its own, holding only the runs that recorded it, and the page says how many uids differ. A
+run that recorded no text for a uid joins the uid's row when the other runs agree on its text. Rows come in split
+order.
 
-A method computed by several families with the same scores (attention, mostly) is shown once, naming them all.
+The table: ``uid``; ``text``, the first :data:`PREVIEW` characters of the instance's text (no ``<sos>``/``<eos>``);
+across runs, ``runs``, the runs a row holds; the columns ``label``, ``prediction``, ``probability``, ``correct`` and
+``length`` of each run (the first family's that has them; ``correct`` = prediction == label where no family wrote
+it); then each family's own columns (★: its ``keys.DISAGREEMENT`` column, by which its instances disagree most).
+Across runs, ``label`` and ``length`` are one column where every run's values agree on every row they share —
+and each run's columns are named ``r<k> · <family>``. Shown at first: the uid, the text, the base columns, each
+family's ★ column and, on a one-run page, the columns its ``keys.INSTANCE_HEADLINE`` names (its headline measures,
+per instance; under the header it gives them) — or, for a family that names none, its first :data:`FIRST_COLUMNS`
+— but never a column that is empty or holds one value in this page (unless the page has one row). The others are
+under "Columns", which marks the empty and constant ones.
+
+The copies: a method's page name and one-line definition come from its family's ``keys.TOKEN_METHODS`` (stored
+name → (page name, definition)); ``attention`` is α everywhere (:data:`ATTENTION`); a method a family does not
+declare is named ``<method> · <family>``. Families give one page name one definition (tested over the registry), so
+that two methods of one stored name but different meanings (J&W's ``loo``, the output's TVD; faithfulness's ``loo``,
+the signed drop of p(ŷ)) never share a name. A method computed by several families of a run with the same page
+name and the same scores (attention, mostly) is shown once, naming them all. Each copy draws its first
+:data:`CHUNK` tokens, then :data:`CHUNK` more per click, so that a text of any length shows at once.
 
 Everything is inline — the data as JSON, the script, the style — so the page opens from any folder, copied
 anywhere, with no server and no network. It is kept small: numbers to :data:`DIGITS` significant digits; the
@@ -39,6 +55,7 @@ import numpy as np
 import pandas as pd
 
 from attn_study import families, layout
+from attn_study.data.text import EOS, SOS
 from attn_study.errors import UserError
 from attn_study.figures.tokens import SCALE, scale, shades
 from attn_study.io import write_text_atomic
@@ -52,7 +69,11 @@ SHARED = ("label", "length")
 LEVELS = 127  # a shade s ∈ [−1, 1] is stored as round(127 s)
 MISSING_SHADE = -128
 DIGITS = 4
-FIRST_COLUMNS = 12  # each family's columns shown at first (besides its ★ columns)
+FIRST_COLUMNS = 6  # the columns shown at first of a family whose keys.py names no INSTANCE_HEADLINE
+PREVIEW = 80  # characters of an instance's text in the table's text column
+CHUNK = 1000  # tokens a copy draws at first, and per "show more"
+#: the page name and definition of the per-token score every family records as ``attention``
+ATTENTION = ("attention", "α_t: the model's attention weight on token t (a selector's: its selection)")
 
 
 @dataclass
@@ -74,6 +95,18 @@ class RunInstances:
                 tokens[family] = pd.read_parquet(folder / layout.TOKENS).drop_duplicates("uid").set_index("uid")
         return cls(run, frames, tokens)
 
+    def texts(self) -> dict:
+        """uid → (tokens, query) as the run recorded them (the first family's that did; query None for a flat
+        task), as tuples."""
+        out: dict = {}
+        for table in self.tokens.values():
+            queries = table["query"] if "query" in table else None
+            for uid, words in table["tokens"].items():
+                if uid not in out and words is not None:
+                    query = None if queries is None or queries[uid] is None else tuple(queries[uid])
+                    out[uid] = (tuple(words), query)
+        return out
+
 
 def _with_uid(frame: pd.DataFrame) -> pd.DataFrame:
     """The rows by ``uid``; a frame written without one (an old run) named by position in the split (``#<index>``)."""
@@ -81,6 +114,87 @@ def _with_uid(frame: pd.DataFrame) -> pd.DataFrame:
         where = frame["index"] if "index" in frame else pd.Series(range(len(frame)), index=frame.index)
         frame = frame.assign(uid=[f"#{int(i)}" for i in where])
     return frame.drop_duplicates("uid")
+
+
+def _declared(family: str, name: str, default):
+    """What ``family``'s ``keys.py`` declares as ``name`` (``default`` where it declares nothing)."""
+    known = families.REGISTRY.get(family)
+    return getattr(known.module("keys"), name, default) if known else default
+
+
+# -- the rows: one per uid and text ------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    """One row of the page: an instance as the runs in ``runs`` recorded it (``tokens`` None: none recorded it)."""
+
+    uid: str
+    runs: list[int]
+    tokens: tuple | None
+    query: tuple | None
+
+
+def _rows(runs: list[RunInstances], texts: list[dict]) -> tuple[list[Row], int]:
+    """(the page's rows in split order — a uid's runs grouped by the text they recorded —, how many uids hold
+    different texts in different runs)."""
+    frames = [frame for data in runs for frame in data.frames.values()]
+    order = pd.concat(
+        [f[["uid"]].assign(index=f["index"] if "index" in f else np.nan) for f in frames], ignore_index=True
+    )
+    order = order.groupby("uid", sort=False)["index"].min().reset_index()
+    uids = order.sort_values(["index", "uid"], kind="stable")["uid"].tolist()
+    held = [set().union(*(set(f["uid"]) for f in data.frames.values())) for data in runs]
+    rows, differ = [], 0
+    for uid in uids:
+        groups: dict[tuple, list[int]] = {}
+        unknown = []
+        for k in range(len(runs)):
+            if uid in held[k]:
+                text = texts[k].get(uid)
+                if text is None:
+                    unknown.append(k)
+                else:
+                    groups.setdefault(text, []).append(k)
+        if len(groups) > 1:
+            differ += 1
+            rows += [Row(str(uid), holding, *text) for text, holding in groups.items()]
+            if unknown:
+                rows.append(Row(str(uid), unknown, None, None))
+        else:
+            ((text, holding),) = groups.items() if groups else [((None, None), [])]
+            rows.append(Row(str(uid), sorted(holding + unknown), *text))
+    return rows, differ
+
+
+def _held_by(rows: list[Row], k: int) -> pd.Series:
+    """Run ``k``'s uid at each row that holds it (index: the row's position)."""
+    where = [i for i, row in enumerate(rows) if k in row.runs]
+    return pd.Series([rows[i].uid for i in where], index=where, dtype=object)
+
+
+def _at_rows(table: pd.DataFrame | pd.Series, where: pd.Series, n: int):
+    """``table`` (indexed by uid) at the page's ``n`` rows: a row's values where ``where`` holds it, else missing."""
+    out = table.reindex(where.to_numpy())
+    out.index = where.index
+    return out.reindex(range(n))
+
+
+def _preview(tokens: tuple | None) -> str | None:
+    """The first :data:`PREVIEW` characters of a text's tokens joined by spaces, boundary markers left out; cut with
+    "…" where longer."""
+    if tokens is None:
+        return None
+    kept, size = [], 0
+    for word in tokens:
+        if word in (SOS, EOS):
+            continue
+        kept.append(word)
+        size += len(word) + 1
+        if size > PREVIEW + 1:
+            break
+    text = " ".join(kept)
+    return text if len(text) <= PREVIEW else text[: PREVIEW - 1] + "…"
 
 
 # -- numbers as the page holds them --------------------------------------------------------------------------
@@ -111,18 +225,24 @@ def _column(series: pd.Series) -> tuple[str, list]:
     return "text", [None if v is None or (isinstance(v, float) and np.isnan(v)) else str(v) for v in series]
 
 
-def _aligned(frame: pd.DataFrame, uids: list) -> pd.DataFrame:
-    return frame.set_index("uid").reindex(uids)
+def _uninformative(values: list) -> str | None:
+    """Why a column is not worth showing at first: ``empty`` (missing throughout), ``constant`` (one value where
+    present, on a page of two rows or more); None when it is."""
+    present = {v for v in values if v is not None}
+    if not present:
+        return "empty"
+    return "constant" if len(present) == 1 and len(values) > 1 else None
 
 
 # -- the table's columns ---------------------------------------------------------------------------------------
 
 
-def _base(data: RunInstances, uids: list) -> dict[str, pd.Series]:
-    """The run's :data:`BASE` columns, each the first family's value per uid (``correct`` derived where missing)."""
+def _base(data: RunInstances, where: pd.Series, n: int) -> dict[str, pd.Series]:
+    """The run's :data:`BASE` columns at the rows, each the first family's value (``correct`` derived where
+    missing)."""
     out: dict[str, pd.Series] = {}
     for frame in data.frames.values():
-        frame = _aligned(frame, uids)
+        frame = _at_rows(frame.set_index("uid"), where, n)
         for name in BASE:
             if name in frame:
                 column = frame[name].astype(object).where(frame[name].notna(), None)
@@ -139,9 +259,17 @@ def _base(data: RunInstances, uids: list) -> dict[str, pd.Series]:
     return {name: out[name] for name in BASE if name in out}
 
 
-def _entry(key, name, group, series, visible, labels=(), main=None) -> dict:
+def _entry(key, name, group, series, wanted, labels=(), main=None, header=None) -> dict:
+    """A column of the page: shown at first when ``wanted`` and informative (:func:`_uninformative`); ``header``:
+    what its header says in place of its name."""
     kind, values = _column(series)
-    entry = {"key": key, "name": name, "group": group, "type": kind, "values": values, "visible": bool(visible)}
+    why = _uninformative(values)
+    entry = {"key": key, "name": header or name, "group": group, "type": kind, "values": values}
+    entry["visible"] = bool(wanted) and why is None
+    if header and header != name:
+        entry["column"] = name
+    if why:
+        entry["note"] = why
     if name in ("label", "prediction") and labels and kind == "number":
         entry.update(type="class", names=list(labels))
     if main:
@@ -149,11 +277,37 @@ def _entry(key, name, group, series, visible, labels=(), main=None) -> dict:
     return entry
 
 
-def _columns(runs: list[RunInstances], uids: list) -> tuple[list[dict], list[dict]]:
+def _family_columns(family, frame, prefix, group, several) -> list[dict]:
+    """A family's own columns: its ★ column and (one run) its ``INSTANCE_HEADLINE`` columns shown at first."""
+    main = families.disagreement(family, frame.columns)
+    own = [c for c in frame.columns if c not in BASE]
+    headers = _declared(family, "INSTANCE_HEADLINE", None)
+    entries = []
+    for name in own:
+        star = main[1] if main and main[0] == name else None
+        wanted = bool(star) or (not several and headers is not None and name in headers)
+        header = (headers or {}).get(name)
+        entries.append(_entry(f"{prefix}{family}/{name}", name, group, frame[name], wanted, main=star, header=header))
+    if headers is None and not several:
+        for entry in [e for e in entries if "note" not in e][:FIRST_COLUMNS]:
+            entry["visible"] = True
+    return entries
+
+
+def _columns(runs: list[RunInstances], rows: list[Row]) -> tuple[list[dict], list[dict]]:
     """(the table's columns, per run its name and the keys of its label, prediction, probability, correct)."""
-    columns = [_entry("uid", "uid", "", pd.Series([str(u) for u in uids], dtype=object), True)]
-    several = len(runs) > 1
-    bases = [_base(data, uids) for data in runs]
+    n, several = len(rows), len(runs) > 1
+    columns = [
+        _entry("uid", "uid", "", pd.Series([row.uid for row in rows], dtype=object), True),
+        _entry("text", "text", "", pd.Series([_preview(row.tokens) for row in rows], dtype=object), True),
+    ]
+    columns[0]["visible"] = columns[1]["visible"] = True  # a page of one uid, or of no text, still names them
+    columns[1]["tokens"] = True  # drawn token by token (each isolated: bidirectional text)
+    if several:
+        held = pd.Series([", ".join(f"r{k + 1}" for k in row.runs) for row in rows], dtype=object)
+        columns.append(_entry("runs", "runs", "", held, True))
+    where = [_held_by(rows, k) for k in range(len(runs))]
+    bases = [_base(data, at, n) for data, at in zip(runs, where)]
     shared = set()
     if several:
         for name in SHARED:
@@ -171,23 +325,18 @@ def _columns(runs: list[RunInstances], uids: list) -> tuple[list[dict], list[dic
         for name, series in base.items():
             keys[name] = name if name in shared else prefix + name
             if name not in shared:
-                visible = not several or name in ("prediction", "correct")
-                columns.append(_entry(prefix + name, name, group, series, visible, data.run.labels))
+                wanted = not several or name in ("prediction", "correct", *SHARED)  # the runs' labels, unmerged
+                columns.append(_entry(prefix + name, name, group, series, wanted, data.run.labels))
         meta.append({"name": data.run.name} | {name: keys.get(name) for name in BASE if name != "length"})
         for family, frame in data.frames.items():
-            main = families.disagreement(family, frame.columns)
-            own = [c for c in frame.columns if c not in ("index", "uid", *BASE)]
-            first = set(own[:FIRST_COLUMNS])
-            frame = _aligned(frame, uids)
-            where = f"{group} · {family}" if several else family
-            for name in own:
-                star = main[1] if main and main[0] == name else None
-                visible = bool(star) or (not several and name in first)
-                columns.append(_entry(f"{prefix}{family}/{name}", name, where, frame[name], visible, main=star))
+            frame = _at_rows(frame.set_index("uid").drop(columns="index", errors="ignore"), where[k], n)
+            where_shown = f"{group} · {family}" if several else family
+            columns += _family_columns(family, frame, prefix, where_shown, several)
     return columns, meta
 
 
 def _agree(a: pd.Series, b: pd.Series) -> bool:
+    """Whether two runs' values agree on every row both hold."""
     both = a.notna() & b.notna()
     return bool((a[both].astype(float) == b[both].astype(float)).all())
 
@@ -196,7 +345,7 @@ def _agree(a: pd.Series, b: pd.Series) -> bool:
 
 
 def _same_scores(a: pd.Series, b: pd.Series) -> bool:
-    """Whether two methods' per-uid scores are the same (to float32 rounding across batch sizes)."""
+    """Whether two methods' per-row scores are the same (to float32 rounding across batch sizes)."""
     for x, y in zip(a, b):
         if (x is None) != (y is None):
             return False
@@ -205,77 +354,61 @@ def _same_scores(a: pd.Series, b: pd.Series) -> bool:
     return True
 
 
-def _scores(table: pd.DataFrame, method: str, uids: list) -> pd.Series:
-    values = table[method].reindex(uids)
-    return values.map(lambda v: None if v is None or (isinstance(v, float) and np.isnan(v)) else np.asarray(v, float))
+def _scores(table: pd.DataFrame, method: str) -> pd.Series:
+    """A method's scores by uid, each an array (None where it has none)."""
+    return table[method].map(lambda v: None if v is None or (isinstance(v, float) and np.isnan(v)) else np.asarray(v))
 
 
-def _text_of(data: RunInstances, uids: list, field: str) -> dict:
-    """uid → the run's tokens (or query) as a list, from the first family that recorded it."""
-    out: dict = {}
-    for table in data.tokens.values():
-        if field in table:
-            for uid, words in table[field].items():
-                if uid not in out and words is not None:
-                    out[uid] = list(words)
-    return {uid: out[uid] for uid in uids if uid in out}
+def _named(family: str, method: str) -> tuple[str, str]:
+    """(page name, one-line definition) of ``family``'s per-token ``method``."""
+    if method == "attention":
+        return ATTENTION
+    declared = _declared(family, "TOKEN_METHODS", {})
+    fallback = (f"{method} · {family}", f"{family}'s {method} (its keys.py gives it no TOKEN_METHODS definition)")
+    return declared.get(method, fallback)
 
 
-def _text_set(sets: list[dict], text: dict) -> int:
-    """The index in ``sets`` of a text set that agrees with ``text`` on every uid both hold (merged into it), else
-    a new one's."""
-    for k, known in enumerate(sets):
-        if all(known[uid] == words for uid, words in text.items() if uid in known):
-            for uid, words in text.items():
-                known.setdefault(uid, words)
-            return k
-    sets.append(dict(text))
-    return len(sets) - 1
-
-
-def _methods(runs: list[RunInstances], uids: list) -> tuple[list[dict], list[dict], list[dict]]:
-    """(the methods — per run, each with its families and per-uid scores —, the text sets, the query sets)."""
-    methods, texts, queries = [], [], []
+def _methods(runs: list[RunInstances], rows: list[Row], texts: list[dict]) -> list[dict]:
+    """Every run's methods, each with its page name, definition, families and scores at the rows."""
+    methods = []
     for k, data in enumerate(runs):
-        text = _text_of(data, uids, "tokens")
-        if not text:
-            continue
-        at = _text_set(texts, text)
-        query = _text_of(data, uids, "query")
-        while len(queries) <= at:
-            queries.append({})
-        queries[at].update(query)
-        own: list[dict] = []
+        where, own = _held_by(rows, k), []
         for family, table in data.tokens.items():
             for method in layout.token_methods(table.columns):
-                scores = _scores(table, method, uids)
-                same = next((m for m in own if m["name"] == method and _same_scores(m["scores"], scores)), None)
+                by_uid = _scores(table, method)
+                for uid, values in by_uid.items():
+                    text = texts[k].get(uid)
+                    if values is not None and text is not None and len(values) != len(text[0]):
+                        raise UserError(
+                            f"{data.run.path / layout.ANALYSIS}/{family}/{layout.TOKENS}: {uid} has {len(text[0])} "
+                            f"tokens but {len(values)} {method} scores; analyse the run again"
+                        )
+                scores = _at_rows(by_uid, where, len(rows))
+                scores = scores.astype(object).where(scores.notna(), None)
+                name, definition = _named(family, method)
+                same = next((m for m in own if m["name"] == name and _same_scores(m["scores"], scores)), None)
                 if same is not None:
                     same["families"].append(family)
                 else:
-                    own.append({"name": method, "families": [family], "scores": scores, "run": k, "text": at})
+                    entry = {"name": name, "definition": definition, "families": [family], "scores": scores}
+                    own.append(entry | {"run": k})
         names = Counter(m["name"] for m in own)
         for m in own:
             m["label"] = m["name"] if names[m["name"]] == 1 else f"{m['name']} · {m['families'][0]}"
-            for uid, values in m["scores"].items():
-                if values is not None and uid in text and len(values) != len(text[uid]):
-                    raise UserError(
-                        f"{data.run.path / layout.ANALYSIS}/{m['families'][0]}/{layout.TOKENS}: {uid} has "
-                        f"{len(text[uid])} tokens but {len(values)} {m['name']} scores; analyse the run again"
-                    )
         methods += own
-    return methods, texts, queries
+    return methods
 
 
 def _b64(array: np.ndarray) -> str:
     return base64.b64encode(np.ascontiguousarray(array).tobytes()).decode("ascii")
 
 
-def _encoded_methods(methods: list[dict], uids: list) -> list[dict]:
+def _encoded_methods(methods: list[dict]) -> list[dict]:
     out = []
     for m in methods:
         scales, codes = [], []
         for values in m["scores"]:
+            values = None if values is None else np.asarray(values, float)
             if values is None or not np.isfinite(values).any():  # not computed, or missing throughout (no adversary)
                 scales.append(None)
                 codes.append(None)
@@ -284,20 +417,21 @@ def _encoded_methods(methods: list[dict], uids: list) -> list[dict]:
             q = np.where(np.isnan(shade), MISSING_SHADE, np.rint(np.nan_to_num(shade) * LEVELS)).astype("<i1")
             scales.append(_number(scale(values)))
             codes.append(_b64(q))
-        out.append({k: m[k] for k in ("label", "families", "run", "text")} | {"scales": scales, "codes": codes})
+        kept = {k: m[k] for k in ("label", "definition", "families", "run")}
+        out.append(kept | {"scales": scales, "codes": codes})
     return out
 
 
-def _encoded_texts(sets: list[dict], uids: list) -> tuple[list[str], int, list[list]]:
-    """(the page's vocabulary, most frequent first; bytes per id; per set, per uid, its ids in base64 or None)."""
-    counts = Counter(word for known in sets for words in known.values() for word in words)
+def _encoded_texts(texts: list) -> tuple[list[str], int, list]:
+    """(the page's vocabulary, most frequent first; bytes per id; per text its ids in base64, None for None)."""
+    counts = Counter(word for words in texts if words is not None for word in words)
     vocab = [word for word, _ in counts.most_common()]
     width = 2 if len(vocab) <= 2**16 else 4
     dtype = "<u2" if width == 2 else "<u4"
     index = {word: i for i, word in enumerate(vocab)}
     encoded = [
-        [_b64(np.fromiter((index[w] for w in known[uid]), dtype=dtype)) if uid in known else None for uid in uids]
-        for known in sets
+        None if words is None else _b64(np.fromiter((index[w] for w in words), dtype=dtype, count=len(words)))
+        for words in texts
     ]
     return vocab, width, encoded
 
@@ -320,48 +454,59 @@ def _nothing(runs: list[RunInstances]) -> str:
 
 
 def page_data(runs: list[RunInstances]) -> dict:
-    """What the page's script reads (see the module docstring)."""
-    frames = [frame for data in runs for frame in data.frames.values()]
-    page = {"scale": SCALE, "levels": LEVELS, "nothing": None}
-    if not frames:
+    """What the page's script reads (see the module docstring); ``differing``: how many uids hold different texts
+    in different runs (not read by the script)."""
+    page = {"scale": SCALE, "levels": LEVELS, "nothing": None, "differing": 0}
+    if not any(data.frames for data in runs):
         return page | {"nothing": _nothing(runs), "about": ""}
-    order = pd.concat(
-        [f[["uid"]].assign(index=f["index"] if "index" in f else np.nan) for f in frames], ignore_index=True
-    )
-    order = order.groupby("uid", sort=False)["index"].min().reset_index()
-    uids = order.sort_values(["index", "uid"], kind="stable")["uid"].tolist()
-    columns, meta = _columns(runs, uids)
-    methods, texts, queries = _methods(runs, uids)
-    vocab, width, encoded = _encoded_texts(texts + queries, uids)  # one vocabulary for texts and queries
+    texts = [data.texts() for data in runs]
+    rows, differing = _rows(runs, texts)
+    columns, meta = _columns(runs, rows)
+    methods = _methods(runs, rows, texts)
+    n = len(rows)
+    vocab, width, encoded = _encoded_texts([r.tokens for r in rows] + [r.query for r in rows])  # one vocabulary
+    uids = len({row.uid for row in rows})
     who = [
         f"{'r' + str(k + 1) + ' = ' if len(runs) > 1 else ''}{d.run.name}: {', '.join(d.frames) or 'no families'}"
         for k, d in enumerate(runs)
     ]
     about = (
-        f"{len(uids)} instances. " + "; ".join(who) + ". ★ marks the column by which a family's instances disagree "
+        f"{uids} instances. " + "; ".join(who) + ". ★ marks the column by which a family's instances disagree "
         "most: clicking it sorts the most disagreeing first."
     )
+    differ = None
+    if differing:
+        differ = (
+            f"{differing} of {uids} uids hold different texts in different runs (other data: e.g. a synthetic "
+            f"dataset drawn with another seed), so they are not paired: each text is a row of its own, and the column "
+            f"runs says which runs recorded it ({n} rows)."
+        )
     no_text = (
         "No text recorded for this instance: its run has no tokens.parquet (analysed before attn_study recorded "
         "per-token scores); attn-study-analyze analyses it again."
     )
     return page | {
         "about": about,
-        "n": len(uids),
-        "uids": [str(u) for u in uids],
+        "differ": differ,
+        "differing": differing,
+        "n": n,
+        "uids": [row.uid for row in rows],
+        "members": [row.runs for row in rows] if len(runs) > 1 else None,
         "columns": columns,
         "runs": meta,
         "vocab": vocab,
         "width": width,
-        "texts": encoded[: len(texts)],
-        "queries": encoded[len(texts) :],
-        "methods": _encoded_methods(methods, uids),
+        "texts": encoded[:n],
+        "queries": encoded[n:],
+        "methods": _encoded_methods(methods),
+        "chunk": CHUNK,
         "no_text": no_text,
     }
 
 
 def render(title: str, data: dict) -> str:
-    """The page: the template with its title, style, script and data (JSON, every ``<`` escaped) inline."""
+    """The page: the template with its title (escaped), style, script and data (JSON, every ``<`` escaped, so that no
+    text of the data closes the script element that holds it) inline."""
     template = (PAGE / "index.html").read_text(encoding="utf-8")
     payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
     parts = {
@@ -401,29 +546,37 @@ def _has_instances(run: Run) -> bool:
     return any((layout.family_dir(run.path, f) / layout.INSTANCES).is_file() for f in families.REGISTRY)
 
 
+def _across(dataset: str, group: list[Run], data: dict) -> str:
+    """What an across-runs page is: the same instances, unless some uids hold different texts in different runs."""
+    if data["differing"]:
+        return f"{dataset}: {len(group)} runs, {data['differing']} uids with different texts (not paired)"
+    return f"{dataset}: the same instances across {len(group)} runs"
+
+
 def sections(runs: list[Run], work: Path) -> list[tuple[str, str]]:
     """Write the explorer pages into ``work`` (one run: ``explorer.html``; several: ``explorer/<run>.html`` each and
     ``explorer/across-<dataset>.html`` for each dataset with two or more analysed runs) and return the report's
     section linking them."""
     if not runs:
         return []
-    pages = []  # (what, relative path, runs)
+    pages = []  # (what, relative path, runs, across: the dataset)
     if len(runs) == 1:
-        pages.append((runs[0].name, "explorer.html", runs))
+        pages.append((runs[0].name, "explorer.html", runs, None))
     else:
         for run, name in zip(runs, _names(runs)):
-            pages.append((run.name, f"explorer/{name}.html", [run]))
+            pages.append((run.name, f"explorer/{name}.html", [run], None))
         datasets: dict[str, list[Run]] = {}
         for run in runs:
             if _has_instances(run):
                 datasets.setdefault(str(run.config.get("dataset")), []).append(run)
         for dataset, group in sorted(datasets.items()):
             if len(group) > 1:
-                what = f"{dataset}: the same instances across {len(group)} runs"
-                pages.append((what, f"explorer/across-{_slug(dataset)}.html", group))
+                pages.append((None, f"explorer/across-{_slug(dataset)}.html", group, dataset))
     items = []
-    for what, relative, group in pages:
-        path = write_page(group, work / relative, f"{what} — instances")
+    for what, relative, group, dataset in pages:
+        data = page_data([RunInstances.read(r) for r in group])
+        what = what if dataset is None else _across(dataset, group, data)
+        path = write_text_atomic(work / relative, render(f"{what} — instances", data))
         size = path.stat().st_size / 2**20
         items.append(f"<li><a href='{html.escape(relative)}'>{html.escape(what)}</a> ({size:.1f} MB)</li>")
     body = (

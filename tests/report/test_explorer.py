@@ -39,6 +39,16 @@ ANALYSED = [
     "analysis.jain_wallace.permutations=10",
 ]
 FAMILIES = ("jain_wallace", "serrano_smith", "sparsity")
+#: (family, method recorded in its tokens.parquet) → the copy's name on the page (the families' keys.TOKEN_METHODS)
+PAGE_NAMES = {
+    **{(family, "attention"): "attention" for family in FAMILIES},
+    ("jain_wallace", "gradient"): "gradient (J&W)",
+    ("jain_wallace", "loo"): "loo TVD",
+    ("jain_wallace", "adversarial"): "adversarial",
+    ("serrano_smith", "gradient"): "∂d/∂α",
+    ("serrano_smith", "grad_attention"): "α · ∂d/∂α",
+    **{("sparsity", m): m for m in ("g_input", "loo_input", "g_intermediate", "loo_intermediate")},
+}
 #: the W&B table's coloured rows in the tiny run: the 3 most disagreeing and 2 drawn (of 32)
 MOST, RANDOM = 3, 2
 
@@ -163,24 +173,13 @@ def test_the_page_sorts_filters_and_colours_each_method_on_its_own_scale(analyse
     assert page.console_errors == []
     assert requests == [path.as_uri()]  # nothing but the file itself: no network, no other file
 
-    # the same attention from three families is shown once; a method of one name but other scores, per family
-    assert set(copies) == {
-        "attention",
-        "gradient · jain_wallace",
-        "loo",
-        "adversarial",
-        "gradient · serrano_smith",
-        "grad_attention",
-        "g_input",
-        "loo_input",
-        "g_intermediate",
-        "loo_intermediate",
-    }
+    # the same attention from three families is shown once; each other method under the name its family gives it
+    assert set(copies) == set(PAGE_NAMES.values())
     assert copies["attention"]["source"] == "from jain_wallace, serrano_smith, sparsity"
     for family in FAMILIES:
         recorded = tokens(analysed, family).loc[uid]
         for method in [c for c in recorded.index if c != "tokens"]:
-            label = method if method in copies else f"{method} · {family}"
+            label = PAGE_NAMES[family, method]
             assert copies[label]["tokens"] == list(recorded["tokens"])
             assert_coloured(copies[label], recorded[method])
 
@@ -305,7 +304,7 @@ def test_the_page_holds_texts_as_ids_and_scores_to_a_254th_of_their_largest(anal
     recorded = tokens(analysed)
     (adversarial,) = [m for m in data["methods"] if m["label"] == "adversarial"]
     for i, uid in enumerate(data["uids"]):
-        ids = np.frombuffer(base64.b64decode(data["texts"][0][i]), dtype="<u2")
+        ids = np.frombuffer(base64.b64decode(data["texts"][i]), dtype="<u2")
         assert [data["vocab"][k] for k in ids] == list(recorded.loc[uid, "tokens"])
         truth = recorded.loc[uid, "adversarial"]
         if np.isnan(truth).all():  # no adversary within ε
@@ -317,16 +316,16 @@ def test_the_page_holds_texts_as_ids_and_scores_to_a_254th_of_their_largest(anal
 
 def test_more_than_65536_distinct_tokens_take_four_bytes_each():
     words = [f"w{k}" for k in range(70_000)]
-    vocab, width, encoded = explorer._encoded_texts([{"a": words[:3], "b": words}], ["a", "b", "c"])
-    assert width == 4 and len(vocab) == 70_000 and encoded[0][2] is None
-    ids = np.frombuffer(base64.b64decode(encoded[0][1]), dtype="<u4")
+    vocab, width, encoded = explorer._encoded_texts([words[:3], words, None])
+    assert width == 4 and len(vocab) == 70_000 and encoded[2] is None
+    ids = np.frombuffer(base64.b64decode(encoded[1]), dtype="<u4")
     assert [vocab[k] for k in ids] == words
 
 
 def test_a_missing_score_and_a_missing_method_stay_missing(tmp_path):
     scores = pd.Series([np.array([1.0, np.nan, -4.0]), None, np.array([np.nan, np.nan])])
-    method = {"label": "m", "families": ["f"], "run": 0, "text": 0, "scores": scores}
-    shade = explorer._encoded_methods([method], ["a", "b", "c"])[0]
+    method = {"label": "m", "definition": "d", "families": ["f"], "run": 0, "scores": scores}
+    shade = explorer._encoded_methods([method])[0]
     q = np.frombuffer(base64.b64decode(shade["codes"][0]), dtype="<i1").tolist()
     assert q == [32, explorer.MISSING_SHADE, -127] and shade["scales"] == [4, None, None]
     assert shade["codes"][1:] == [None, None]  # not computed; missing throughout (no adversary within ε)

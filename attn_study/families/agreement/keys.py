@@ -5,6 +5,7 @@ No torch here: the registry and the report read it."""
 
 from __future__ import annotations
 
+from attn_study.families.faithfulness.keys import TOKEN_METHODS  # the explorer names the same methods alike
 from attn_study.keys import children, class_part, classes, key  # noqa: F401  the generic schema, for this family
 
 NAMESPACE = "ag"
@@ -99,3 +100,9 @@ HEADLINE_KEYS = (
 )
 #: the figure of a run's mean τ between every two methods
 FIGURE = "tau_matrix.png"
+
+#: the explorer's columns shown at first (beside the ★ one): the headline τs per instance → their headers
+INSTANCE_HEADLINE = {
+    pair_column(a, b): f"τ({TOKEN_METHODS.get(a, (a,))[0]}, {TOKEN_METHODS.get(b, (b,))[0]})"
+    for a, b in (key.split("/")[1:3] for key in HEADLINE_KEYS)
+}

@@ -65,3 +65,16 @@ TRACKED = (
 DISAGREEMENT = tuple(
     (f"{method}_tau_attention", "low") for method in ("gradient", "loo", "integrated_gradients", "input_x_gradient")
 ) + (("attention_comp_aopc", "low"),)
+#: the explorer's page name and one-line definition of each per-token score it records but attention (tokens.parquet)
+TOKEN_METHODS = {
+    method: ("loo Δp" if method == "loo" else method, definition)
+    for method, definition in FF_METHODS.items()
+    if method not in ("attention", "random")
+}
+#: the explorer's columns shown at first (beside the ★ one): each method's comprehensiveness and sufficiency AOPC
+INSTANCE_HEADLINE = {
+    f"{method}_{short}_aopc": f"{TOKEN_METHODS.get(method, (method,))[0]} · {short} AOPC {arrow}"
+    for method in FF_METHODS
+    if method != "random"
+    for short, arrow in (("comp", "↑"), ("suff", "↓"))
+}

@@ -30,3 +30,23 @@ TRACKED = (
 #: the per-instance columns by which an instance disagrees most (the explorer's ★, W&B's coloured sample), in
 #: preference order: attention ranking tokens unlike the gradient or leave-one-out (low τ), an adversary far from α
 DISAGREEMENT = (("tau_grad", "low"), ("tau_loo", "low"), ("adv_emax_jsd", "high"), ("perm_median_tvd", "low"))
+#: the explorer's columns shown at first (beside the ★ one): the headline measures per instance → their headers
+INSTANCE_HEADLINE = {
+    "tau_grad": "τ(attention, gradient)",
+    "tau_loo": "τ(attention, loo TVD)",
+    "perm_median_tvd": "permutation: median TVD",
+    "adv_emax_jsd": "adversary: ε-max JSD",
+}
+#: the explorer's page name and one-line definition of each per-token score it records but attention (tokens.parquet)
+TOKEN_METHODS = {
+    "gradient": (
+        "gradient (J&W)",
+        "|∇_{e_t} ŷ · e_t| of the predicted class ŷ, attention held constant, normalised to sum 1 over the text "
+        "(Algorithm 1; analysis.jain_wallace.detach_attention, gradient_classes)",
+    ),
+    "loo": ("loo TVD", "TVD(ŷ(x), ŷ(x₋ₜ)): how far deleting token t moves the output distribution, unsigned"),
+    "adversarial": (
+        "adversarial",
+        "the adversarial attention the ε-max JSD chose: far from α with the output within ε (missing where none was)",
+    ),
+}

@@ -4,6 +4,7 @@ No torch here: the registry and the report read it."""
 
 from __future__ import annotations
 
+from attn_study.families.faithfulness.keys import TOKEN_METHODS  # noqa: F401  the explorer names the same methods alike
 from attn_study.keys import children, class_part, classes, key  # noqa: F401  the generic schema, for this family
 
 NAMESPACE = "sn"
@@ -51,3 +52,8 @@ DISAGREEMENT = tuple(
 #: the statistics a team sorts runs by (W&B's headline/…): with every parameter redrawn, how much attention's and
 #: the gradient's explanations still correlate with the trained model's, |ρ| (a passed check: near 0)
 HEADLINE_KEYS = tuple(sn(method, "embeddings", "spearman_magnitude", "mean") for method in ("attention", "gradient"))
+#: the explorer's columns shown at first (beside the ★ one): the headline |ρ| per instance → their headers
+INSTANCE_HEADLINE = {
+    f"{method}_embeddings_rho_magnitude": f"{method}: {STATISTICS['rho_magnitude'][1]}, all redrawn"
+    for method in ("attention", "gradient")
+}

@@ -61,3 +61,14 @@ TRACKED = (
 #: attention's top item moves the output less than erasing a random one (ΔJS < 0), attention's ranking needing
 #: the largest share of the items removed to flip the decision
 DISAGREEMENT = (("delta_js", "low"), ("attention_frac", "high"))
+#: the explorer's columns shown at first (beside the ★ one): the headline measures per instance → their headers
+INSTANCE_HEADLINE = {
+    "delta_js": "ΔJS: top item − random item erased",
+    "attention_frac": "attention: fraction removed to flip",
+    "gradient_frac": "∂d/∂α: fraction removed to flip",
+}
+#: the explorer's page name and one-line definition of each per-token score it records but attention (tokens.parquet)
+TOKEN_METHODS = {
+    "gradient": ("∂d/∂α", "∂d/∂α_t, signed: the gradient of the decision d (the largest output probability) by α_t"),
+    "grad_attention": ("α · ∂d/∂α", "α_t · ∂d/∂α_t, signed: the attention weight times the decision's gradient"),
+}

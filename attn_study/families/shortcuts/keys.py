@@ -41,3 +41,9 @@ TRACKED = (
 #: the per-instance column by which an instance is the most suspect (the explorer's ★, W&B's coloured sample):
 #: attention's mass on the injected markers
 DISAGREEMENT = (("marker_mass", "high"),)
+#: the explorer's columns shown at first (beside the ★ one): per instance → their headers
+INSTANCE_HEADLINE = {
+    "mask_only_correct": "mask-only correct",
+    "selected_only_correct": "selected-only correct",
+    "rationale_precision": "rationale precision",
+}

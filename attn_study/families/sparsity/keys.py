@@ -44,3 +44,13 @@ TRACKED = (
 #: the per-instance columns by which an instance disagrees most (the explorer's ★, W&B's coloured sample): attention
 #: ranking tokens unlike the input's or the intermediate representations' importance (low τ)
 DISAGREEMENT = tuple((f"tau_{name}", "low") for name in SP_CORRELATIONS)
+#: the explorer's columns shown at first (beside the ★ one): the headline measures per instance → their headers
+INSTANCE_HEADLINE = {
+    **{f"entropy_{name}": f"entropy of {name}" for name in ("attention", "g_input", "g_hidden")},
+    **{f"tau_{name}": f"τ(α, {distribution})" for name, distribution in SP_CORRELATIONS.items()},
+    "support_frac": "support / length",
+}
+#: the explorer's page name and one-line definition of each per-token score it records but attention (tokens.parquet)
+TOKEN_METHODS = {
+    name: (name, SP_DISTRIBUTIONS[name]) for name in ("g_input", "loo_input", "g_intermediate", "loo_intermediate")
+}

@@ -23,3 +23,11 @@ DISAGREEMENT = (("jsd", "high"),)
 #: the statistics a team sorts runs by (W&B's headline/…): how far this run's attention is from the base's, and
 #: how often their predictions agree
 HEADLINE_KEYS = (wp("jsd", "mean"), wp("tvd", "mean"), wp("agreement"))
+#: the explorer's columns shown at first (beside the ★ one): the headline measures per instance → their headers
+INSTANCE_HEADLINE = {
+    "jsd": "JSD(α, base α)",
+    "tvd": "TVD(output, base output)",
+    "same_prediction": "same prediction as the base",
+}
+#: the explorer's page name and one-line definition of each per-token score it records but attention (tokens.parquet)
+TOKEN_METHODS = {"base_attention": ("base attention", "α_t of the base run (analysis.wiegreffe_pinter.base)")}

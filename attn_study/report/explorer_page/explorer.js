@@ -1,5 +1,6 @@
 // The instance explorer (attn_study/report/explorer.py writes the data this reads; no network, no libraries).
-// Rows are drawn lazily (only those in view), an instance's text only when it is selected.
+// Rows are drawn lazily (only those in view), an instance's text only when it is selected, and each copy of it
+// D.chunk tokens at a time (more on request), so that a text of any length shows at once.
 (function () {
   "use strict";
   const D = JSON.parse(document.getElementById("explorer-data").textContent);
@@ -15,6 +16,11 @@
   }
 
   $("about").textContent = D.about || "";
+  if (D.differ) {
+    const differ = $("differ");
+    differ.textContent = D.differ;
+    differ.hidden = false;
+  }
   if (D.nothing) {
     const nothing = $("nothing");
     nothing.textContent = D.nothing;
@@ -137,7 +143,7 @@
     for (const col of shown) {
       const th = el("th");
       th.dataset.key = col.key;
-      th.title = (col.group ? col.group + " · " : "") + col.name + (col.main ? " (★ sorts the most disagreeing first: " + (col.main === "low" ? "ascending" : "descending") + ")" : "");
+      th.title = (col.group ? col.group + " · " : "") + (col.column || col.name) + (col.main ? " (★ sorts the most disagreeing first: " + (col.main === "low" ? "ascending" : "descending") + ")" : "");
       if (col.main) th.classList.add("main");
       if (sortKey === col.key) th.classList.add("sorted", ...(sortDesc ? ["desc"] : []));
       th.appendChild(el("span", "group", col.group || "\u00a0"));
@@ -198,6 +204,14 @@
     return control;
   }
 
+  function pieces(parent, words) {
+    // words as spans of their own, each isolated (explorer.css): a right-to-left override in one never reorders the others
+    words.forEach(function (word, k) {
+      if (k) parent.appendChild(document.createTextNode(" "));
+      parent.appendChild(el("span", "piece", word));
+    });
+  }
+
   function spacer(height) {
     const tr = el("tr", "spacer");
     tr.style.height = height + "px";
@@ -218,7 +232,9 @@
       tr.dataset.uid = D.uids[i];
       for (const col of shown) {
         const v = col.values[i];
-        const td = el("td", (col.type === "number" ? "number" : "") + (v === null ? " missing" : ""), display(col, i));
+        const td = el("td", (col.type === "number" ? "number" : "") + (v === null ? " missing" : ""));
+        if (col.tokens && v !== null) pieces(td, v.split(" "));
+        else td.textContent = display(col, i);
         td.dataset.key = col.key;
         tr.appendChild(td);
       }
@@ -299,11 +315,19 @@
           reshape();
         });
         label.appendChild(box);
-        label.appendChild(document.createTextNode(" " + col.name + (col.main ? " ★" : "")));
+        const said = col.column && col.column !== col.name ? col.name + " (" + col.column + ")" : col.name;
+        label.appendChild(document.createTextNode(" " + said + (col.main ? " ★" : "") + (col.note ? " — " + noted(col) : "")));
         set.appendChild(label);
       }
       list.appendChild(set);
     }
+  }
+
+  function noted(col) {
+    // "empty", or "constant: <its one value>"
+    if (col.note !== "constant") return col.note;
+    const at = col.values.findIndex((v) => v !== null);
+    return "constant: " + display(col, at);
   }
 
   function reshape() {
@@ -320,12 +344,11 @@
     return out;
   }
 
-  function tokens(set, i, which) {
-    const encoded = (which === "query" ? D.queries : D.texts)[set];
+  function ids(encoded, i) {
+    // row i's token ids (into D.vocab), null where it has none
     if (!encoded || encoded[i] === null) return null;
     const raw = bytes(encoded[i]);
-    const ids = D.width === 2 ? new Uint16Array(raw.buffer) : new Uint32Array(raw.buffer);
-    return Array.from(ids, (id) => D.vocab[id]);
+    return D.width === 2 ? new Uint16Array(raw.buffer) : new Uint32Array(raw.buffer);
   }
 
   function colour(shade) {
@@ -338,33 +361,49 @@
     return Number.isFinite(x) ? Number(x.toPrecision(3)).toString() : "n/a";
   }
 
-  function copy(method, words, i) {
+  function copy(method, text, i) {
     const box = el("div", "copy");
     box.dataset.method = method.label;
     box.dataset.run = method.run;
     const head = el("div", "copy-head");
-    head.appendChild(el("b", null, method.label));
+    const name = el("b", "defined", method.label);
+    name.title = method.definition;
+    head.appendChild(name);
     head.appendChild(el("span", "src", "from " + method.families.join(", ")));
     const top = method.scales[i];
     head.appendChild(el("span", "scale", top === null ? "" : "full colour at |score| = " + number(top)));
     box.appendChild(head);
-    const text = el("div", "text");
+    const body = el("div", "text");
+    box.appendChild(body);
     if (method.codes[i] === null || top === null) {
-      text.appendChild(el("span", "note", "no score for this instance (not computed, or missing: e.g. no adversary within ε)"));
-    } else {
-      const q = new Int8Array(bytes(method.codes[i]).buffer);
+      body.appendChild(el("span", "note", "no score for this instance (not computed, or missing: e.g. no adversary within ε)"));
+      return box;
+    }
+    const q = new Int8Array(bytes(method.codes[i]).buffer);
+    const more = el("button", "more");
+    more.type = "button";
+    body.appendChild(more);
+    let drawn = 0;
+    function draw() {
+      // the next D.chunk tokens, before the button; the button says what is left, and goes when nothing is
+      const end = Math.min(text.length, drawn + D.chunk);
       const parts = document.createDocumentFragment();
-      for (let t = 0; t < words.length; t++) {
+      for (let t = drawn; t < end; t++) {
         const shade = q[t] === -128 ? NaN : q[t] / D.levels;
-        const span = el("span", "tok" + (Math.abs(shade) > D.scale.dark ? " dark" : ""), words[t]);
+        const span = el("span", "tok" + (Math.abs(shade) > D.scale.dark ? " dark" : ""), D.vocab[text[t]]);
         span.style.backgroundColor = colour(shade);
         span.title = Number.isNaN(shade) ? "n/a" : number(shade * top);
         parts.appendChild(span);
         parts.appendChild(document.createTextNode(" "));
       }
-      text.appendChild(parts);
+      body.insertBefore(parts, more);
+      drawn = end;
+      const left = text.length - drawn;
+      if (left > 0) more.textContent = "show " + Math.min(D.chunk, left) + " more tokens (" + left + " not shown)";
+      else more.remove();
     }
-    box.appendChild(text);
+    more.addEventListener("click", draw);
+    draw();
     return box;
   }
 
@@ -377,7 +416,7 @@
       p.appendChild(span);
       p.appendChild(document.createTextNode(" "));
     }
-    p.appendChild(document.createTextNode(" (hover a token for its score)."));
+    p.appendChild(document.createTextNode(" (hover a token for its score, a method's name for what it is)."));
     return p;
   }
 
@@ -386,7 +425,7 @@
     const t = el("table");
     let group = null;
     for (const col of columns) {
-      if (col.key === "uid") continue;
+      if (col.key === "uid" || col.key === "text") continue;
       if (col.group !== group) {
         group = col.group;
         const tr = el("tr");
@@ -406,6 +445,14 @@
     return box;
   }
 
+  function query(i) {
+    const words = ids(D.queries, i);
+    if (words === null) return null;
+    const p = el("p", "query", "query: ");
+    pieces(p, Array.from(words, (id) => D.vocab[id]));
+    return p;
+  }
+
   function select(i) {
     selected = i;
     tbody.querySelectorAll("tr.row.selected").forEach((tr) => tr.classList.remove("selected"));
@@ -414,7 +461,9 @@
     const out = $("instance");
     out.textContent = "";
     out.dataset.uid = D.uids[i];
-    out.appendChild(el("h2", null, D.uids[i]));
+    const members = D.members ? D.members[i] : null; // the runs this row holds (across runs)
+    const only = members && members.length < D.runs.length ? " (" + members.map((k) => D.runs[k].name).join(", ") + " only)" : "";
+    out.appendChild(el("h2", null, D.uids[i] + only));
     const meta = el("p", "meta");
     D.runs.forEach(function (run) {
       const parts = [];
@@ -430,20 +479,17 @@
     const layout = el("div", "layout");
     const copies = el("div", "copies");
     copies.appendChild(legend());
+    const text = ids(D.texts, i); // decoded once: every copy draws from it
+    const asked = text === null ? null : query(i);
+    if (asked) copies.appendChild(asked);
     let lastRun = null, any = false;
     for (const method of D.methods) {
-      const words = tokens(method.text, i);
-      if (words === null) continue;
+      if (text === null || (members && members.indexOf(method.run) < 0)) continue;
       if (D.runs.length > 1 && method.run !== lastRun) {
         lastRun = method.run;
         copies.appendChild(el("h3", null, D.runs[method.run].name));
-        const query = tokens(method.text, i, "query");
-        if (query) copies.appendChild(el("p", "query", "query: " + query.join(" ")));
-      } else if (!any) {
-        const query = tokens(method.text, i, "query");
-        if (query) copies.appendChild(el("p", "query", "query: " + query.join(" ")));
       }
-      copies.appendChild(copy(method, words, i));
+      copies.appendChild(copy(method, text, i));
       any = true;
     }
     if (!any) copies.appendChild(el("p", "note", D.no_text));
