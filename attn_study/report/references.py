@@ -7,7 +7,10 @@
   ``papers/README.md``);
 - ``explanations.csv``: the measured cause of a number we do not reproduce, keyed by paper, table, dataset, row,
   column and statistic, each citing the section of ``docs/`` that measured it. Only these make a "not
-  reproduced" *explained*; nothing else does.
+  reproduced" *explained*; nothing else does;
+- ``released_runs.csv``: the runs the authors' repository released of a number the paper prints, one row per
+  run, keyed as ``explanations.csv`` is, with the repository, commit and file each was read from (or, where it
+  could not be read, where it was quoted): the paper's number is one draw of these.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import yaml
 CELL = ("paper", "source", "dataset", "row", "column", "statistic")
 #: the columns of ``explanations.csv``
 EXPLANATION_COLUMNS = (*CELL, "when", "cause", "measured_in")
+#: the columns of ``released_runs.csv``
+RELEASED_COLUMNS = (*CELL, "value", "repository", "commit", "date", "file", "verified", "quoted_in", "note")
 
 
 def _folder():
@@ -45,6 +50,14 @@ def explanations() -> pd.DataFrame:
     lower`` — the direction it explains —, empty for either)."""
     frame = pd.read_csv(_folder() / "explanations.csv", dtype=str, keep_default_na=False)
     return frame[list(EXPLANATION_COLUMNS)]
+
+
+def released_runs() -> pd.DataFrame:
+    """``released_runs.csv``: one row per run the authors released of a published number (``value`` as in their
+    file; ``verified``: ``yes`` where it was read from ``file`` at ``commit``, ``no`` where only ``quoted_in``
+    a text)."""
+    frame = pd.read_csv(_folder() / "released_runs.csv", dtype=str, keep_default_na=False)
+    return frame[list(RELEASED_COLUMNS)]
 
 
 def rounding(printed: str) -> float:

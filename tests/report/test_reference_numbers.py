@@ -432,3 +432,75 @@ def test_mohankumar_numbers_are_the_original_column_quoted_in_the_docs(dataset, 
     assert printed in (REPO / "docs" / "faithful_by_design.md").read_text()
     # no conicity of the Orthogonal LSTM: the only source here gives none
     assert frame[(frame.encoder == "orthogonal_lstm") & (frame.key == "test/conicity/mean")].empty
+
+
+# ------------------------------------------------------------------------------------------------
+# released_runs.csv: the authors' released runs of a published number
+# ------------------------------------------------------------------------------------------------
+
+CELL = ["paper", "source", "dataset", "row", "column", "statistic"]
+
+
+def released() -> pd.DataFrame:
+    return pd.read_csv(PAPERS / "released_runs.csv", dtype=str, keep_default_na=False)
+
+
+def test_each_released_run_keys_one_number_and_says_where_it_was_read_or_quoted():
+    """Every row names exactly one published number; a verified row names the repository, a full commit and the
+    file it was read from, an unverified one where it was quoted and no commit; no file gives a cell two values."""
+    runs = released()
+    assert list(runs.columns) == [
+        *CELL,
+        "value",
+        "repository",
+        "commit",
+        "date",
+        "file",
+        "verified",
+        "quoted_in",
+        "note",
+    ]
+    numbers = pd.concat([load(paper) for paper in FILES])
+    for run in runs.itertuples():
+        found = numbers
+        for column in CELL:
+            found = found[found[column] == getattr(run, column)]
+        assert len(found) == 1, run
+        assert math.isfinite(float(run.value)) and run.repository == "successar/AttentionExplanation", run
+        if run.verified == "yes":
+            assert re.fullmatch(r"[0-9a-f]{40}", run.commit) and run.file.endswith(".csv") and not run.quoted_in, run
+        else:
+            assert run.verified == "no" and run.quoted_in and not run.commit and not run.file, run
+    verified = runs[runs.verified == "yes"]
+    assert not verified.duplicated([*CELL, "commit", "file"]).any()
+
+
+def test_each_cell_has_several_released_runs_and_the_papers_value_is_one_of_them():
+    """A cell is recorded because several runs of it survive; the paper printed one of them: for every cell, some
+    verified run rounds to the printed value at the printed digits (a run filed under the wrong class, statistic
+    or column would break this)."""
+    printed = pd.concat([load(paper) for paper in FILES]).set_index(CELL)["value"]
+    for cell, group in released().groupby(CELL):
+        assert len(group) >= 2, cell
+        text = printed.loc[cell]
+        digits = len(text.split(".", 1)[1]) if "." in text else 0
+        verified = group[group.verified == "yes"].value.astype(float)
+        assert any(Decimal(f"{v:.{digits}f}") == Decimal(text) for v in verified), (cell, text, verified.tolist())
+
+
+def test_the_20news_bilstm_runs_are_those_read_from_the_authors_files():
+    """τ_g of class 0: −0.053 (42eb487, ``20News_sports+lstm+attention(tanh).csv``), 0.081 (the paper's 0.08;
+    607eb50, ``graph_outputs_old/…/20News_sports+lstm+tanh.csv``), 0.175 (825102b, ``GradientPval_20News_sports.csv``),
+    and issue 55's 0.07, not verified; τ_loo of class 1: 0.142, 0.182 and issue 55's 0.20."""
+    runs = released()
+    news = runs[(runs.dataset == "twenty_news") & (runs.statistic == "mean")]
+    tau_g = news[(news.row == "20News / 0") & news.column.str.startswith("Gradient (BiLSTM)")]
+    assert sorted(zip(tau_g.value.astype(float), tau_g.commit.str[:7])) == [
+        (-0.0531844730040265, "42eb487"),
+        (0.07, ""),
+        (0.08119120297644912, "607eb50"),
+        (0.1750782750749095, "825102b"),
+    ]
+    loo = news[(news.row == "20News / 1") & news.column.str.startswith("Leave-One-Out")]
+    assert sorted(loo.value.astype(float)) == [0.14196570834137898, 0.18175537438779737, 0.20]
+    assert set(loo[loo.verified == "no"].quoted_in.str[:8]) == {"issue 55"}
