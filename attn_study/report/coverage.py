@@ -21,6 +21,7 @@ from attn_study.report.references import papers
 from attn_study.report.runs import Run
 from attn_study.report.scorecard import (
     EXPLAINED,
+    FIRM,
     NO_VERDICT,
     NOT_COMPARABLE,
     NOT_RUN,
@@ -112,17 +113,22 @@ def coverage(judged: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def summary_line(counts: dict) -> str:
+def summary_line(counts: dict, tentative: int = 0, not_run: str = "") -> str:
     """``20 numbers: 18 reproduced, 2 not reproduced (1 explained), 0 not comparable, 0 not run`` (and ``, 1 no
-    verdict`` where there is one): a table's outcomes."""
+    verdict`` where there is one): a table's outcomes; ``not_run``: why the numbers not run were not
+    (:func:`reason_kinds`: ``3 not run (2 data absent, 1 compute)``); ``tentative``: how many of its verdicts rest
+    on fewer than 3 runs (``; 4 verdicts tentative (under 3 seeds)``). Each said only where there is something."""
     explained, unexplained = counts.get(EXPLAINED, 0), counts.get(UNEXPLAINED, 0)
     not_reproduced = f"{explained + unexplained} not reproduced" + (f" ({explained} explained)" if explained else "")
     parts = [f"{counts.get(REPRODUCED, 0)} reproduced", not_reproduced]
     parts.append(f"{counts.get(NOT_COMPARABLE, 0)} not comparable")
     if counts.get(NO_VERDICT, 0):
         parts.append(f"{counts[NO_VERDICT]} no verdict")
-    parts.append(f"{counts.get(NOT_RUN, 0)} not run")
-    return f"{sum(counts.get(o, 0) for o in OUTCOMES)} numbers: " + ", ".join(parts)
+    parts.append(f"{counts.get(NOT_RUN, 0)} not run" + (f" ({not_run})" if not_run else ""))
+    line = f"{sum(counts.get(o, 0) for o in OUTCOMES)} numbers: " + ", ".join(parts)
+    if tentative:
+        line += f"; {tentative} verdict{'s' * (tentative > 1)} tentative (under {FIRM} seeds)"
+    return line
 
 
 def display(frame: pd.DataFrame) -> pd.DataFrame:

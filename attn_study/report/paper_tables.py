@@ -3,12 +3,15 @@
 - first, one line per paper table: how many of its numbers are reproduced, not reproduced, not comparable, have
   no verdict or were not run (and why not: data absent, compute);
 - then each table that a run here touches, in the paper's own shape — its rows and columns (a column printed
-  ``group / sub`` under a two-level header) —, each cell "ours (paper)" coloured by its outcome, its details (n
-  seeds, seed std, band, interval, embeddings, settings, code, reason) a click away (``<details>``). Rows and
-  columns where no number was run are listed under the table instead of drawn empty;
+  ``group / sub`` under a two-level header) —, each number "ours (paper) ±band" coloured by its outcome (a std
+  after its mean: "std …"), "tentative" beside the band where the verdict rests on fewer than 3 runs, its
+  details (n seeds, the spreads the band holds, interval, the authors' released runs, embeddings, settings, code,
+  reason) a click away (``<details>``). Rows and columns where no number was run are listed under the table
+  instead of drawn empty;
 - a section of its own with the coverage per paper × table × dataset (``coverage.*``).
 
 Files: ``scorecard.{csv,md,tex}`` (one row per number a run gives), ``coverage.{csv,md,tex}``.
+:func:`summary_lines` gives the summary lines of the tables a run touches as plain text, for the terminal.
 """
 
 from __future__ import annotations
@@ -40,15 +43,19 @@ JUDGED = (sc.REPRODUCED, sc.EXPLAINED, sc.UNEXPLAINED, sc.NO_VERDICT)
 
 RULE = (
     "Each published number of Jain & Wallace, Serrano & Smith, Meister et al. and Mohankumar et al. "
-    "(<code>attn_study/report/papers/</code>) beside ours: <b>ours (paper)</b>, ours the mean over seeds. A number is "
-    "<i>reproduced</i> when the paper's value lies within ours ± (2 seed std + the half-width of our mean bootstrap "
-    "interval over instances + half the paper's last printed digit), never on one seed; <i>not reproduced</i> "
-    "otherwise, <i>explained</i> only where a measured cause is recorded for it "
-    "(<code>report/papers/explanations.csv</code>, citing the docs that measured it); <i>not comparable</i> when "
-    "no run of it was at the paper's settings (recipe, pretrained embeddings, the paper's data, no smoke sweep, the "
-    "papers' experiment files, standard training, the settings the row fixes, no command-line setting that changes "
-    "what is measured: the cell says what differs; runs at other settings beside runs at the paper's are left out "
-    "and counted); <i>not run</i> when no run gives it: data absent, or compute. Click a number for its details."
+    "(<code>attn_study/report/papers/</code>) beside ours: <b>ours (paper) ±band</b>, ours the mean over seeds. A "
+    "number is <i>reproduced</i> when the paper's value lies within the band, ours ± (2 s + the half-width of our "
+    "mean bootstrap interval over instances + half the paper's last printed digit), never on one seed; s is the std "
+    "over the cell's runs: over seeds, and over splits too where the runs drew different ones (a split seed; the "
+    "details say which). A verdict from fewer than 3 seeds is <i>tentative</i>. <i>Not reproduced</i> otherwise, "
+    "<i>explained</i> only where a measured cause is recorded for it (<code>report/papers/explanations.csv</code>, "
+    "citing the docs that measured it). Where the authors released several runs of a number "
+    "(<code>report/papers/released_runs.csv</code>), the details say whether ours lies within their range: the "
+    "paper printed one of them. <i>Not comparable</i> when no run of it was at the paper's settings (recipe, "
+    "pretrained embeddings, the paper's data, no smoke sweep, the papers' experiment files, standard training, the "
+    "settings the row fixes, no command-line setting that changes what is measured: the cell says what differs; "
+    "runs at other settings beside runs at the paper's are left out and counted); <i>not run</i> when no run gives "
+    "it: data absent, or compute. Click a number for its details."
 )
 
 
@@ -58,9 +65,8 @@ def sections(used: list[Run], runs: list[Run], work: Path) -> list[tuple[str, st
     judged = sc.judge(used, available_data(runs))
     scored = judged[judged["outcome"] != sc.NOT_RUN].reindex(columns=sc.COLUMNS)
     write_table(scored, work, "scorecard", "Paper vs this project: every published number a run here gives")
-    titles = {key: about["title"] for key, about in papers().items()}
-    tables = [(key, group) for key, group in judged.groupby(["paper", "source"], sort=False)]
-    tables.sort(key=lambda item: _rank(item[1]))
+    titles = _titles()
+    tables = _tables(judged)
     labels = _class_names(used)
     body = [f"<p>{RULE}</p>", _legend(), _summary(tables, titles)]
     for (paper, source), group in tables:
@@ -88,6 +94,38 @@ def sections(used: list[Run], runs: list[Run], work: Path) -> list[tuple[str, st
     return [("Paper vs this project", "".join(body)), ("Coverage of the papers' tables", "".join(shown))]
 
 
+def summary_lines(used: list[Run], runs: list[Run]) -> list[str]:
+    """The scorecard's summary as plain text, for the terminal: one line per paper table a run here touches, in
+    the page's order and words (``Jain & Wallace (2019), Table 2: 18 numbers: 12 reproduced, …``), then how many
+    tables no run touches. ``used``, ``runs``: as :func:`sections` takes them."""
+    titles, lines, untouched = _titles(), [], 0
+    for (paper, source), group in _tables(sc.judge(used, available_data(runs))):
+        if _rank(group) < 2:
+            lines.append(f"{titles.get(paper, paper)}, {source}: {_summary_text(group)}")
+        else:
+            untouched += 1
+    if untouched:
+        lines.append(f"{untouched} other paper table{'s' * (untouched > 1)}: no run here gives a number of them")
+    return lines
+
+
+def _titles() -> dict[str, str]:
+    return {key: about["title"] for key, about in papers().items()}
+
+
+def _tables(judged: pd.DataFrame) -> list[tuple[tuple[str, str], pd.DataFrame]]:
+    """The judged numbers per paper table, ((paper, source), its numbers), tables with a judged number first."""
+    tables = list(judged.groupby(["paper", "source"], sort=False))
+    tables.sort(key=lambda item: _rank(item[1]))
+    return tables
+
+
+def _summary_text(group: pd.DataFrame) -> str:
+    """A table's summary line: its numbers' outcomes, its tentative verdicts, why the others were not run."""
+    counts = group["outcome"].value_counts().to_dict()
+    return summary_line(counts, int(group["tentative"].sum()), reason_kinds(group, sc.NOT_RUN))
+
+
 def _rank(group: pd.DataFrame) -> int:
     """0: a table with a judged number; 1: only numbers not comparable; 2: nothing run."""
     outcomes = set(group["outcome"])
@@ -107,14 +145,9 @@ def _summary(tables, titles) -> str:
     """One line per paper table: its numbers' outcomes (not run: by kind of reason), the name a link to it."""
     lines = []
     for (paper, source), group in tables:
-        counts = group["outcome"].value_counts().to_dict()
-        text = summary_line(counts)
-        not_run = reason_kinds(group, sc.NOT_RUN)
-        if not_run:
-            text += f" ({not_run})"
         name = html_label(f"{titles.get(paper, paper)}, {source}")
         link = f"<a href='#{_anchor(paper, source)}'>{name}</a>" if _rank(group) < 2 else name
-        lines.append(f"<li>{link}: {html.escape(text)}</li>")
+        lines.append(f"<li>{link}: {html.escape(_summary_text(group))}</li>")
     return f"<ul class='summary'>{''.join(lines)}</ul>"
 
 
@@ -164,7 +197,7 @@ def _table(title: str, group: pd.DataFrame, labels) -> str:
     counts = group["outcome"].value_counts().to_dict()
     out = [
         f"<h3 id='{_anchor(paper, source)}'>{html_label(title)}</h3>",
-        f"<p class='note'>{html.escape(summary_line(counts))}.</p>",
+        f"<p class='note'>{html.escape(summary_line(counts, int(group['tentative'].sum())))}.</p>",
         f"<table class='paper'><thead>{header}</thead><tbody>{''.join(body)}</tbody></table>",
     ]
     out.append(_code_note(touched))
@@ -200,32 +233,61 @@ def _code_note(touched: pd.DataFrame) -> str:
 
 
 def _cell(cell: pd.DataFrame) -> str:
-    """A paper cell: each of its numbers "ours (paper)" (a std after ±), coloured, its details a click away."""
+    """A paper cell: each of its numbers "ours (paper) ±band" (a std after its mean: "std …"), coloured, its
+    details a click away."""
     parts = []
     for _, entry in cell.iterrows():
-        joint = " ± " if entry["statistic"] == "std" and parts else " "
-        parts.append(joint + _number(entry))
-    return "".join(parts).strip()
+        parts.append(_number(entry, "std " if entry["statistic"] == "std" and parts else ""))
+    return " ".join(parts)
+
+
+def _decimals(printed: str) -> int:
+    """How many decimals the paper printed (``0.59`` → 2, ``12`` → 0)."""
+    text = printed.strip().lstrip("<>~≈-")
+    return len(text.split(".", 1)[1]) if "." in text else 0
 
 
 def _digits(printed: str) -> int:
     """Ours to one digit more than the paper printed (at most 3 decimals)."""
-    text = printed.strip().lstrip("<>~≈-")
-    return min(len(text.split(".", 1)[1]) + 1 if "." in text else 1, 3)
+    return min(_decimals(printed) + 1, 3)
 
 
-def _number(entry) -> str:
+def _band(entry) -> str:
+    """``±0.22`` (to the paper's own decimals, at least one), ``, tentative`` where the verdict rests on fewer than 3
+    runs; empty where there is no band (one seed)."""
+    width = entry.get("band", math.nan)
+    if pd.isna(width):
+        return ""
+    tentative = ", tentative" if bool(entry.get("tentative", False)) else ""
+    return f" <small>±{format_number(width, max(_decimals(entry['paper value']), 1))}{tentative}</small>"
+
+
+def _number(entry, label: str = "") -> str:
+    """One number "``label``ours (paper) ±band", coloured by its outcome, its details a click away."""
     ours = entry.get("ours", math.nan)
     shown = "—" if pd.isna(ours) else format_number(ours, _digits(entry["paper value"]))
-    summary = f"{shown} ({html.escape(entry['paper value'])})"
+    summary = f"{label}{shown} ({html.escape(entry['paper value'])}){_band(entry)}"
     return (
         f"<details class='{CSS[entry['outcome']]}'><summary>{summary}</summary>"
         f"<div class='more'>{_details(entry)}</div></details>"
     )
 
 
+def _spread(entry) -> str:
+    """How far ours spread: ``over 3 seeds, seed std 0.020``, or over runs on several splits with both spreads."""
+    n, splits = int(entry.get("n seeds") or 0), int(entry.get("n splits") or 1)
+    stds = [
+        f"{name} std {format_number(entry[column])}"
+        for name, column in (("seed", "seed std"), ("split", "split std"))
+        if not pd.isna(entry.get(column, math.nan))
+    ]
+    over = f"{n} seed{'s' * (n > 1)}" if splits < 2 else f"{n} runs on {splits} splits (seed, split)"
+    return f"over {over}" + (f", {', '.join(stds)}" if stds else "")
+
+
 def _details(entry) -> str:
-    """What lies behind one number: its outcome and why, ours over seeds, the band, the runs' settings and code."""
+    """What lies behind one number: its outcome and why, the authors' released runs, ours over seeds (and splits),
+    the band and what it holds, the runs' settings and code."""
     lines = [f"<b>{html.escape(entry['outcome'])}</b>"]
     said = entry.get("verdict")
     if isinstance(said, str) and said and said != entry["outcome"]:
@@ -234,14 +296,21 @@ def _details(entry) -> str:
         lines.append(html.escape(str(entry["reason"])))
     if entry["outcome"] in (sc.EXPLAINED, sc.UNEXPLAINED):
         lines.append("why: " + html.escape(str(entry["reason"])))
+    if bool(entry.get("tentative", False)):
+        lines.append(f"tentative: {int(entry['n seeds'])} seeds (a verdict is firm from {sc.FIRM})")
+    authors = entry.get("authors' runs")
+    if isinstance(authors, str) and authors:
+        lines.append(f"ours {html.escape(authors)}")
     n = int(entry.get("n seeds") or 0)
     if n:
-        spread = "" if pd.isna(entry["seed std"]) else f", seed std {format_number(entry['seed std'])}"
-        lines.append(f"ours: {format_number(entry['ours'])} over {n} seed{'s' * (n > 1)}{spread}")
+        lines.append(f"ours: {format_number(entry['ours'])} {_spread(entry)}")
         if not pd.isna(entry.get("ci low", math.nan)):
             lines.append(f"mean 95 % interval: [{format_number(entry['ci low'])}, {format_number(entry['ci high'])}]")
         if not pd.isna(entry.get("band", math.nan)):
-            lines.append(f"band: ± {format_number(entry['band'])} (2 seed std + interval half-width + rounding)")
+            lines.append(
+                f"band: ± {format_number(entry['band'])} (2 × the std over {entry['spreads']}, "
+                f"{format_number(entry['band std'])}, + interval half-width + rounding)"
+            )
     for name in ("embeddings", "named settings", "code"):
         if isinstance(entry.get(name), str) and entry[name]:
             lines.append(f"{name}: {html.escape(entry[name])}")

@@ -24,7 +24,27 @@ over several runs (a row's ``measure``) is computed by the family's report that 
 - with n ≥ 2 seeds: *reproduced* when the paper's value lies in ours ± (2 s + h + r), where h is the half-width
   of the bootstrap interval (instance sampling) and r half a unit of the paper's last printed digit (rounding);
   else *not reproduced* (ours higher / ours lower). The papers report one run each: the question is whether
-  a run like theirs could have come from our seeds' spread (± 2 s), not whether the two means agree.
+  a run like theirs could have come from our seeds' spread (± 2 s), not whether the two means agree. A verdict
+  from fewer than :data:`FIRM` runs is *tentative* (the cell, the files and the summary lines say so): with 2
+  seeds, s rests on one degree of freedom.
+
+The spread s. A recipe that draws its own split (a source's ``split_seed``: :data:`SPLIT_SEEDS`) can be run on
+several splits; runs that differ only in the split seed (and the seed) are one cell, and a split seed given on
+the command line is no departure from the paper. Over the cell's runs x_gi (split g = 1…G, seed i = 1…n_g,
+N = Σ n_g runs, x̄_g a split's mean, x̄ the mean of all runs):
+
+- s = √(Σ_gi (x_gi − x̄)² / (N − 1)), the std over every (seed, split) run: the spread of one run drawn as ours
+  were, which is what a run like the paper's is held against. With one split (G = 1) it is the seeds' std,
+  as before, and the band says "seeds"; with G ≥ 2 it holds both spreads, and the band says "seeds+splits";
+- shown beside it: the seed std √(Σ_gi (x_gi − x̄_g)² / Σ_g (n_g − 1)) (pooled within splits; NaN where no split
+  has two seeds) and the split std, the std of the G split means (n − 1 in every denominator).
+
+A cross-run measure gives one value per seed, with no split: its spread is the seeds'.
+
+Beside the verdict, never in it: where the authors released several runs of the cell
+(``papers/released_runs.csv``, :func:`~attn_study.report.references.released_runs`), whether our mean lies within
+the range of their runs (min…max) — the paper's number is one draw of theirs. Their spread is not added to the
+band: the rule above stays the rule.
 
 Each number's *outcome* (:data:`OUTCOMES`) sorts it for the coverage: reproduced; not reproduced, *explained* only
 where ``explanations.csv`` holds a measured cause for it (in the direction we differ), else *unexplained*; not
@@ -44,13 +64,16 @@ import pandas as pd
 
 from attn_study.families import REGISTRY
 from attn_study.report.references import (
+    CELL,
     explanations,
     papers,
     printed_value,
     references,
+    released_runs,
     required_settings,
     rounding,
 )
+from attn_study.report.render import format_number
 from attn_study.report.runs import CrossRunMeasure, Run, code_label
 from attn_study.sweep.naming import changes_results, override_key
 
@@ -60,10 +83,12 @@ SETTING = ("dataset", "model", "encoder", "attention", "projection")
 #: options added after runs had been made: the value a run whose config lacks the option ran with
 ADDED_LATER = {"encoder.self_attention": "softmax"}
 #: command-line settings that leave what a number measures as it is: the setting's own choices (matched against
-#: the paper's row), where the data and vectors are (the vectors are named in the cell), devices, batch sizes
+#: the paper's row), where the data and vectors are (the vectors are named in the cell), the seed of a split the
+#: source draws itself (its runs are one cell: the module docstring), devices, batch sizes
 SAME_MEASURE = re.compile(
     r"(hydra[./].*|dataset|model|encoder|attention|projection|projection\.lam|recipe|analysis|seed"
     r"|model_seed|dataset\.path|dataset\.source\.path|model\.embeddings\.path|model\.network\.embedding_dim"
+    r"|dataset\.(source\.)?split_seed"
     r"|dataset\.(num_workers|eval_batch_size)|trainer\.(accelerator|devices)"
     r"|analysis\.\w+\.(batch_size|internal_batch_size|\w*chunk\w*|heatmaps|every_n_epochs|val_split|val_max_instances"
     r"|max_instances|subsample_seed)|analysis_max_instances)"
@@ -73,6 +98,10 @@ SAME_MEASURE = re.compile(
 SAMPLE = re.compile(r"analysis(?:\.(\w+)\.|_)max_instances")
 #: trainer configs (conf/trainer/) that pick a device only
 SAME_TRAINERS = ("auto", "cpu", "gpu")
+#: the options that seed a split a dataset source draws itself, in the order they are looked for
+SPLIT_SEEDS = ("dataset.source.split_seed", "dataset.split_seed")
+#: how many runs make a verdict firm; fewer (2) make it tentative
+FIRM = 3
 
 REPRODUCED = "reproduced"
 EXPLAINED = "not reproduced (explained)"
@@ -82,6 +111,8 @@ NO_VERDICT = "no verdict"
 NOT_RUN = "not run"
 #: every number's outcome, in the order the report counts them
 OUTCOMES = (REPRODUCED, EXPLAINED, UNEXPLAINED, NOT_COMPARABLE, NO_VERDICT, NOT_RUN)
+#: the outcomes of a verdict on the paper's value (2 runs or more at its settings): tentative below FIRM runs
+VERDICTS = (REPRODUCED, EXPLAINED, UNEXPLAINED)
 
 
 def cross_run_measures() -> dict[str, CrossRunMeasure]:
@@ -169,21 +200,24 @@ def departures(run: Run, paper: str, dataset: str, settings: dict | None = None)
     return out
 
 
+def split_seed(run: Run):
+    """The seed of the split the run's dataset source drew itself (:data:`SPLIT_SEEDS`); None where it has none."""
+    return next((run.option(o) for o in SPLIT_SEEDS if run.option(o) is not None), None)
+
+
 def _ours(runs: list[Run], row, scale: float, measures: dict[str, CrossRunMeasure]) -> dict:
-    """Mean, seed std and n of the row's key (× ``scale``) over ``runs``, one value per run; a cross-run
-    measure's one per seed."""
+    """Mean, spreads (the module docstring) and n of the row's key (× ``scale``) over ``runs``, one value per run;
+    a cross-run measure's one per seed."""
     if row.key:
         values = np.array([float(r.summary[row.key]) for r in runs]) * scale
+        splits = [str(split_seed(r)) for r in runs]
     else:
         values = np.array(measures[row.measure].per_seed(runs), dtype=float)
-    values = values[np.isfinite(values)]
-    out = {
-        "n seeds": len(values),
-        "ours": float(values.mean()) if len(values) else math.nan,
-        "seed std": float(values.std(ddof=1)) if len(values) > 1 else math.nan,
-        "ci low": math.nan,
-        "ci high": math.nan,
-    }
+        splits = ["" for _ in values]
+    finite = np.isfinite(values)
+    out = {"n seeds": int(finite.sum()), "ours": float(values[finite].mean()) if finite.any() else math.nan}
+    out |= spreads(values[finite], [g for g, keep in zip(splits, finite) if keep])
+    out |= {"ci low": math.nan, "ci high": math.nan}
     if row.key.endswith("/mean"):
         stem = row.key[: -len("mean")]
         lows = [float(r.summary.get(stem + "ci_low", math.nan)) * scale for r in runs]
@@ -192,16 +226,55 @@ def _ours(runs: list[Run], row, scale: float, measures: dict[str, CrossRunMeasur
     return out
 
 
+def spreads(values: np.ndarray, splits: list[str]) -> dict:
+    """The spreads of one cell's runs (``values``, each run's split seed in ``splits``): ``band std`` s over every
+    run, ``seed std`` pooled within splits, ``split std`` over the splits' means, ``n splits`` and ``spreads``
+    (what s holds: "seeds" or "seeds+splits"); the formulas: the module docstring. NaN where undefined."""
+    groups = [values[[g == split for g in splits]] for split in dict.fromkeys(splits)]
+    within = sum(len(x) - 1 for x in groups)
+    return {
+        "band std": float(values.std(ddof=1)) if len(values) > 1 else math.nan,
+        "seed std": (
+            float(math.sqrt(sum(((x - x.mean()) ** 2).sum() for x in groups) / within)) if within else math.nan
+        ),
+        "n splits": len(groups),
+        "split std": float(np.std([x.mean() for x in groups], ddof=1)) if len(groups) > 1 else math.nan,
+        "spreads": "seeds+splits" if len(groups) > 1 else "seeds",
+    }
+
+
 def _mean_of_finite(values) -> float:
     finite = [v for v in values if math.isfinite(v)]
     return float(np.mean(finite)) if finite else math.nan
 
 
 def band(printed: str, ours: dict) -> float:
-    """The verdict's band around our mean: 2 seed std + the interval's half-width + the paper's rounding."""
+    """The verdict's band around our mean: 2 s + the interval's half-width + the paper's rounding, s the std over
+    every run (``band std``; a hand-made ``ours`` without it: its ``seed std``, one split)."""
     half = (ours["ci high"] - ours["ci low"]) / 2 if math.isfinite(ours["ci high"]) else 0.0
-    std = ours["seed std"] if math.isfinite(ours["seed std"]) else math.nan
-    return 2 * std + half + rounding(printed)
+    std = ours.get("band std", ours["seed std"])
+    return 2 * (std if math.isfinite(std) else math.nan) + half + rounding(printed)
+
+
+def authors_runs(row, ours: float, released: pd.DataFrame) -> dict:
+    """Where the authors released several runs of the row's number: their range and whether ``ours`` lies within
+    it (``within the authors' released runs −0.053…0.175 (3 runs)``; outside it: ``…: ours higher``); empty
+    where they released none or ours is not a number."""
+    found = released
+    for column in CELL:
+        found = found[found[column] == getattr(row, column)]
+    if found.empty or not math.isfinite(ours):
+        return {"authors' runs": "", "authors' low": math.nan, "authors' high": math.nan}
+    values = found["value"].astype(float)
+    low, high = float(values.min()), float(values.max())
+    unverified = int((found["verified"] != "yes").sum())
+    counted = f"{len(found)} run{'s' * (len(found) > 1)}" + (f", {unverified} not verified" if unverified else "")
+    said = f"the authors' released runs {format_number(low, 3)}…{format_number(high, 3)} ({counted})"
+    if low <= ours <= high:
+        said = f"within {said}"
+    else:
+        said = f"outside {said}: ours {'higher' if ours > high else 'lower'}"
+    return {"authors' runs": said, "authors' low": low, "authors' high": high}
 
 
 def verdict(paper: float, printed: str, ours: dict) -> str:
@@ -261,7 +334,7 @@ def judge(runs: list[Run], available: set[str] | None = None) -> pd.DataFrame:
     """Every published number with its outcome (:data:`OUTCOMES`) and reason, ours beside it where a run gives
     it; ``available``: the datasets that are here (None: every one; a missing one makes its numbers "data
     absent")."""
-    measures, causes = cross_run_measures(), explanations()
+    measures, causes, released = cross_run_measures(), explanations(), released_runs()
     rows = []
     for row in references().itertuples(index=False):
         entry = {
@@ -276,6 +349,7 @@ def judge(runs: list[Run], available: set[str] | None = None) -> pd.DataFrame:
             "key": row.key or (measures[row.measure].description if row.measure in measures else row.measure),
             "paper value": row.value,
             "n seeds": 0,
+            "tentative": False,
             "runs left out": 0,
             "unverified": row.note.startswith("UNVERIFIED"),
             "code labels": (),
@@ -294,6 +368,7 @@ def judge(runs: list[Run], available: set[str] | None = None) -> pd.DataFrame:
         entry |= {
             **ours,
             "band": band(row.value, ours) if ours["n seeds"] > 1 else math.nan,
+            **authors_runs(row, ours["ours"], released),
             "embeddings": "/".join(sorted({str(r.config.get("embeddings")) for r in used})),
             "named settings": "; ".join(
                 f"{option}: {_counted(setting_value(r, option) for r in used)}" for option in settings
@@ -308,6 +383,7 @@ def judge(runs: list[Run], available: set[str] | None = None) -> pd.DataFrame:
         else:
             said = verdict(printed_value(row.value), row.value, ours)
             outcome, reason = _outcome(row, said, causes)
+            entry["tentative"] = outcome in VERDICTS and ours["n seeds"] < FIRM
             said += _sample_note(row.key, used)
             if entry["runs left out"]:
                 left = entry["runs left out"]
@@ -372,6 +448,10 @@ COLUMNS = [
     "n seeds",
     "ours",
     "seed std",
+    "n splits",
+    "split std",
+    "band std",
+    "spreads",
     "ci low",
     "ci high",
     "band",
@@ -379,7 +459,9 @@ COLUMNS = [
     "named settings",
     "code",
     "verdict",
+    "tentative",
     "outcome",
+    "authors' runs",
 ]
 
 

@@ -73,7 +73,7 @@ def test_the_scorecard_cells_read_ours_then_the_papers(page_path):
         assert "τloo" in headers.replace("\n", " ").replace(" ", "") and "_{" not in headers
         first = table.locator("tbody tr").first.locator("td").first
         shown = " ".join(first.inner_text().split())
-        assert re.fullmatch(r"0\.\d{3} \(0\.40\) ± 0\.\d{3} \(0\.21\)", shown), shown
+        assert re.fullmatch(r"0\.\d{3} \(0\.40\) ±0\.\d{2} std 0\.\d{3} \(0\.21\) ±0\.\d{2}", shown), shown
         first.locator("summary").first.click()
         details = first.locator("details").first.inner_text()
         assert "over 3 seeds" in details and "band: ±" in details and "code: " in details
