@@ -69,7 +69,7 @@ def analyze(cfg: DictConfig) -> dict:
     from attn_study.build import component
     from attn_study.config import check_config
     from attn_study.loggers import build_loggers
-    from attn_study.preflight import ensure_writable
+    from attn_study.preflight import ensure_writable, out_of_space
     from attn_study.summary import rebuild_summary
     from attn_study.sweep import state
 
@@ -103,7 +103,14 @@ def analyze(cfg: DictConfig) -> dict:
         enable_progress_bar=False,
     )
     with stopping.on_stop(lambda _signal: tidy(run_dir)):
-        trainer.test(module, datamodule=datamodule, verbose=False)
+        try:
+            trainer.test(module, datamodule=datamodule, verbose=False)
+        except Exception as err:  # a family that failed: the folders it and the later ones left are the old ones
+            tidy(run_dir)
+            full = out_of_space(err, run_dir, "ckpt_path (a copy of the run directory on another disk)")
+            if full is None:
+                raise
+            raise full from None
         # a run from before the file existed gets it — a complete one only: an unfinished run analysed with
         # force=true must not look like a base other runs can build on
         if complete and soft_token_attention(module.model) and not (run_dir / layout.ATTENTION).is_file():
@@ -113,9 +120,10 @@ def analyze(cfg: DictConfig) -> dict:
 
 
 def tidy(run_dir: Path) -> None:
-    """What an analysis stopped mid-way (SIGINT, SIGTERM) leaves: no half-written family folder
-    (``analysis/.<family>.partial``, where a family writes before renaming it into place) and a ``summary.json``
-    with the keys of the family folders present."""
+    """What an analysis stopped mid-way (SIGINT, SIGTERM) or failed in one of its families leaves: no half-written
+    family folder (``analysis/.<family>.partial``, where a family writes before renaming it into place) and a
+    ``summary.json`` with the keys of the family folders present — each family's folder and its part of the summary
+    both the new results (it finished) or both the old (it did not)."""
     from attn_study.summary import rebuild_summary
 
     for partial in (Path(run_dir) / layout.ANALYSIS).glob(".*.partial"):

@@ -15,6 +15,7 @@ from attn_study.data.datamodule import TextDataModule
 from attn_study.errors import UserError
 from attn_study.models.module import AttentionModule
 from attn_study.models.selector import soft_token_attention
+from attn_study.preflight import check_positions
 from attn_study.roar import job as roar_job
 
 
@@ -39,6 +40,7 @@ def data_and_model(cfg: DictConfig, run_dir: str | Path) -> Assembled:
     roar = roar_job.prepare(cfg, datamodule, run_dir, load)  # ROAR: masked by another run's importance (conf/roar/)
     data_metrics, warnings = check_data(datamodule, cfg.dataset.preprocessing.get("max_length"))
     data_metrics.update(roar_job.summary_keys(roar))
+    check_positions(cfg, datamodule)
     if shuffled is not None:
         data_metrics["data/shuffled_labels"] = shuffled  # train and dev labels changed by the permutation
     module = build_model(cfg, datamodule)

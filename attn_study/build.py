@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import logging
+import typing
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ from hydra.utils import get_object, instantiate
 from lightning.pytorch.callbacks import ModelCheckpoint
 from omegaconf import DictConfig, OmegaConf
 
-from attn_study import layout
+from attn_study import layout, ranges
 from attn_study.data.datamodule import TextDataModule
 from attn_study.data.embeddings import load_embeddings
 from attn_study.errors import UserError
@@ -55,43 +56,57 @@ def check_components(cfg: DictConfig) -> None:
             check_settings({k: v for k, v in params.items() if k != "name" or option.startswith("logger")}, option)
 
 
-def constructor_parameters(target: str) -> set[str] | None:
-    """The keyword parameters of ``target``'s constructor — following ``**kwargs`` up the class hierarchy —; None
-    when it takes arbitrary keywords all the way up, or cannot be read (Hydra says what is wrong with it)."""
+def constructor_parameters(target: str) -> dict[str, object] | None:
+    """The keyword parameters of ``target``'s constructor — following ``**kwargs`` up the class hierarchy —, each
+    with its annotation (``inspect.Parameter.empty`` where it has none); None when it takes arbitrary keywords all
+    the way up, or cannot be read (Hydra says what is wrong with it)."""
     try:
         obj = get_object(target)
     except Exception:
         return None
-    accepted: set[str] = set()
+    accepted: dict[str, object] = {}
     functions = [c.__init__ for c in obj.__mro__ if "__init__" in vars(c)] if inspect.isclass(obj) else [obj]
     for function in functions:
         try:
             parameters = inspect.signature(function).parameters.values()
         except (TypeError, ValueError):
             return None
-        accepted |= {p.name for p in parameters if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+        try:
+            hints = typing.get_type_hints(function)
+        except Exception:  # an annotation that does not evaluate: those parameters are unchecked
+            hints = {}
+        for p in parameters:
+            if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and p.name != "self":
+                accepted.setdefault(p.name, hints.get(p.name, inspect.Parameter.empty))
         if not any(p.kind == p.VAR_KEYWORD for p in parameters):
-            return accepted - {"self"}
+            return accepted
     return None  # **kwargs all the way: anything goes
 
 
 def check_settings(params: dict, option: str) -> None:
     """Every key of ``params`` (but ``_target_``…) is a parameter of its ``_target_``'s constructor
-    (:func:`constructor_parameters`), else a one-line ``UserError`` naming ``option.<key>``. Targets that take
-    arbitrary keywords all the way up are not checked."""
+    (:func:`constructor_parameters`), else a one-line ``UserError`` naming ``option.<key>``; and a setting that
+    :data:`attn_study.ranges.RANGES` does not type (a family's) is of the kind its annotation says
+    (``ranges.annotated``: ``'false'`` for a ``bool`` is refused). Targets that take arbitrary keywords all the way
+    up are not checked."""
     target = params.get("_target_")
     if not option or not isinstance(target, str):
         return
     accepted = constructor_parameters(target)
     if accepted is None:
         return
-    for key in params:
-        if not key.startswith("_") and key not in accepted:
+    for key, value in params.items():
+        if key.startswith("_"):
+            continue
+        if key not in accepted:
             close = difflib.get_close_matches(key, sorted(accepted), n=1)
             raise UserError(
                 f"{option}.{key}: no such setting{f' (did you mean {close[0]}?)' if close else ''}; "
                 f"{option} takes {sorted(accepted)}"
             )
+        kind = ranges.annotated(accepted[key]) if f"{option}.{key}" not in ranges.RANGES else None
+        if kind is not None:
+            ranges.require(f"{option}.{key}", value, UserError, kind)
 
 
 def build_analyses(cfg: DictConfig) -> list:

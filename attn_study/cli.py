@@ -142,6 +142,9 @@ def composition_error(err: BaseException, argv: list[str]) -> str | None:
             fix = f"analysis=[{','.join([*chosen, missing])}]" if chosen is not None else f"{missing} to analysis=[…]"
             return f"{setting}: {missing} is not among the chosen families; add {fix}"
         return f"{setting}: no test family {missing}{nearest(missing, families)}; the families: {', '.join(families)}"
+    if not parent and missing in options.groups():  # a group none of whose options is chosen (roar: none)
+        choices = " or ".join(f"{missing}={o}" for o in options.options(missing))
+        return f"{setting}: no {missing} is chosen (none by default); choose one first: {choices}"
     node = cause.parent_node
     target = node.get("_target_") if node is not None and "_target_" in node else None
     if isinstance(target, str):
@@ -150,7 +153,17 @@ def composition_error(err: BaseException, argv: list[str]) -> str | None:
         accepted = constructor_parameters(target)
         if accepted is None or missing in accepted:
             return f"{setting}: not in the config, though {target.rsplit('.', 1)[-1]} takes it; add it as +{setting}"
-        keys = sorted(accepted)
+        group, _, node_path = parent.partition(".")
+        chosen = group in options.groups()
+        others = options.having(group, node_path, missing) if chosen else []
+        if others:  # another option of the group reads it (model.network.decoder_dim: model=pair)
+            return (
+                f"{cause.full_key}: no such setting of the chosen {group}; "
+                f"{' and '.join(f'{group}={o}' for o in others)} {'has' if len(others) == 1 else 'have'} it"
+            )
+        # the settings a user gives (not the vocabulary's size or the encoder the code builds the model around)
+        given = {str(k) for k in node.keys()} | (options.settable(group, node_path) if chosen else set())
+        keys = sorted(set(accepted) & given) or sorted(accepted)
     else:
         keys = sorted(str(k) for k in node.keys()) if node is not None else []
     close = difflib.get_close_matches(missing, keys, n=1)
@@ -271,6 +284,21 @@ def analyze_main() -> None:
     _analyze()
 
 
+def _check_analyze_options(cfg: DictConfig) -> None:
+    """``attn-study-analyze``'s own options (``ranges.ANALYZE``: ``force=maybe``, ``seed=abc``, ``device=bogus`` are
+    refused in one line), a CUDA device asked for that torch cannot see, then torch's threads as asked."""
+    import torch
+
+    from attn_study import ranges
+    from attn_study.config import check_config
+
+    check_config(cfg, ranges.ANALYZE)
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        raise UserError("device=cuda: this machine has no CUDA GPU that torch can use; use device=auto or device=cpu")
+    if cfg.get("threads"):
+        torch.set_num_threads(int(cfg.threads))
+
+
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="analyze")
 def _analyze(cfg: DictConfig) -> None:
     """Run an analysis on a saved checkpoint (``attn-study-analyze ckpt_path=... analysis=...``)."""
@@ -279,6 +307,7 @@ def _analyze(cfg: DictConfig) -> None:
     _quiet_third_party()
     stopping.install("attn-study-analyze", "the analyses it finished are kept; run it again for the others")
     try:
+        _check_analyze_options(cfg)
         if cfg.get("hf_model"):  # a pretrained checkpoint, not a run of this project
             from attn_study.analyze_pretrained import analyze_pretrained
 

@@ -11,13 +11,11 @@ every numeric option, of those nodes too, against its range (``attn_study/ranges
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
 from attn_study import names, ranges
-from attn_study.data.embeddings import MISSING
 from attn_study.errors import UserError
 from attn_study.sweep.naming import job_dir_name, job_keys
 
@@ -51,7 +49,8 @@ def analyze_dir(ckpt_path, time: str) -> str:
 
 def register_resolvers() -> None:
     """``${attn_study.job_dir:${hydra.overrides.task}}`` (a sweep job's directory name),
-    ``${attn_study.families:${analysis}}`` (the chosen analyses), ``${attn_study.analyze_dir:…}`` (where an
+    ``${attn_study.families:${analysis}}`` (the chosen analyses), ``${attn_study.or:${dataset.cnn_filters},64}`` (a
+    value a dataset suggests, or the component's default when it is null), ``${attn_study.analyze_dir:…}`` (where an
     ``attn-study-analyze`` logs: :func:`analyze_dir`) and ``${attn_study.options:train}`` (the groups' options and
     the settings, for ``--help``)."""
     if not OmegaConf.has_resolver("attn_study.job_dir"):
@@ -62,6 +61,8 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("attn_study.families", family_names)
     if not OmegaConf.has_resolver("attn_study.analyze_dir"):
         OmegaConf.register_new_resolver("attn_study.analyze_dir", analyze_dir)
+    if not OmegaConf.has_resolver("attn_study.or"):  # a dataset's suggestion, else the component's own default
+        OmegaConf.register_new_resolver("attn_study.or", lambda value, default: default if value is None else value)
     if not OmegaConf.has_resolver("attn_study.options"):  # --help's listing, generated from conf/
         OmegaConf.register_new_resolver("attn_study.options", _options_help)
     names.register_resolvers()  # ${attn_study.run_name:}, ${attn_study.run_tags:}
@@ -69,33 +70,9 @@ def register_resolvers() -> None:
 
 # -- the schema --------------------------------------------------------------------------------------
 
-
-def boolean(value):
-    return None if isinstance(value, bool) else f"must be true or false, not {value!r}"
-
-
-def anything(_value):
-    return None
-
-
-def ranged(_value):
-    """A numeric setting: its range is :data:`attn_study.ranges.RANGES`'s, checked there."""
-    return None
-
-
-def one_of(*choices) -> Callable:
-    """One of ``choices``."""
-
-    def check(value):
-        return None if value in choices else f"choose one of {', '.join(map(str, choices))}"
-
-    return check
-
-
-CONFIG_FILE = Path(__file__).resolve().parent.parent / "conf" / "config.yaml"
-
-#: nodes instantiated from a ``_target_`` (their constructors check their options) or free-form (a recipe's
-#: table, Hydra's own node): not checked here
+#: nodes instantiated from a ``_target_`` (their constructors say which settings they take: ``build.check_settings``)
+#: or free-form (a recipe's table, Hydra's own node): a setting they hold need not be in
+#: :data:`attn_study.ranges.RANGES` to exist — but where it is, its kind and range hold there too
 OPEN = (
     "encoder",
     "attention",
@@ -109,160 +86,55 @@ OPEN = (
     "recipe",
     "hydra",
     "cluster.additional_parameters",
+    "sweep.synthetic",
 )
 
-#: every other node: its settings and what each must be
-SCHEMA: dict[str, dict[str, Callable]] = {
-    "": {
-        "seed": ranged,
-        "model_seed": ranged,
-        "threads": ranged,
-        "force": boolean,
-        "resume": boolean,
-        "analysis_max_instances": ranged,
-        "run_name": anything,
-        "analysis": anything,
-        "callbacks": anything,
-        "training": anything,
-        "model": anything,
-        "dataset": anything,
-        "encoder": anything,
-        "attention": anything,
-        "projection": anything,
-        "trainer": anything,
-        "logger": anything,
-        "recipe": anything,
-        "explainer": anything,
-        "roar": anything,
-        "paths": anything,
-        "sweep": anything,
-        "cluster": anything,
-    },
-    "model": {
-        "name": anything,
-        "network": anything,
-        "embeddings": anything,
-        "optimizer": anything,
-        "class_weights": anything,
-        "gradient_clip_val": ranged,
-    },
-    "model.optimizer": {
-        "lr": ranged,
-        "weight_decay": ranged,
-        "attention_weight_decay": ranged,
-        "amsgrad": boolean,
-    },
-    "model.embeddings": {"path": anything, "freeze": boolean, "missing": one_of(*MISSING)},
-    "training": {
-        "schedule": anything,
-        "pretrain_epochs": ranged,
-        "instance_weighting": boolean,
-        "weight_clip": anything,
-        "select_from_epoch": ranged,
-        "base": anything,
-        "lam": ranged,
-        "word_tying": anything,
-    },
-    "training.word_tying": {"weight": ranged, "kind": anything},
-    "dataset": {
-        "name": anything,
-        "path": anything,
-        "source": anything,
-        "preprocessing": anything,
-        "inject": anything,
-        "batch_size": ranged,
-        "eval_batch_size": ranged,
-        "bucket": boolean,
-        "shuffle_labels": boolean,
-        "num_workers": ranged,
-        "rnn_hidden_size": ranged,
-        "cnn_filters": ranged,
-        "average_hidden_size": ranged,
-        "average_activation": anything,
-        "decoder_dim": ranged,
-        "embedding_dim": ranged,
-    },
-    "dataset.preprocessing": {
-        "min_count": ranged,
-        "min_length": ranged,
-        "max_length": ranged,
-        "truncate": ranged,
-        "sentences": boolean,
-        "clean": anything,
-        "digits": anything,
-        "vocab_count": anything,
-        "boundary_tokens": boolean,
-        "drop_longest": boolean,
-    },
-    "dataset.inject": {"count": ranged, "tokens": anything, "positions": anything, "seed": ranged},
-    "explainer": {"target": anything},
-    "roar": {
-        "name": anything,
-        "recursive": boolean,
-        "method": anything,
-        "fraction": ranged,
-        "source": anything,
-        "token": anything,
-        "label": anything,
-        "gradient": anything,
-        "rounding": anything,
-        "step": ranged,
-        "batch_size": ranged,
-        "ig_steps": ranged,
-        "chunk_size": ranged,
-    },
-    "paths": {"cache_dir": anything, "data": anything},
-    "paths.data": {name: anything for name in OmegaConf.load(CONFIG_FILE).paths.data},  # one path per source
-    "sweep": {"name": anything, "wait_min": ranged, "synthetic": anything},
-    "cluster": {
-        "partition": anything,
-        "account": anything,
-        "qos": anything,
-        "time_min": ranged,
-        "cpus": ranged,
-        "mem_gb": ranged,
-        "gpus": ranged,
-        "array_parallelism": ranged,
-        "max_requeue": ranged,
-        "setup": anything,
-        "additional_parameters": anything,
-    },
-}
 
-
-def check_config(cfg: DictConfig) -> None:
-    """Every setting outside :data:`OPEN` is one :data:`SCHEMA` knows, of the kind it must be, and every numeric
-    option, in :data:`OPEN` nodes too, within its range (:data:`attn_study.ranges.RANGES`): a ``UserError`` of one
-    line otherwise (with the nearest known name for a typo)."""
+def check_config(cfg: DictConfig, table: dict | None = None) -> None:
+    """Every setting outside :data:`OPEN` is one :data:`attn_study.ranges.RANGES` (or ``table``: an entry point's
+    own, ``ranges.ANALYZE``) knows, and every setting it knows is of its kind and in its range — in :data:`OPEN`
+    nodes too: a ``UserError`` of one line otherwise (with the nearest known name for a typo; naming the option the
+    user wrote when the value came from another by interpolation)."""
+    table = ranges.RANGES if table is None else table
     container = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
-    for path, allowed in SCHEMA.items():
-        node = _at(container, path)
-        if not isinstance(node, dict):
-            continue
-        for name, value in node.items():
-            option = f"{path}.{name}" if path else name
-            if option in OPEN:
-                continue
-            if name not in allowed:
-                raise UserError(
-                    f"{option}: no such setting{nearest(name, allowed)}; "
-                    f"{path or 'the top level'} has {sorted(allowed)}"
-                )
-            problem = allowed[name](value)
-            if problem:
-                raise UserError(f"{option}={value}: {problem}")
-    outside = ranges.problems(container)
+    unknown = _unknown_setting(container, table)
+    if unknown:
+        raise UserError(unknown)
+    written = OmegaConf.to_container(cfg, resolve=False)
+    outside = ranges.problems(container, written, table) or _missing_paths(container, written, table)
     if outside:
         raise UserError(outside[0])
 
 
-def _at(container, path: str):
-    node = container
-    for part in [p for p in path.split(".") if p]:
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
+def _missing_paths(container: dict, written: dict, table: dict) -> list[str]:
+    """``option=path: no such file or folder`` for every path the run reads (``ranges.PathTo(read=True)``: the
+    data, the vectors) that does not exist — said before any data is read, not after minutes of loading."""
+    found = []
+    for option, kind in table.items():
+        value = ranges.at(container, option)
+        if isinstance(kind, ranges.PathTo) and kind.read and isinstance(value, str) and value.strip():
+            if not Path(value).expanduser().exists():
+                where = ranges.source_option(option, value, container, written)
+                found.append(f"{where}={value}: no such file or folder (relative paths start at {Path.cwd()})")
+    return found
+
+
+def _unknown_setting(node: dict, table: dict, path: str = "") -> str | None:
+    """The first setting of ``node`` that ``table`` does not know, outside :data:`OPEN` and the free-form tables,
+    as one line; None when there is none."""
+    for name, value in node.items():
+        option = f"{path}.{name}" if path else str(name)
+        if option in OPEN or option.startswith(ranges.NOT_RANGED) or f"{option}.".startswith(ranges.NOT_RANGED):
+            continue
+        children = {k[len(option) + 1 :].split(".")[0] for k in table if k.startswith(f"{option}.")}
+        if option not in table and not children and not (table is not ranges.RANGES and option == "analysis"):
+            allowed = sorted({k[len(path) + 1 if path else 0 :].split(".")[0] for k in table if k.startswith(path)})
+            return f"{option}: no such setting{nearest(str(name), allowed)}; {path or 'the top level'} has {allowed}"
+        if isinstance(value, dict) and children and not isinstance(table.get(option), ranges.Mapping):
+            problem = _unknown_setting(value, table, option)
+            if problem:
+                return problem
+    return None
 
 
 def nearest(name: str, allowed) -> str:

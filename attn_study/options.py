@@ -76,6 +76,43 @@ def options(group: str, conf: Path = CONF) -> dict[str, str]:
     return found
 
 
+def having(group: str, node: str, key: str, conf: Path = CONF) -> list[str]:
+    """The options of ``group`` whose file sets ``key`` in its ``node`` (``''``: the file's top level):
+    ``having("model", "network", "decoder_dim")`` → ``["pair"]`` — who would read a setting the chosen one lacks."""
+    found = []
+    for option in options(group, conf):
+        content = yaml.safe_load((conf / group / f"{option}.yaml").read_text()) or {}
+        for part in [p for p in node.split(".") if p]:
+            content = content.get(part) if isinstance(content, dict) else None
+        if isinstance(content, dict) and key in content:
+            found.append(option)
+    return found
+
+
+def settable(group: str, node: str, conf: Path = CONF) -> set[str]:
+    """Every key some option of ``group`` sets in its ``node``: the settings a user can give it (a constructor's
+    other parameters — the vocabulary's size, the encoder the model is built around — are the code's to give)."""
+    keys: set[str] = set()
+    for option in options(group, conf):
+        content = yaml.safe_load((conf / group / f"{option}.yaml").read_text()) or {}
+        for part in [p for p in node.split(".") if p]:
+            content = content.get(part) if isinstance(content, dict) else None
+        if isinstance(content, dict):
+            keys |= {str(k) for k in content if not str(k).startswith("_") and k != "defaults"}
+    return keys
+
+
+def readers(option: str, conf: Path = CONF) -> list[str]:
+    """The group options whose file reads ``option`` by interpolation: ``dataset.cnn_filters`` → ``["encoder=cnn"]``."""
+    pattern = re.compile(r"\$\{[^}]*\b" + re.escape(option) + r"\b")
+    return [
+        f"{group}={name}"
+        for group in groups(conf)
+        for name in options(group, conf)
+        if pattern.search((conf / group / f"{name}.yaml").read_text())
+    ]
+
+
 def launchers(conf: Path = CONF) -> dict[str, str]:
     """``{launcher: description}`` for ``hydra/launcher=``."""
     own = {p.stem: description(p) for p in sorted((conf / "hydra" / "launcher").glob("*.yaml"))}

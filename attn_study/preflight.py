@@ -53,7 +53,7 @@ def out_of_space(error: BaseException, path: Path, option: str) -> UserError | N
 
 def check_options(cfg: DictConfig) -> None:
     """What the schema cannot see, before anything is read: the epochs leave a checkpoint to choose, the
-    monitored key is one the run logs, a GPU asked for exists."""
+    monitored key is one the run logs, a Transformer's heads divide its width, a GPU asked for exists."""
     trainer = cfg.get("trainer") or {}
     epochs = trainer.get("max_epochs")
     callbacks = cfg.get("callbacks") or {}
@@ -81,6 +81,12 @@ def check_options(cfg: DictConfig) -> None:
                 f"callbacks.{name}.monitor={monitor}: the run logs no such key; choose from "
                 f"{sorted(monitored_keys(cfg))}"
             )
+    encoder = cfg.get("encoder") or {}
+    if encoder.get("model_dim") and encoder.get("num_heads") and encoder.model_dim % encoder.num_heads:
+        raise UserError(
+            f"encoder.num_heads={encoder.num_heads} does not divide encoder.model_dim={encoder.model_dim}: each head "
+            "gets model_dim / num_heads dimensions; choose sizes where it does (e.g. 128 and 4)"
+        )
     accelerator = str(trainer.get("accelerator", "auto"))
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
         raise UserError(
@@ -135,3 +141,68 @@ def check_recipe(cfg: DictConfig, warn: bool = True) -> None:
             recipe.name,
             cfg.dataset.name,
         )
+
+
+def check_positions(cfg: DictConfig, datamodule) -> None:
+    """An encoder with a table of positions (``encoder.max_positions``) has one for the longest text of every split
+    (passage or question, boundary tokens included): refused in one line once the data is read, before the model is
+    built — not a traceback from inside the first batch that holds it."""
+    limit = (cfg.get("encoder") or {}).get("max_positions")
+    if not limit:
+        return
+    longest, where = 0, ""
+    for split in ("train", "dev", "test"):
+        rows = datamodule.split(split)
+        for ids in [rows.ids] + ([rows.query_ids] if getattr(rows, "query_ids", None) is not None else []):
+            size = max((len(x) for x in ids), default=0)
+            if size > longest:
+                longest, where = size, split
+    if longest > limit:
+        raise UserError(
+            f"encoder.max_positions={limit}: the longest {where} text has {longest} tokens; give "
+            f"encoder.max_positions={longest} or more (or shorten the texts: dataset.preprocessing.truncate)"
+        )
+
+
+#: the sizes a dataset or a recipe suggests to the components that read them (conf/config.yaml's dataset node)
+SUGGESTIONS = (
+    "dataset.rnn_hidden_size",
+    "dataset.cnn_filters",
+    "dataset.average_hidden_size",
+    "dataset.average_activation",
+    "dataset.embedding_dim",
+    "dataset.decoder_dim",
+)
+
+
+def unread_settings(cfg: DictConfig, overrides: list[str] | None) -> list[str]:
+    """One line for each suggestion the user wrote (``overrides``) that no chosen component reads
+    (``dataset.average_activation=tanh`` with ``encoder=lstm``), naming the options that would read it: it is
+    recorded with the run and changes nothing. (A warning, not a refusal: a sweep over encoders sets it for the
+    ones that read it.)"""
+    from omegaconf import OmegaConf
+
+    from attn_study.options import readers
+
+    given = {o.split("=", 1)[0].lstrip("+~"): o for o in overrides or [] if "=" in o}
+    written = OmegaConf.to_container(cfg, resolve=False)
+    texts = [str(v) for k, v in _leaves(written) if not k.startswith("dataset.")]
+    lines = []
+    for option in SUGGESTIONS:
+        if option in given and not any(option in text for text in texts):
+            who = readers(option)
+            lines.append(
+                f"{given[option]}: nothing in this run reads it"
+                + (f" ({', '.join(who)} would)" if who else "")
+                + "; it is recorded with the run and changes nothing"
+            )
+    return lines
+
+
+def _leaves(node, prefix: str = ""):
+    """(``a.b.c``, value) of every leaf of a nested dict."""
+    for key, value in (node or {}).items():
+        if isinstance(value, dict):
+            yield from _leaves(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value

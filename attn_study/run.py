@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import shutil
 import time
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from attn_study.config import check_config, config_differences
 from attn_study.errors import UserError
 from attn_study.io import read_json
 from attn_study.loggers import finish_wandb
-from attn_study.preflight import check_options, check_recipe, ensure_writable, out_of_space
+from attn_study.preflight import check_options, check_recipe, ensure_writable, out_of_space, unread_settings
 from attn_study.sweep import state
 from attn_study.training import train_and_test
 
@@ -69,6 +70,8 @@ def run(
         build_analyses(cfg)  # their constructors check their options: refused here, before any state changes
     except UserError as err:
         return _refuse(str(err), keep_going)
+    for line in unread_settings(cfg, overrides):
+        log.warning(line)
     ident = json.loads(_canonical(state.identity(cfg)))
     previous = state.read_status(run_dir)
     same_config = state.same_identity(previous.get("identity", {}), ident)
@@ -96,6 +99,7 @@ def run(
         refusal = _unreadable_checkpoint(last)
     if refusal is not None:
         return _refuse(refusal, keep_going)
+    fresh = not previous and not any(p for p in run_dir.iterdir() if p.name != layout.ANALYZE_LOGS)
     state.clear_attempt(run_dir, keep_checkpoints=resume)
     state.write_record(run_dir, cfg, overrides, hydra)
     running = state.mark_running(run_dir, ident, previous, resumed=resume)
@@ -110,19 +114,40 @@ def run(
                 attempt=running["attempt"],
                 wandb_id=running["wandb_id"],
             )
-    except Exception as err:  # recorded in the run dir; a sweep goes on with its other jobs
-        err = out_of_space(err, run_dir, elsewhere) or err
+    except UserError as err:  # refused once the data was read (a missing file, too long a text), before training
+        if details.get("stage") is not None or not fresh:
+            return _failed(err, run_dir, running, keep_going, elsewhere)
         finish_wandb(exit_code=1)
-        with contextlib.suppress(OSError):  # a full disk may not take the record either
-            state.mark_failed(run_dir, running, err)
-        if not keep_going:
-            raise err
-        log.error(
-            "job failed: %s (traceback: %s)", f"{type(err).__name__}: {err}".splitlines()[0], run_dir / layout.ERROR
-        )
-        return None
+        _remove_fresh(run_dir)
+        return _refuse(str(err), keep_going)
+    except Exception as err:  # recorded in the run dir; a sweep goes on with its other jobs
+        return _failed(err, run_dir, running, keep_going, elsewhere)
+    details.pop("stage", None)
     state.mark_complete(run_dir, running, **details)
     return summary
+
+
+def _failed(err: Exception, run_dir: Path, running: dict, keep_going: bool, elsewhere: str) -> None:
+    """An attempt that failed: ``failed`` with the traceback in ``error.txt``; re-raised unless ``keep_going``."""
+    err = out_of_space(err, run_dir, elsewhere) or err
+    finish_wandb(exit_code=1)
+    with contextlib.suppress(OSError):  # a full disk may not take the record either
+        state.mark_failed(run_dir, running, err)
+    if not keep_going:
+        raise err
+    log.error("job failed: %s (traceback: %s)", f"{type(err).__name__}: {err}".splitlines()[0], run_dir / layout.ERROR)
+    return None
+
+
+def _remove_fresh(run_dir: Path) -> None:
+    """Remove what this attempt alone wrote in ``run_dir`` (a new directory it made; Hydra's log stays where the
+    launcher keeps it): a refusal leaves no run for ``attn-study-report`` to list as failed."""
+    for path in run_dir.iterdir():
+        if path.name == layout.ANALYZE_LOGS or path.suffix == ".log":
+            continue
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    with contextlib.suppress(OSError):
+        run_dir.rmdir()  # empty (no log in it): gone too
 
 
 def _unfinished_state_refusal(run_dir: Path, previous: dict, force: bool, elsewhere: str) -> str | None:

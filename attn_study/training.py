@@ -59,6 +59,8 @@ def train_and_test(
     trainer = _trainer(cfg, run_dir, loggers, assembled.analyses)
     if resume_from is not None:
         print(f"resuming training from {resume_from}", flush=True)
+    if details is not None:
+        details["stage"] = "training"  # what fails from here on leaves a failed run to read (run.run)
     trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None)
     tested = _test(trainer, module, datamodule, run_dir)
     summary = {**training_summary(trainer, module, datamodule, tested), **data_metrics}

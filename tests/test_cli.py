@@ -348,3 +348,42 @@ def test_help_lists_every_familys_options_with_their_defaults():
             assert all(f" {k}=" in joined or f"{family}: {k}=" in joined for k in own), family
         assert "jain_wallace: tests=[correlation,permutation,adversarial]," in joined
         assert "auc_tp_fractions=[0,0.1," in joined and "target=null" in joined  # numbers as numbers, defaults
+
+
+@pytest.mark.parametrize(
+    ("option", "says"),
+    [
+        ("force=maybe", "force=maybe: must be true or false, not 'maybe'"),
+        ("use_loggers=maybe", "use_loggers=maybe: must be true or false, not 'maybe'"),
+        ("use_loggers='false'", "use_loggers='false': must be true or false, not 'false'"),
+        ("seed=abc", "seed=abc: must be a whole number in [0, 4294967295] or null, not 'abc'"),
+        ("seed=nan", "seed=nan: must be a whole number in [0, 4294967295] or null, not nan"),
+        ("seed=-1", "seed=-1: must be a whole number in [0, 4294967295] or null (null: the analysed run's seed)"),
+        ("device=bogus", "device=bogus: choose one of auto, cpu, cuda"),
+        ("threads=0", "threads=0: must be a whole number >= 1 or null"),
+        ("+ckpt=x", "ckpt: no such setting (did you mean ckpt_path?)"),
+    ],
+)
+def test_attn_study_analyzes_own_options_are_typed_as_attn_studys(option, says):
+    """attn-study-analyze's top level (ranges.ANALYZE) is checked as attn-study's is, before any run is read."""
+    from attn_study.cli import _check_analyze_options
+
+    with pytest.raises(UserError) as err:
+        _check_analyze_options(compose_config("ckpt_path=/runs/x", option, name="analyze"))
+    assert str(err.value).startswith(says)
+
+
+def test_attn_study_analyze_refuses_a_cuda_device_the_machine_lacks_and_sets_threads(monkeypatch):
+    import torch
+
+    from attn_study.cli import _check_analyze_options
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(UserError, match=r"^device=cuda: this machine has no CUDA GPU that torch can use"):
+        _check_analyze_options(compose_config("ckpt_path=/runs/x", "device=cuda", name="analyze"))
+    before = torch.get_num_threads()
+    try:
+        _check_analyze_options(compose_config("ckpt_path=/runs/x", "threads=1", name="analyze"))
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

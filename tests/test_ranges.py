@@ -7,8 +7,29 @@ import math
 
 import pytest
 
-from attn_study import config
-from attn_study.ranges import BATCHES, RANGES, SEED, Devices, number, problems, unranged, whole
+from attn_study.ranges import (
+    BATCHES,
+    RANGES,
+    SEED,
+    SMALLEST_LR,
+    TEXT,
+    Boolean,
+    ClassWeights,
+    Devices,
+    Either,
+    ListOf,
+    Mapping,
+    PathTo,
+    Text,
+    Word,
+    annotated,
+    number,
+    problems,
+    refusal,
+    source_option,
+    untyped,
+    whole,
+)
 
 
 @pytest.mark.parametrize(
@@ -46,22 +67,81 @@ def test_problems_reads_the_options_where_they_are_and_skips_absent_ones():
     assert problems({"encoder": {"hidden_size": 8}, "seed": 3}) == []
     assert problems({"encoder": {"name": "noenc"}}) == []  # no hidden_size: nothing to check
     assert problems({"encoder": {"hidden_size": 0}, "model": {"optimizer": {"lr": 0.0}}}) == [
-        "model.optimizer.lr=0.0: must be a number > 0 (at 0 no weight changes: the model tested would be untrained)",
+        "model.optimizer.lr=0.0: must be a number >= 1e-30 (below it no float32 weight changes, as at 0: the model "
+        "tested would be untrained)",
         "encoder.hidden_size=0: must be a whole number >= 1",
     ]
 
 
-def test_every_numeric_setting_of_the_schema_has_a_range_and_unranged_finds_the_others():
-    ranged = [
-        f"{path}.{name}" if path else name
-        for path, settings in config.SCHEMA.items()
-        for name, check in settings.items()
-        if check is config.ranged
-    ]
-    assert len(ranged) > 30 and [option for option in ranged if option not in RANGES] == []
-    assert unranged({"encoder": {"hidden_size": 8, "width": 3, "name": "x"}, "analysis": {"jw": {"steps": 1}}}) == [
+def test_untyped_finds_the_settings_without_a_kind_and_leaves_free_form_tables_alone():
+    assert untyped({"encoder": {"hidden_size": 8, "width": 3, "name": "x"}, "analysis": {"jw": {"steps": 1}}}) == [
         "encoder.width"
     ]
+    assert untyped({"cluster": {"additional_parameters": {"constraint": "a100"}}, "sweep": {"synthetic": None}}) == []
+    assert untyped({"model": {"optimizer": {"amsgrad": True, "betas": [0.9, 0.99]}}}) == ["model.optimizer.betas"]
+
+
+@pytest.mark.parametrize(
+    ("allowed", "accepted", "refused"),
+    [
+        (Boolean(), [True, False], ["false", "true", "maybe", 2, 1, 0, None, 1.0]),
+        (Boolean(optional=True), [None, False], ["null"]),
+        (Word(("relu", "tanh")), ["relu", "tanh"], ["bogus", "Relu", None, 1, ["relu"]]),
+        (Word(("a",), optional=True), [None, "a"], ["b"]),
+        (Text(), ["", "x"], [None, 1, ["x"]]),
+        (PathTo(), [None, "/data", "rel/dir"], ["", "  ", 3, True]),
+        (PathTo(optional=False), ["/data"], [None]),
+        (ListOf(whole(1), nonempty=True), [[1], (1, 2)], [[], [0], [1, 1.5], "1", None]),
+        (ListOf(TEXT, optional=True), [None, [], ["a"]], [[1], "a"]),
+        (Mapping(), [None, {}, {"a": 1}], [[], "a"]),
+        (ClassWeights(), [None, "pos_weight", [1, 3.5], [0, 1]], [[1, -2], [0, 0], [], [1, math.nan], "bogus", [True]]),
+        (Either(Word(("warn",)), Boolean()), [True, "warn"], ["no", 1]),
+    ],
+)
+def test_each_kind_of_setting_accepts_and_refuses_the_values_it_must(allowed, accepted, refused):
+    assert [v for v in accepted if allowed.problem(v) is not None] == []
+    assert [v for v in refused if allowed.problem(v) is None] == []
+
+
+def test_a_refusal_writes_the_value_as_the_user_did_a_quoted_boolean_quoted():
+    assert refusal("encoder.bidirectional", "false", Boolean()) == (
+        "encoder.bidirectional='false': must be true or false, not 'false'"
+    )
+    assert refusal("x", 2, Boolean()) == "x=2: must be true or false, not 2"
+    assert refusal("x", None, whole(1)) == "x=null: must be a whole number >= 1, not None"
+    assert refusal("encoder.cell", "bogus", Word(("lstm", "gru"))) == "encoder.cell=bogus: choose one of lstm, gru"
+
+
+def test_a_value_set_through_another_option_is_refused_under_the_name_the_user_wrote():
+    """``encoder.filters: ${attn_study.or:${dataset.cnn_filters},64}``: a 0 the user gave as ``dataset.cnn_filters``
+    is refused as ``dataset.cnn_filters`` with the range of the setting it feeds (it was refused as ``encoder.filters``,
+    which the user never wrote)."""
+    written = {"dataset": {"cnn_filters": 0}, "encoder": {"filters": "${attn_study.or:${dataset.cnn_filters},64}"}}
+    resolved = {"dataset": {"cnn_filters": 0}, "encoder": {"filters": 0}}
+    assert problems(resolved, written)[0] == "dataset.cnn_filters=0: must be a whole number >= 1"
+    assert problems(resolved)[0] == "encoder.filters=0: must be a whole number >= 1"  # without the written config
+    # the interpolation of another value (a default, a different option's) names the option itself
+    assert source_option("encoder.filters", 64, {"dataset": {"cnn_filters": None}}, written) == "encoder.filters"
+
+
+def test_a_constructors_annotation_gives_a_kind_for_a_familys_option():
+    assert annotated(bool) == Boolean() and annotated(str) == Text()
+    assert annotated(bool | None) == Boolean(optional=True) and annotated(str | None) == Text(optional=True)
+    assert annotated(list[str]) == ListOf(Text()) and annotated(dict) is None
+    assert annotated(int) is None and annotated(float | None) is None  # a family checks its numbers' bounds itself
+    assert annotated(bool).problem("false") == "must be true or false, not 'false'"
+
+
+def test_the_smallest_learning_rate_changes_a_float32_weight_and_the_refused_ones_do_not():
+    """The bound's reason, measured: a weight of 1 after one step of −lr (an Adam step is ≈ lr) in float32."""
+    import torch
+
+    one = torch.ones(1)
+    assert number(SMALLEST_LR, note="").problem(1e-320) and (one - torch.tensor(1e-320)).item() == 1.0
+    assert torch.tensor(1e-320, dtype=torch.float32).item() == 0.0  # what 1e-320 is in float32
+    assert RANGES["model.optimizer.lr"].problem(SMALLEST_LR) is None and RANGES["model.optimizer.lr"].problem(1e-31)
+    tiny = torch.zeros(1) - torch.tensor(SMALLEST_LR)
+    assert tiny.item() != 0.0  # a weight at 0 (a bias) still moves at the bound
 
 
 @pytest.mark.parametrize("option", [("model", "network", "decoder_dim"), ("dataset", "decoder_dim")])

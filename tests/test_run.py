@@ -242,6 +242,20 @@ def test_an_output_directory_that_cannot_be_written_is_one_line_before_hydra_mak
         (["model.optimizer.zzz=1"], "model.optimizer.zzz: no such setting; model.optimizer has amsgrad, "),
         (["trainer.precision=16"], "trainer.precision=16: not in the config, though Trainer takes it; add it as "),
         (["encoder=lstmm"], "encoder=lstmm: no such option (did you mean lstm?); choose from average, cnn, "),
+        # a setting of another option of the group: who has it, never a setting the code gives (model.network.encoder)
+        (
+            ["model.network.decoder_dim=3"],
+            "model.network.decoder_dim: no such setting of the chosen model; model=pair has it",
+        ),
+        (
+            ["model.network.embeding_dim=3"],
+            "model.network.embeding_dim: no such setting; did you mean model.network.embedding_dim",
+        ),
+        # a group none of whose options is chosen
+        (
+            ["roar.step=0"],
+            "roar.step=0: no roar is chosen (none by default); choose one first: roar=recursive or roar=roar",
+        ),
         (
             ["trainer=debug", "training.base=/runs/sweep/encoder=lstm,seed=13"],
             "training.base=/runs/sweep/encoder=lstm,seed=13: Hydra cannot read this value (it holds =, a comma, a "

@@ -163,6 +163,7 @@ PAPER_CONVENTIONS = {
     "attn_study.data.twenty_news": {"jain_wallace", ": choose bydate or jain_wallace"},  # their two classes
     "attn_study.roar.job": {"jain_wallace"},  # ROAR's gradient as J&W compute it (roar.gradient)
     "attn_study.roar.scores": {"jain_wallace", " has no embedding matrix; use jain_wallace"},
+    "attn_study.ranges": {"jain_wallace"},  # the kinds of those settings: a source's style and splits, roar.gradient
 }
 
 

@@ -110,6 +110,41 @@ def test_analysing_a_complete_run_without_its_attention_file_writes_the_same_one
                 np.testing.assert_allclose(np.asarray(a, float), np.asarray(b, float), rtol=1e-5, err_msg=column)
 
 
+def test_a_family_that_fails_part_way_leaves_each_familys_folder_and_summary_keys_in_step(complete_run, monkeypatch):
+    """``attn-study-analyze … analysis=[jain_wallace,serrano_smith]`` whose second family fails: jain_wallace's folder
+    and its keys in ``summary.json`` are both the new analysis, serrano_smith's both the old one (the report reads the
+    summary, the explorer the folder: they must agree)."""
+    from attn_study.families.serrano_smith.callback import SerranoSmith
+    from attn_study.io import read_json
+
+    def analysed(instances: int) -> None:
+        args = [
+            f"ckpt_path={complete_run}",
+            "analysis=[jain_wallace,serrano_smith]",
+            "analysis.jain_wallace.tests=[correlation]",
+            f"analysis.jain_wallace.max_instances={instances}",
+            f"analysis.serrano_smith.max_instances={instances}",
+            "use_loggers=false",
+        ]
+        analyze(compose_config(*args, name="analyze"))
+
+    analysed(10)
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("planted: the second family fails")
+
+    monkeypatch.setattr(SerranoSmith, "measure", broken)
+    with pytest.raises(RuntimeError, match="planted"):
+        analysed(20)
+    summary = read_json(complete_run / "summary.json")
+    for family, n in (("jain_wallace", 20), ("serrano_smith", 10)):
+        folder = complete_run / "analysis" / family
+        assert len(pd.read_parquet(folder / "instances.parquet")) == n, family
+        own = read_json(folder / "summary.json")
+        assert {k: summary[k] for k in own} == own, family
+    assert not list((complete_run / "analysis").glob(".*.partial"))
+
+
 def test_analysing_an_unfinished_run_does_not_make_it_look_finished(complete_run):
     (complete_run / "attention.parquet").unlink()
     state._write(complete_run, {**status(complete_run), "state": "failed"})
@@ -165,7 +200,7 @@ REFUSED = {
     "analysis.jain_wallace.adversaries=0": r"adversaries=0: must be a whole number >= 1$",
     "+trainer.max_epoch=3": r"trainer.max_epoch: no such setting \(did you mean max_epochs\?\)",
     # settings under which no weight changes: the model tested would be untrained
-    "model.optimizer.lr=0": r"model.optimizer.lr=0: must be a number > 0 \(at 0 no weight changes",
+    "model.optimizer.lr=0": r"model.optimizer.lr=0: must be a number >= 1e-30 \(below it no float32 weight changes, as",
     "trainer.limit_train_batches=0": r"limit_train_batches=0: must be a whole number >= 1 or null or a number in",
     "trainer.limit_train_batches=0.0": r"limit_train_batches=0.0: must be a whole number >= 1 or null or a number",
     "++trainer.max_steps=0": r"trainer.max_steps=0: must be a whole number >= 1 or -1 \(-1: as many as",
@@ -176,10 +211,28 @@ REFUSED = {
     "model.network.dropout=1.5": r"model.network.dropout=1.5: must be a number in \[0, 1\) \(the probability",
     "encoder=diversity_lstm encoder.conicity_weight=abc": r"conicity_weight=abc: must be a number >= 0, not .abc.$",
     "encoder=diversity_lstm encoder.conicity_weight=nan": r"conicity_weight=nan: must be a number >= 0, not nan$",
-    "projection=entmax_bisect projection.alpha=1": r"projection.alpha=1: must be a number > 1 \(α = 1 is softmax",
+    "projection=entmax_bisect projection.alpha=1": r"projection.alpha=1: must be a number in \(1, 1000\] \(α = 1 is",
     "dataset.source.n_train=0": r"dataset.source.n_train=0: must be a whole number >= 1 \(the number of training",
     "dataset.source.n_test=-5": r"dataset.source.n_test=-5: must be a whole number >= 1 \(the number of test",
     "+encoder.hiden_size=3": r"encoder.hiden_size: no such setting \(did you mean hidden_size\?\)",
+    # booleans: a quoted 'false', a word, a number (each read as true by Python) — an encoder's, a network's, a family's
+    "encoder=lstm encoder.bidirectional='false'": r"^encoder.bidirectional='false': must be true or false, not 'fals",
+    "encoder=lstm encoder.bidirectional=maybe": r"^encoder.bidirectional=maybe: must be true or false, not 'maybe'$",
+    "encoder=lstm encoder.bidirectional=2": r"^encoder.bidirectional=2: must be true or false, not 2$",
+    "model.embeddings.freeze='false'": r"^model.embeddings.freeze='false': must be true or false",
+    "analysis.jain_wallace.lam_per_adversary=maybe": r"^analysis.jain_wallace.lam_per_adversary=maybe: must be true or",
+    "analysis.jain_wallace.detach_attention=1": r"^analysis.jain_wallace.detach_attention=1: must be true or false",
+    # words from a list, weights, a learning rate that is 0 in float32, a projection's overflow
+    "encoder=lstm encoder.cell=bogus": r"^encoder.cell=bogus: choose one of lstm, gru$",
+    "dataset.average_activation=bogus": r"^dataset.average_activation=bogus: choose one of relu, tanh, gelu$",
+    "model.class_weights=[1,-2]": r"^model.class_weights=\[1, -2\]: must be null, pos_weight or a list of weights >= 0",
+    "model.class_weights=[0,0]": r"^model.class_weights=\[0, 0\]: must be .*with every weight 0 the loss is 0",
+    "model.class_weights=bogus": r"^model.class_weights=bogus: must be null, pos_weight or a list of weights",
+    "model.class_weights=[1,nan]": r"^model.class_weights=\[1, nan\]: must be null, pos_weight",
+    "model.optimizer.lr=1e-320": r"^model.optimizer.lr=1e-320: must be a number >= 1e-30 \(below it no float32 weight",
+    "projection=entmax_bisect projection.alpha=1e308": r"^projection.alpha=1e\+308: must be a number in \(1, 1000\]",
+    # a pair of options that must agree; paths the run reads
+    "model.embeddings.path=/no/such/vectors.txt": r"^model.embeddings.path=/no/such/vectors.txt: no such file or",
 }
 
 
@@ -193,6 +246,61 @@ def test_meaningless_settings_are_refused_in_one_line_before_anything_runs(overr
     assert not (tmp_path / "run" / "checkpoints").exists()  # before training
     if not overrides.startswith("model=selector"):  # these are known from the config alone: nothing written
         assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
+
+
+@pytest.mark.parametrize(
+    ("overrides", "refusal"),
+    [
+        # the user wrote dataset.*; the encoder reads it by interpolation: the refusal names what the user wrote
+        (
+            "encoder=average dataset.average_hidden_size=0",
+            r"^dataset.average_hidden_size=0: must be a whole number >= 1",
+        ),
+        ("encoder=cnn dataset.cnn_filters=0", r"^dataset.cnn_filters=0: must be a whole number >= 1"),
+        ("encoder=lstm dataset.rnn_hidden_size=2.5", r"^dataset.rnn_hidden_size=2.5: must be a whole number >= 1"),
+        # the longest text is known once the data is read: refused then, before the model is built
+        ("encoder=transformer encoder.max_positions=4", r"^encoder.max_positions=4: the longest train text has \d+ "),
+        ("encoder=transformer encoder.num_heads=3", r"^encoder.num_heads=3 does not divide encoder.model_dim=128"),
+    ],
+)
+def test_refusals_name_the_option_the_user_wrote_and_leave_no_run_directory(overrides, refusal, tmp_path):
+    with pytest.raises(UserError, match=refusal):
+        run(compose_config(*TINY, "logger=csv", *overrides.split()), tmp_path / "run")
+    assert not (tmp_path / "run").exists()  # a refusal is no run for the report to list as failed
+
+
+def test_a_data_path_that_does_not_exist_is_refused_before_any_data_is_read(tmp_path):
+    cfg = compose_config("trainer=debug", "analysis=[]", "logger=none", "dataset=sst", "dataset.path=/no/such/data")
+    with pytest.raises(UserError, match=r"^dataset.path=/no/such/data: no such file or folder"):
+        run(cfg, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+    # given as the machine's default (paths.data.sst), it is named so
+    cfg = compose_config("trainer=debug", "analysis=[]", "logger=none", "dataset=sst", "paths.data.sst=/no/sst")
+    with pytest.raises(UserError, match=r"^paths.data.sst=/no/sst: no such file or folder"):
+        run(cfg, tmp_path / "run")
+
+
+def test_a_suggestion_no_chosen_component_reads_is_said_with_who_would(tmp_path, caplog):
+    overrides = ["encoder=lstm", "encoder.hidden_size=8", "dataset.average_activation=tanh", "dataset.cnn_filters=4"]
+    with caplog.at_level("WARNING", logger="attn_study.run"):
+        run(compose_config(*TINY, "logger=none", *overrides), tmp_path / "run", overrides=overrides)
+    said = [r.getMessage() for r in caplog.records if "reads it" in r.getMessage()]
+    assert said == [
+        "dataset.cnn_filters=4: nothing in this run reads it (encoder=cnn would); it is recorded with the run and "
+        "changes nothing",
+        "dataset.average_activation=tanh: nothing in this run reads it (encoder=average would); it is recorded with "
+        "the run and changes nothing",
+    ]
+
+
+def test_the_suggestion_a_chosen_component_reads_reaches_it_and_is_not_flagged(tmp_path, caplog):
+    overrides = ["encoder=average", "dataset.average_activation=tanh", "dataset.average_hidden_size=8"]
+    cfg = compose_config(*TINY, "logger=none", *overrides)
+    assert cfg.encoder.activation == "tanh" and cfg.encoder.hidden_size == 8
+    assert compose_config(*TINY, "encoder=average").encoder.hidden_size == 256  # null: the encoder's own default
+    from attn_study.preflight import unread_settings
+
+    assert unread_settings(cfg, overrides) == []
 
 
 def test_a_model_whose_every_weight_is_frozen_is_refused_before_training(tmp_path, monkeypatch):
@@ -343,17 +451,17 @@ def config_options() -> list[str]:
 
 @pytest.mark.parametrize("option", config_options())
 def test_every_option_of_every_group_passes_the_schema(option):
-    """The schema (attn_study/config.py) and the constructors' parameters know every setting the configs
-    themselves use, and every numeric one has a range (attn_study/ranges.py) its default lies in: adding a
-    setting to a YAML without them fails here."""
+    """The table of kinds (attn_study/ranges.py) and the constructors' parameters know every setting the configs
+    themselves use, and every one has a kind and range (attn_study/ranges.py) its default lies in: adding a setting
+    to a YAML without them fails here."""
     from attn_study.build import check_components
     from attn_study.config import check_config
-    from attn_study.ranges import unranged
+    from attn_study.ranges import untyped
 
     cfg = compose_config(*option.split())
     check_config(cfg)
     check_components(cfg)
-    assert unranged(OmegaConf.to_container(cfg, resolve=True)) == []
+    assert untyped(OmegaConf.to_container(cfg, resolve=True)) == []
 
 
 def test_a_familys_number_at_its_bound_is_accepted_and_past_it_refused():
@@ -373,7 +481,7 @@ def test_a_familys_count_and_probability_at_their_bounds():
 
     assert whole("x", 1) == 1 and whole("x", None, optional=True) is None
     for value in (0, None):
-        with pytest.raises(UserError, match=r"^x=(0|None): must be a whole number >= 1"):
+        with pytest.raises(UserError, match=r"^x=(0|null): must be a whole number >= 1"):
             whole("x", value)
     assert probability("x", 0.5) == 0.5
     for value in (0, 1):
