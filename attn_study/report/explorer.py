@@ -301,7 +301,7 @@ def _columns(runs: list[RunInstances], rows: list[Row]) -> tuple[list[dict], lis
         _entry("uid", "uid", "", pd.Series([row.uid for row in rows], dtype=object), True),
         _entry("text", "text", "", pd.Series([_preview(row.tokens) for row in rows], dtype=object), True),
     ]
-    columns[0]["visible"] = columns[1]["visible"] = True  # a page of one uid, or of no text, still names them
+    columns[0]["visible"] = columns[1]["visible"] = True  # always, even where no run recorded a text
     columns[1]["tokens"] = True  # drawn token by token (each isolated: bidirectional text)
     if several:
         held = pd.Series([", ".join(f"r{k + 1}" for k in row.runs) for row in rows], dtype=object)

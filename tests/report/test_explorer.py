@@ -184,6 +184,42 @@ def test_the_page_sorts_filters_and_colours_each_method_on_its_own_scale(analyse
             assert_coloured(copies[label], recorded[method])
 
 
+def test_the_columns_shown_at_first_are_each_familys_measures_that_vary(analysed):
+    """On the trained run: shown at first are the uid, the text, the base columns and, per family, its ★ column and
+    its keys.INSTANCE_HEADLINE columns — each only where its values in instances.parquet are not all one value (nor
+    all missing)."""
+    from attn_study.families import REGISTRY
+
+    def varies(values: pd.Series) -> bool:
+        return values.dropna().nunique() > 1
+
+    jw = instances(analysed)  # the first family: the base columns' values
+    expected = ["uid", "text"]
+    expected += [c for c in ("label", "prediction", "probability") if varies(jw[c])]
+    expected += ["correct"] if varies(jw["prediction"] == jw["label"]) else []
+    expected += ["length"] if varies(jw["length"]) else []
+    for family in FAMILIES:
+        frame, keys = instances(analysed, family), REGISTRY[family].module("keys")
+        star = next(c for c, _ in keys.DISAGREEMENT if c in frame)
+        expected += [
+            f"{family}/{c}"
+            for c in frame.columns
+            if (c == star or c in keys.INSTANCE_HEADLINE) and c not in explorer.BASE and varies(frame[c])
+        ]
+    with browser_page(width=1280) as page:
+        open_page(page, analysed / "report" / "explorer.html")
+        shown = page.eval_on_selector_all("thead tr.names th", "ths => ths.map(t => t.dataset.key)")
+        uids, texts = cells(page, "uid"), cells(page, "text")
+    assert page.console_errors == []
+    assert shown == expected
+    assert any("sparsity/entropy_" in key for key in shown)  # a family's headline columns are there
+    recorded = tokens(analysed)
+    assert len(texts) >= 20
+    for uid, text in zip(uids, texts):
+        whole = " ".join(recorded.loc[uid, "tokens"])
+        assert text == (whole if len(whole) <= 80 else whole[:79] + "…")
+
+
 def test_the_page_opens_from_a_copy_of_the_run_elsewhere(analysed, tmp_path):
     copy = tmp_path / "elsewhere" / "moved-run"
     shutil.copytree(analysed, copy)
