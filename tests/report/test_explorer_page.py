@@ -105,6 +105,9 @@ def test_a_uid_whose_text_differs_between_runs_is_never_paired(tmp_path):
         notice = page.text_content("#differ") if page.is_visible("#differ") else None
         uids, held, texts = cells(page, "uid"), cells(page, "runs"), cells(page, "text")
         predicted = {k: cells(page, f"r{k}:prediction") for k in (1, 2)}
+        page.fill("thead input[data-key='text']", "F G")  # the text column filters by what it contains
+        found = (page.text_content("#count"), cells(page, "runs"))
+        page.click("#reset")
         shown = {}
         for row in range(6):
             page.click(f"tbody tr.row >> nth={row}")
@@ -117,6 +120,7 @@ def test_a_uid_whose_text_differs_between_runs_is_never_paired(tmp_path):
     assert uids == ["u0", "u1", "u1", "u2", "u2", "u3"]
     assert held == ["r1, r2", "r1", "r2", "r1", "r2", "r1, r2"]
     assert texts == ["a b", "c d", "c d", "e f g", "x y", "h"]
+    assert found == ("1 of 6 instances", ["r1"])
     # each run's predictions (as class names) on the rows it holds; empty on the rows it does not
     assert predicted[1] == ["positive", "positive", "—", "negative", "—", "positive"]
     assert predicted[2] == ["negative", "—", "positive", "—", "negative", "negative"]
