@@ -3,6 +3,7 @@ checkpoint and test it with the chosen analyses as callbacks — the code path o
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from pathlib import Path
 
@@ -106,7 +107,8 @@ def analyze(cfg: DictConfig) -> dict:
         try:
             trainer.test(module, datamodule=datamodule, verbose=False)
         except Exception as err:  # a family that failed: the folders it and the later ones left are the old ones
-            tidy(run_dir)
+            with contextlib.suppress(OSError):  # a full disk may not take the rebuilt summary either
+                tidy(run_dir)
             full = out_of_space(err, run_dir, "ckpt_path (a copy of the run directory on another disk)")
             if full is None:
                 raise

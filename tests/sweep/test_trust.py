@@ -145,6 +145,23 @@ def test_a_family_that_fails_part_way_leaves_each_familys_folder_and_summary_key
     assert not list((complete_run / "analysis").glob(".*.partial"))
 
 
+def test_an_analysis_on_a_full_disk_is_one_line_and_leaves_the_earlier_results(complete_run, monkeypatch):
+    from attn_study import io
+
+    before = {p: p.read_bytes() for p in (complete_run / "analysis").rglob("*") if p.is_file()}
+    summary = (complete_run / "summary.json").read_bytes()
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(io.tempfile, "mkstemp", full)  # every result file is written through atomic_open
+    args = [f"ckpt_path={complete_run}", "analysis.jain_wallace.tests=[correlation]", "use_loggers=false"]
+    with pytest.raises(UserError, match=r"^no space left on the device of .*: free some space, or choose another "):
+        analyze(compose_config(*args, "analysis.jain_wallace.max_instances=5", name="analyze"))
+    after = {p: p.read_bytes() for p in (complete_run / "analysis").rglob("*") if p.is_file()}
+    assert after == before and (complete_run / "summary.json").read_bytes() == summary
+
+
 def test_analysing_an_unfinished_run_does_not_make_it_look_finished(complete_run):
     (complete_run / "attention.parquet").unlink()
     state._write(complete_run, {**status(complete_run), "state": "failed"})
