@@ -16,9 +16,9 @@ class task whose train file is missing from the variant's folder or archive is r
 each with its full stop; the question with its "?") or ``jain_wallace`` (their notebook
 ``preprocess/Babi/Babi.ipynb``: each statement's final "." removed and the statements joined by " . ", the
 question's "?" removed). ``dev_split``: ``stratified`` (``dev_fraction`` of the train file's questions per
-answer, drawn with ``split_seed``) or ``jain_wallace`` (scikit-learn's ``train_test_split(test_size=0.15,
-random_state=16377)`` over the train file's questions in file order, reproduced exactly: the first
-⌈0.15·n⌉ of ``numpy.random.RandomState(16377).permutation(n)`` are dev).
+answer, drawn with ``split_seed``) or ``jain_wallace`` (their notebook's scikit-learn ``train_test_split(test_size=0.15,
+random_state=split_seed)`` over the train file's questions in file order — their seed is 16377, which
+``recipe=jain_wallace`` sets; dev and train keep the file order).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any
 from attn_study.data.digest import describe_file
 from attn_study.data.example import RawExample
 from attn_study.data.source import DOWNLOAD_DIR, DownloadableSource
-from attn_study.data.splits import stratified_indices, train_test_split_positions
+from attn_study.data.splits import stratified_indices, train_test_split
 from attn_study.errors import DataError, UserError
 
 BABI_URL = "http://www.thespermwhale.com/jaseweston/babi/tasks_1-20_v1-2.tar.gz"
@@ -116,10 +116,11 @@ def parse_babi(text: str, where: str, style: str = "as_written") -> list[Questio
     return questions
 
 
-def jain_wallace_dev(n: int) -> list[int]:
-    """Positions of the dev questions among ``n`` train questions as Jain & Wallace drew them:
-    ``train_test_split(range(n), test_size=0.15, random_state=16377)``'s test part. Sorted."""
-    return train_test_split_positions(n, 0.15, 16377)
+def jain_wallace_dev(n: int, seed: int) -> list[int]:
+    """Positions of the dev questions among ``n`` train questions as Jain & Wallace drew them
+    (``preprocess/Babi/Babi.ipynb``, with ``seed`` 16377): ``train_test_split(range(n), test_size=0.15,
+    random_state=seed)``'s test part. Sorted (their CSV keeps the file order)."""
+    return sorted(train_test_split(range(n), seed, test_size=0.15, what="the bAbI dev split")[1])
 
 
 class BabiSource(DownloadableSource):
@@ -212,7 +213,7 @@ class BabiSource(DownloadableSource):
                 )
         train = examples["train"]
         if self.dev_split == "jain_wallace":
-            dev = set(jain_wallace_dev(len(train)))
+            dev = set(jain_wallace_dev(len(train), self.split_seed))
         else:
             dev = set(
                 stratified_indices(

@@ -1,4 +1,10 @@
-"""Large Movie Review Dataset v1.0 (aclImdb, Maas et al. 2011): polarity or 8-way rating."""
+"""Large Movie Review Dataset v1.0 (aclImdb, Maas et al. 2011): polarity or 8-way rating.
+
+``html_breaks``: each ``<br />`` becomes a space (``space``), or stays in the text (``keep``) — as in Keras'
+``imdb_full.pkl``, whose words Jain & Wallace used: its word index holds ``br`` among its most frequent words,
+left by the breaks once the punctuation was filtered out (``recipe=jain_wallace`` keeps them, and its Keras-style
+cleaning turns each into the token ``br``).
+"""
 
 from __future__ import annotations
 
@@ -7,13 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from attn_study.data.digest import describe_file, describe_folder
 from attn_study.data.download import stream_tar_gz
 from attn_study.data.example import RawExample
 from attn_study.data.source import DOWNLOAD_DIR, DownloadableSource
-from attn_study.data.splits import stratified_indices
+from attn_study.data.splits import stratified_indices, train_test_split
 from attn_study.data.text import tokenize_many
 from attn_study.errors import DataError, UserError
 
@@ -46,9 +50,12 @@ class IMDBSource(DownloadableSource):
         split_seed: int = 13,
         ratings: bool = False,
         split: str = "standard",
+        html_breaks: str = "space",
     ) -> None:
         if split not in ("standard", "jain_wallace"):
             raise UserError(f"dataset.source.split={split}: choose standard or jain_wallace")
+        if html_breaks not in ("space", "keep"):
+            raise UserError(f"dataset.source.html_breaks={html_breaks}: choose space or keep")
         super().__init__(
             path,
             url,
@@ -58,6 +65,7 @@ class IMDBSource(DownloadableSource):
             label_names=[f"{r}/10" for r in RATINGS] if ratings else ["negative", "positive"],
         )
         self.split = split
+        self.html_breaks = html_breaks
         self.dev_size = dev_size
         self.split_seed = split_seed
         self.ratings = ratings
@@ -96,6 +104,7 @@ class IMDBSource(DownloadableSource):
             "split_seed": self.split_seed,
             "ratings": self.ratings,
             "split": self.split,
+            "html_breaks": self.html_breaks,
         }
         if source.is_file():
             return {**options, "files": [describe_file(source)]}
@@ -112,7 +121,8 @@ class IMDBSource(DownloadableSource):
         raise DataError(f"dataset.path={self.path}: no train/ or test/ in it or in aclImdb/; {PATH_HINT}")
 
     def _example(self, split: str, polarity: str, name: str, raw: bytes) -> RawExample:
-        """One review: ``<br />`` replaced by a space, label from the folder or the rating."""
+        """One review: ``<br />`` replaced by a space (unless ``html_breaks=keep``), label from the folder or the
+        rating."""
         uid = f"{split}/{polarity}/{name.removesuffix('.txt')}"
         try:
             text = raw.decode("utf-8")
@@ -125,7 +135,7 @@ class IMDBSource(DownloadableSource):
             label = RATINGS.index(rating)
         else:
             label = POLARITIES.index(polarity)
-        return RawExample(uid=uid, text=_BREAK.sub(" ", text), label=label)
+        return RawExample(uid=uid, text=text if self.html_breaks == "keep" else _BREAK.sub(" ", text), label=label)
 
     def _dev_indices(self, labels: list[int]) -> set[int]:
         """Indices of ``dev_size`` train reviews drawn per class (largest-remainder shares), seeded."""
@@ -133,27 +143,21 @@ class IMDBSource(DownloadableSource):
 
 
 def jain_wallace_split(train: list[RawExample], test: list[RawExample], seed: int) -> dict[str, list[RawExample]]:
-    """Jain & Wallace's IMDB splits (their ``preprocess_data_IMDB``), as near as this data allows: the
-    reviews of fewer than 400 tokens (Keras-style: lower-cased, punctuation removed, split on whitespace),
-    train cut 80 / 20 into train / dev and a 20 % sample of test, both drawn with ``seed`` (theirs: 1378).
-    They drew with scikit-learn's ``train_test_split`` from Keras' pickled copy; the proportions and the
-    filter are theirs, the members differ."""
+    """Jain & Wallace's IMDB splits (``preprocess/IMDB/IMDB.ipynb``), their steps on this data: the reviews of
+    fewer than 400 tokens (Keras-style: lower-cased, punctuation removed, split on whitespace) of each file
+    split, in uid order; ``train_test_split(train, train_size=0.8, random_state=seed)`` gives train and dev, and
+    the train part of ``train_test_split(test, train_size=0.2, random_state=seed)`` is the test split (their
+    seed: 1378), each in the order scikit-learn returns it. Their reviews came in the order of Keras' pickled
+    ``imdb_full.pkl``, which is not available here, so the members differ from theirs; the splitter, the
+    proportions and the filter are theirs."""
 
     def short(examples):
-        lengths = [len(t) for t in tokenize_many((e.text for e in examples), cleaning="keras", digits=False)]
+        lengths = [len(t) for t in tokenize_many((e.text for e in examples), cleaning="keras", digits="keep")]
         return [e for e, n in zip(examples, lengths) if n < 400]
 
-    train, test = short(train), short(test)
-    rng = np.random.default_rng(seed)
-    order = rng.permutation(len(train))
-    cut = int(round(0.8 * len(train)))
-    size = int(round(0.2 * len(test)))
-    sample = np.sort(np.random.default_rng([seed, 1]).choice(len(test), size=size, replace=False))
-    return {
-        "train": [train[i] for i in sorted(order[:cut])],
-        "dev": [train[i] for i in sorted(order[cut:])],
-        "test": [test[i] for i in sample],
-    }
+    kept_train, dev = train_test_split(short(train), seed, train_size=0.8, what="the IMDB dev split")
+    kept_test, _rest = train_test_split(short(test), seed, train_size=0.2, what="the IMDB test split")
+    return {"train": kept_train, "dev": dev, "test": kept_test}
 
 
 def _review_paths(root: Path) -> Iterator[Path]:

@@ -20,12 +20,21 @@ import numpy as np
 from attn_study import ranges
 from attn_study.data.example import SPLITS, RawExample
 from attn_study.data.markers import Injection
-from attn_study.data.text import CLEANINGS, EOS, SOS, Vocab, tokenize_many, tokenize_sentences_many
+from attn_study.data.text import (
+    CLEANINGS,
+    DIGIT_RULES,
+    EOS,
+    NONWORD_RUNS,
+    SOS,
+    Vocab,
+    tokenize_many,
+    tokenize_sentences_many,
+)
 from attn_study.errors import DataError
 from attn_study.io import atomic_open, write_text_atomic
 
 log = logging.getLogger(__name__)
-CACHE_FORMAT = 8  # bump when the processed layout, the tokenisation or the marker draws change
+CACHE_FORMAT = 9  # bump when the processed layout, the tokenisation or the marker draws change
 
 
 @dataclass
@@ -76,12 +85,20 @@ class Preprocessing:
     ``inject``: label-independent marker tokens added to every instance after the filter and the
     truncation (``attn_study.data.markers``; the bounds count the text without them).
     ``clean``: ``remove_non_word`` or ``keras`` cleaning before tokenising (``text.clean``);
-    ``digits``: ``qqq`` (a token with a digit becomes ``qqq``) or ``keep``; ``vocab_count``: ``total``
+    ``digits``: ``qqq`` (a token with a decimal digit becomes ``qqq``), ``qqq_isdigit`` (one with a character
+    whose ``str.isdigit()`` holds, as Jain & Wallace's ``cleaner``) or ``keep``; ``lowercase``: lower-case every
+    token (their bAbI keeps the case); ``nonword_runs``: ``last_char`` re-splits the tokens by their 20News
+    ``cleaner_20`` (``text.collapse_nonword_runs``: stand-alone punctuation deleted); ``vocab_count``: ``total``
     (``min_count`` counts occurrences) or ``documents`` (documents, as scikit-learn's ``min_df``);
-    ``boundary_tokens``: wrap every passage as ``<sos> … <eos>`` (after the filter: the bounds count the
-    text without them). ``drop_longest``: also drop the longest instances of each split — Jain & Wallace's
-    code keeps n < max_length with max_length the split's own longest, so it loses them (their SST Table 1
-    counts, 6355 / 1725, need it). These five are their pipeline (``recipe=jain_wallace``).
+    ``vocab_texts``: the vocabulary is counted over the ``kept`` training instances (after the length filter
+    and truncation) or over ``all`` of them (their ``CountVectorizer``, fitted before ``DatasetBC``'s filter);
+    ``vocab_order``: ids by ``frequency`` or ``alphabetical`` (theirs: ``<sos>`` 2, ``<eos>`` 3, then the words
+    sorted; ``text.Vocab.build``); ``boundary_tokens``: wrap every passage as ``<sos> … <eos>`` (after the
+    filter: the bounds count the text without them). ``drop_longest`` / ``drop_shortest``: also drop the longest /
+    shortest instances of each split — Jain & Wallace's ``filterbylength`` keeps min_length < n < max_length with
+    a bound it is not given set to the split's own shortest or longest length, so it loses them (their SST Table 1
+    counts, 6355 / 1725, need ``drop_longest``; their AG News, given neither, both). These are their pipeline
+    (``recipe=jain_wallace``).
     """
 
     min_count: int = 1
@@ -92,9 +109,14 @@ class Preprocessing:
     inject: dict | None = None
     clean: str | None = None
     digits: str = "qqq"
+    lowercase: bool = True
+    nonword_runs: str | None = None
     vocab_count: str = "total"
+    vocab_texts: str = "kept"
+    vocab_order: str = "frequency"
     boundary_tokens: bool = False
     drop_longest: bool = False
+    drop_shortest: bool = False
 
     def __post_init__(self):
         for option in ("min_count", "min_length", "max_length", "truncate"):
@@ -103,15 +125,23 @@ class Preprocessing:
             raise DataError(f"dataset.preprocessing.max_length={self.max_length} is below min_length={self.min_length}")
         for option, value, allowed in (
             ("clean", self.clean, CLEANINGS),
-            ("digits", self.digits, ("qqq", "keep")),
+            ("digits", self.digits, DIGIT_RULES),
+            ("nonword_runs", self.nonword_runs, NONWORD_RUNS),
             ("vocab_count", self.vocab_count, ("total", "documents")),
+            ("vocab_texts", self.vocab_texts, ("kept", "all")),
+            ("vocab_order", self.vocab_order, ("frequency", "alphabetical")),
         ):
             if value not in allowed:
                 raise DataError(f"dataset.preprocessing.{option}={value}: choose from {list(allowed)}")
-        if self.boundary_tokens and self.sentences:
-            raise DataError(
-                "dataset.preprocessing.boundary_tokens does not work with sentence-level models (model=han)"
-            )
+        for option, value, default in (
+            ("boundary_tokens", self.boundary_tokens, False),
+            ("nonword_runs", self.nonword_runs, None),
+            ("lowercase", self.lowercase, True),
+        ):
+            if self.sentences and value != default:
+                raise DataError(
+                    f"dataset.preprocessing.{option}={value} does not work with sentence-level models (model=han)"
+                )
         if self.inject and self.sentences:
             raise DataError("dataset.inject does not work with sentence-level models (model=han); use model=flat")
         Injection.from_config(self.inject)  # a bad option fails here, before anything is read
@@ -176,14 +206,14 @@ Kept = list[tuple[RawExample, list[str], list[str] | None]]  # (example, passage
 
 def build(source, prep: Preprocessing) -> ProcessedDataset:
     """Read the source, tokenise, filter by length, build the vocabulary, encode."""
-    tokenized, sentence_lengths, stats = _tokenize_and_filter(source, source.load(), prep)
+    tokenized, sentence_lengths, stats, train_tokens = _tokenize_and_filter(source, source.load(), prep)
     rationales = _clip_rationales(tokenized)
     injection = Injection.from_config(prep.inject)
     markers = _inject(injection, tokenized, rationales, source, stats)
     if prep.boundary_tokens:
         _add_boundaries(tokenized, rationales, markers)
-    keep = (injection.tokens if prep.inject else ()) + ((SOS, EOS) if prep.boundary_tokens else ())
-    vocab = _build_vocab(tokenized["train"], prep, keep)
+    keep = ((SOS, EOS) if prep.boundary_tokens else ()) + (injection.tokens if prep.inject else ())
+    vocab = _build_vocab(train_tokens if prep.vocab_texts == "all" else _kept_tokens(tokenized["train"]), prep, keep)
     stats["vocab_size"] = len(vocab)
     splits = {
         split: _encode(
@@ -210,31 +240,39 @@ def build(source, prep: Preprocessing) -> ProcessedDataset:
 
 def _tokenize_and_filter(
     source, raw: dict[str, list[RawExample]], prep: Preprocessing
-) -> tuple[dict[str, Kept], dict[str, list[np.ndarray]], dict]:
+) -> tuple[dict[str, Kept], dict[str, list[np.ndarray]], dict, list[list[str]]]:
     """Tokenise and length-filter every split, in ``SPLITS`` order: (kept instances per split, their sentence
-    lengths per split when ``prep.sentences``, ``stats`` with the read/kept/dropped counts per split).
+    lengths per split when ``prep.sentences``, ``stats`` with the read/kept/dropped counts per split, the token
+    lists of every training instance before the filter — its passages, then its queries when it has any).
 
     Raises DataError when a split is empty, or when the filter removes all of one; logs the counts."""
     tokenized: dict[str, Kept] = {}
     sentence_lengths: dict[str, list[np.ndarray]] = {}
     stats: dict = {}
+    train_tokens: list[list[str]] = []
     for split in SPLITS:
         examples = raw.get(split) or []
         if not examples:
             raise DataError(f"dataset {source.name}: the {split} split is empty; check dataset.path")
         texts, sentences, queries = _tokenize(examples, prep)
+        if split == "train":
+            train_tokens = texts + (queries or [])
         kept, kept_sentences, too_short, too_long = _length_filter(examples, texts, sentences, queries, prep)
-        longest, longest_length = 0, None
-        if prep.drop_longest and kept:
-            kept, kept_sentences, longest, longest_length = _drop_longest(kept, kept_sentences)
+        extremes = {"longest": (0, None), "shortest": (0, None)}
+        for extreme in extremes:
+            if getattr(prep, f"drop_{extreme}") and kept:
+                kept, kept_sentences, dropped, length = _drop_extreme(kept, kept_sentences, extreme)
+                extremes[extreme] = (dropped, length)
         stats[split] = {
             "read": len(examples),
             "kept": len(kept),
             "too_short": too_short,
             "too_long": too_long,
-            "longest": longest,
+            "longest": extremes["longest"][0],
+            **({"shortest": extremes["shortest"][0]} if prep.drop_shortest else {}),
         }
-        log.info("%s/%s: %s", source.name, split, filter_counts(stats[split], prep, longest_length))
+        lengths = {extreme: length for extreme, (_, length) in extremes.items()}
+        log.info("%s/%s: %s", source.name, split, filter_counts(stats[split], prep, lengths))
         if not kept:
             raise DataError(
                 f"dataset {source.name}: the length filter [{prep.min_length}, {prep.max_length}] removes every "
@@ -243,7 +281,7 @@ def _tokenize_and_filter(
         tokenized[split] = kept
         if sentences is not None:
             sentence_lengths[split] = kept_sentences
-    return tokenized, sentence_lengths, stats
+    return tokenized, sentence_lengths, stats, train_tokens
 
 
 def _tokenize(
@@ -252,18 +290,19 @@ def _tokenize(
     """(passage tokens, sentence lengths per passage or None, query tokens or None) of one split's examples.
 
     With ``prep.sentences`` passages are tokenised with their sentence boundaries and ``prep.clean`` and
-    ``prep.digits`` do not apply to them; otherwise they do. Queries (pair tasks: when the first example has
-    one) are tokenised with ``prep.clean`` and ``prep.digits``."""
-    digits = prep.digits == "qqq"
+    ``prep.digits`` do not apply to them; otherwise they do, with ``prep.lowercase`` and ``prep.nonword_runs``.
+    Queries (pair tasks: when the first example has one) are tokenised as passages are without sentences."""
+    options = {
+        "cleaning": prep.clean,
+        "digits": prep.digits,
+        "lowercase": prep.lowercase,
+        "nonword_runs": prep.nonword_runs,
+    }
     if prep.sentences:
         texts, sentences = map(list, zip(*tokenize_sentences_many(e.text for e in examples)))
     else:
-        texts, sentences = tokenize_many((e.text for e in examples), cleaning=prep.clean, digits=digits), None
-    queries = (
-        tokenize_many((e.query or "" for e in examples), cleaning=prep.clean, digits=digits)
-        if examples[0].query is not None
-        else None
-    )
+        texts, sentences = tokenize_many((e.text for e in examples), **options), None
+    queries = tokenize_many((e.query or "" for e in examples), **options) if examples[0].query is not None else None
     return texts, sentences, queries
 
 
@@ -294,23 +333,32 @@ def _length_filter(
     return kept, kept_sentences, too_short, too_long
 
 
-def _drop_longest(kept: Kept, kept_sentences: list[np.ndarray]) -> tuple[Kept, list[np.ndarray], int, int]:
-    """Drop every instance of the split's longest passage length (Jain & Wallace's ``n < max_length``) with
-    its sentence lengths: (kept instances, their sentence lengths, number dropped, that length)."""
-    longest = max(len(tokens) for _, tokens, _ in kept)
-    dropped = {i for i, (_, tokens, _) in enumerate(kept) if len(tokens) == longest}
+def _drop_extreme(
+    kept: Kept, kept_sentences: list[np.ndarray], extreme: str
+) -> tuple[Kept, list[np.ndarray], int, int]:
+    """Drop every instance of the split's ``longest`` or ``shortest`` passage length (Jain & Wallace's
+    ``n < max_length`` or ``n > min_length`` with the split's own bound) with its sentence lengths: (kept
+    instances, their sentence lengths, number dropped, that length)."""
+    pick = max if extreme == "longest" else min
+    bound = pick(len(tokens) for _, tokens, _ in kept)
+    dropped = {i for i, (_, tokens, _) in enumerate(kept) if len(tokens) == bound}
     kept = [k for i, k in enumerate(kept) if i not in dropped]
     kept_sentences = [k for i, k in enumerate(kept_sentences) if i not in dropped]
-    return kept, kept_sentences, len(dropped), longest
+    return kept, kept_sentences, len(dropped), bound
 
 
-def filter_counts(counts: dict, prep: Preprocessing, longest_length: int | None = None) -> str:
+def filter_counts(counts: dict, prep: Preprocessing, lengths: dict[str, int | None] | None = None) -> str:
     """``3000 read, 2990 kept; dropped: 4 shorter than 2 tokens, 5 longer than 50 tokens, 1 of the split's
-    longest length 61 (drop_longest)`` — each drop with its reason, a reason that dropped nothing left out."""
+    longest length 61 (drop_longest)`` — each drop with its reason, a reason that dropped nothing left out;
+    ``lengths``: the split's longest and shortest length that ``drop_longest`` / ``drop_shortest`` dropped."""
+    lengths = lengths or {}
     reasons = [
         (counts["too_short"], f"shorter than {prep.min_length} token{'s' if prep.min_length != 1 else ''}"),
         (counts["too_long"], f"longer than {prep.max_length} tokens"),
-        (counts.get("longest", 0), f"of the split's longest length {longest_length} (drop_longest)"),
+        *(
+            (counts.get(extreme, 0), f"of the split's {extreme} length {lengths.get(extreme)} (drop_{extreme})")
+            for extreme in ("longest", "shortest")
+        ),
     ]
     dropped = [f"{n} {reason}" for n, reason in reasons if n]
     return f"{counts['read']} read, {counts['kept']} kept" + (f"; dropped: {', '.join(dropped)}" if dropped else "")
@@ -324,15 +372,22 @@ def _clip_rationales(tokenized: dict[str, Kept]) -> dict[str, list[tuple[int, ..
     }
 
 
-def _build_vocab(train: Kept, prep: Preprocessing, keep: tuple[str, ...]) -> Vocab:
-    """The vocabulary of the training split's passages and queries (pair tasks: the query words share the
-    passage's vocabulary and embedding table), counted per ``prep.vocab_count`` and cut at ``prep.min_count``;
-    the ``keep`` tokens (markers, boundary tokens) are always in it."""
+def _kept_tokens(train: Kept) -> list[list[str]]:
+    """The token lists of the kept training instances: their passages, then their queries (pair tasks)."""
+    return [t for _, t, _ in train] + [q for _, _, q in train if q is not None]
+
+
+def _build_vocab(token_lists: list[list[str]], prep: Preprocessing, keep: tuple[str, ...]) -> Vocab:
+    """The vocabulary of the training passages and queries ``token_lists`` (pair tasks: the query words share
+    the passage's vocabulary and embedding table; ``prep.vocab_texts`` says which instances), counted per
+    ``prep.vocab_count``, cut at ``prep.min_count`` and numbered per ``prep.vocab_order``; the ``keep`` tokens
+    (boundary tokens, markers) are always in it."""
     return Vocab.build(
-        [t for _, t, _ in train] + [q for _, _, q in train if q is not None],
+        token_lists,
         min_count=prep.min_count,
         keep=keep,
         documents=prep.vocab_count == "documents",
+        order=prep.vocab_order,
     )
 
 

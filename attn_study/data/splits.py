@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 
-from attn_study.errors import UserError
+from attn_study.errors import DataError, UserError
 
 
 def stratified_indices(labels: Sequence[int], size: int, seed: int | Sequence[int], option: str) -> list[int]:
@@ -36,10 +35,28 @@ def stratified_indices(labels: Sequence[int], size: int, seed: int | Sequence[in
     return sorted(chosen)
 
 
-def train_test_split_positions(n: int, test_size: float, random_state: int) -> list[int]:
-    """Sorted positions of the test part of scikit-learn's ``train_test_split(range(n), test_size=test_size,
-    random_state=random_state)`` (a fraction), reproduced without scikit-learn: its ``ShuffleSplit`` takes the first
-    ⌈test_size·n⌉ of ``numpy.random.RandomState(random_state).permutation(n)`` (what the authors' released code
-    used to carve dev sets out of train)."""
-    size = math.ceil(test_size * n)
-    return sorted(int(i) for i in np.random.RandomState(random_state).permutation(n)[:size])
+def train_test_split(
+    items: Sequence,
+    random_state: int,
+    test_size: float | int | None = None,
+    train_size: float | int | None = None,
+    stratify: Sequence[int] | None = None,
+    what: str = "the split",
+) -> tuple[list, list]:
+    """scikit-learn's ``train_test_split(items, test_size=…, train_size=…, random_state=…, stratify=…)`` as lists:
+    (train part, test part), each in the order scikit-learn returns it — the splitter the authors' released code
+    used (Jain & Wallace's IMDB, 20News, AG News and bAbI splits). A fraction ``test_size`` takes ⌈test_size·n⌉
+    items, an integer that many; with ``train_size`` alone the train part is ⌊train_size·n⌋ and the test part the
+    rest. Unstratified, the test part is the first items of ``numpy.random.RandomState(random_state)
+    .permutation(n)``, the train part the next; stratified, per-class shares are drawn as scikit-learn's
+    ``StratifiedShuffleSplit`` draws them. Too few items for the sizes (or a class too small to stratify) is a
+    DataError naming ``what``."""
+    from sklearn.model_selection import train_test_split as sklearn_split
+
+    try:
+        train, test = sklearn_split(
+            list(items), test_size=test_size, train_size=train_size, random_state=random_state, stratify=stratify
+        )
+    except ValueError as error:
+        raise DataError(f"{what} cannot be drawn from {len(items)} instances: {error}") from error
+    return list(train), list(test)

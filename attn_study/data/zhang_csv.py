@@ -6,6 +6,10 @@ first, then the text fields (AG News: title, description; Yelp: review text; Ama
 review text; Yahoo! Answers: question title, question content, best answer). Fields are quoted,
 an inner ``"`` is written ``""``, and a newline is written as the two characters backslash, n.
 
+Jain & Wallace's AG News (``preprocess/ag_news/AGNews.ipynb``) reads the CSV with pandas, takes the
+description alone (``fields=[description]``) with its escapes as written (``escaped_newlines=keep``) and draws
+dev as ``train_test_split(train rows, test_size=0.15, random_state=16377)`` (``dev_split=jain_wallace``).
+
 This module also holds ``stratified_indices``, the seeded per-class draw the other new readers
 use to carve a dev split from train (the same draw as ``IMDBSource``'s dev carve).
 """
@@ -26,7 +30,7 @@ from attn_study import ranges
 from attn_study.data.digest import describe_file
 from attn_study.data.example import RawExample
 from attn_study.data.source import FileSource
-from attn_study.data.splits import stratified_indices
+from attn_study.data.splits import stratified_indices, train_test_split
 from attn_study.errors import DataError, UserError
 
 log = logging.getLogger(__name__)
@@ -83,9 +87,13 @@ class ZhangCSVSource(FileSource):
     ``classes`` maps original 1-based class indices to new labels (classes left out are dropped
     and counted), or lists the indices to keep (label = position in the list); ``None`` keeps every
     class with label = class index - 1. ``dev_size`` instances
-    are drawn from train per class with ``split_seed``; ``max_train``, if set, then keeps at most
+    are drawn from train per class with ``split_seed`` (``dev_split=stratified``), or as scikit-learn's
+    ``train_test_split(rows, test_size=dev_size, random_state=split_seed)`` draws its test part
+    (``dev_split=jain_wallace``, unstratified); ``max_train``, if set, then keeps at most
     that many of the remaining train instances (also per class, seeded). Train is read twice (labels
     first, then only the chosen rows' text) so that a subsample never holds the whole file in memory.
+    The text is the ``fields`` named (all of the release's by default) joined by a space, each escaped newline
+    (backslash, n) replaced by a space, or kept as written with ``escaped_newlines=keep``.
     """
 
     def __init__(
@@ -97,11 +105,27 @@ class ZhangCSVSource(FileSource):
         split_seed: int = 13,
         max_train: int | None = None,
         text_columns: int | None = None,
+        fields: Sequence[str] | None = None,
+        escaped_newlines: str = "space",
+        dev_split: str = "stratified",
     ) -> None:
         if dataset not in PRESETS:
             raise UserError(f"dataset.source.dataset={dataset}: must be one of {', '.join(PRESETS)}")
         self.dataset = dataset
         self.preset = PRESETS[dataset]
+        self.fields = None if fields is None else [str(f) for f in fields]
+        if self.fields is not None and (not self.fields or any(f not in self.preset.fields for f in self.fields)):
+            raise UserError(
+                f"dataset.source.fields={self.fields}: name some of {dataset}'s fields {list(self.preset.fields)}"
+            )
+        for option, value, allowed in (
+            ("escaped_newlines", escaped_newlines, ("space", "keep")),
+            ("dev_split", dev_split, ("stratified", "jain_wallace")),
+        ):
+            if value not in allowed:
+                raise UserError(f"dataset.source.{option}={value}: choose {' or '.join(allowed)}")
+        self.escaped_newlines = escaped_newlines
+        self.dev_split = dev_split
         self.dev_size = dev_size
         self.split_seed = split_seed
         self.max_train = max_train
@@ -122,7 +146,7 @@ class ZhangCSVSource(FileSource):
             raise DataError(
                 f"{self._where(source, 'train')}: no rows of the kept classes {sorted(self.classes)}; {self.hint}"
             )
-        dev_positions = set(stratified_indices(labels, self.dev_size, self.split_seed, "dataset.source.dev_size"))
+        dev_positions = set(self._dev_positions(labels))
         train_positions = [i for i in range(len(labels)) if i not in dev_positions]
         if self.max_train is not None and len(train_positions) > self.max_train:
             ranges.require("dataset.source.max_train", self.max_train, UserError)
@@ -174,8 +198,21 @@ class ZhangCSVSource(FileSource):
             "split_seed": self.split_seed,
             "max_train": self.max_train,
             "text_columns": self.text_columns,
+            "fields": self.fields,
+            "escaped_newlines": self.escaped_newlines,
+            "dev_split": self.dev_split,
             "files": [describe_file(path) for path in paths if path.is_file()],
         }
+
+    def _dev_positions(self, labels: list[int]) -> list[int]:
+        """Positions among the kept train rows (file order) of the ``dev_size`` dev rows (``dev_split``)."""
+        if self.dev_split == "jain_wallace":
+            if not 0 < self.dev_size < len(labels):
+                raise UserError(f"dataset.source.dev_size={self.dev_size}: must be between 1 and {len(labels) - 1}")
+            return train_test_split(
+                range(len(labels)), self.split_seed, test_size=self.dev_size, what="dataset.source.dev_size's dev split"
+            )[1]
+        return stratified_indices(labels, self.dev_size, self.split_seed, "dataset.source.dev_size")
 
     def _label_names(self) -> list[str]:
         """Per new label 0..M-1, the names of the original classes mapped to it, joined by '/'."""
@@ -223,6 +260,14 @@ class ZhangCSVSource(FileSource):
             f"dataset.path={self.path}: no train.csv or test.csv in it or in {self.preset.folder}/; {self.hint}"
         )
 
+    def _text(self, values: list[str]) -> str:
+        """The instance's text: the ``fields`` of the row's text ``values`` (None: all) joined by a space, escaped
+        newlines per ``escaped_newlines``."""
+        chosen = values if self.fields is None else [values[self.preset.fields.index(f)] for f in self.fields]
+        if self.escaped_newlines == "space":
+            chosen = [value.replace("\\n", " ") for value in chosen]
+        return " ".join(chosen)
+
     def _where(self, source: Path, split: str) -> str:
         return f"{source}:{split}.csv" if source.is_file() else str(source / f"{split}.csv")
 
@@ -246,7 +291,7 @@ class ZhangCSVSource(FileSource):
                     f"is this the {self.preset.folder} release?"
                 )
             label = self.classes.get(int(index))
-            text = " ".join(field.replace("\\n", " ") for field in row[1:]) if with_text and label is not None else None
+            text = self._text(row[1:]) if with_text and label is not None else None
             yield where, line, record, label, text
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from attn_study.data.babi import BabiSource, jain_wallace_dev, parse_babi
@@ -76,20 +77,23 @@ def test_jain_wallace_style_joins_statements_with_dots_and_drops_the_question_ma
 
 def test_jain_wallace_dev_split_is_scikit_learns_train_test_split() -> None:
     """The dev questions of ``train_test_split(range(n), test_size=0.15, random_state=16377)``, as scikit-learn
-    1.9.1 printed them (run once outside this project, which does not depend on scikit-learn)."""
-    assert jain_wallace_dev(10) == [1, 8]
-    assert jain_wallace_dev(20) == [4, 11, 17]
-    dev = jain_wallace_dev(10000)
+    1.9.1 printed them once (the first ⌈0.15·n⌉ of ``RandomState(16377).permutation(n)``), sorted."""
+    assert jain_wallace_dev(10, 16377) == [1, 8]
+    assert jain_wallace_dev(20, 16377) == [4, 11, 17]
+    dev = jain_wallace_dev(10000, 16377)
     assert len(dev) == 1500 and dev[:8] == [3, 9, 12, 17, 41, 46, 57, 65]
-    assert jain_wallace_dev(9000)[:8] == [0, 3, 12, 17, 36, 41, 46, 65]
+    assert jain_wallace_dev(9000, 16377)[:8] == [0, 3, 12, 17, 36, 41, 46, 65]
+    assert jain_wallace_dev(20, 16377) == sorted(np.random.RandomState(16377).permutation(20)[:3].tolist())
+    assert jain_wallace_dev(9000, 1) != jain_wallace_dev(9000, 16377)  # the seed is dataset.source.split_seed
 
 
 def test_jain_wallace_dev_split_of_a_source(babi_dir: Path) -> None:
     """``dev_split=jain_wallace`` takes the train file's questions at :func:`jain_wallace_dev`'s positions (in file
-    order) as dev, the rest as train, whatever the answers; a bad value is one line naming the option."""
-    splits = BabiSource(str(babi_dir), style="jain_wallace", dev_split="jain_wallace").load()
+    order) for ``split_seed`` as dev, the rest as train, whatever the answers; a bad value is one line naming the
+    option."""
+    splits = BabiSource(str(babi_dir), style="jain_wallace", dev_split="jain_wallace", split_seed=16377).load()
     every = parse_babi(BABI_TRAIN, "train.txt", style="jain_wallace")
-    dev = set(jain_wallace_dev(len(every)))
+    dev = set(jain_wallace_dev(len(every), 16377))
     assert [e.uid for e in splits["dev"]] == [f"train-{q[0]}" for i, q in enumerate(every) if i in dev]
     assert [e.uid for e in splits["train"]] == [f"train-{q[0]}" for i, q in enumerate(every) if i not in dev]
     assert not splits["dev"][0].text.endswith(".") and not splits["dev"][0].query.endswith("?")
