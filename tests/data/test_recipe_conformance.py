@@ -51,6 +51,7 @@ from attn_study.build import build_datamodule
 from attn_study.data.processed import ProcessedDataset
 from attn_study.data.text import collapse_nonword_runs
 from attn_study.data.twenty_news import fetch_order, strip_post
+from tests.data.canonical_files import write_cnn
 from tests.helpers import compose_config
 
 NLP = spacy.blank("en")
@@ -707,3 +708,54 @@ def test_the_pair_models_optimiser_decays_the_attention_too(tmp_path):
     groups = module.configure_optimizers().param_groups
     scorer = {id(p) for n, p in module.model.named_parameters() if n.startswith("scorer.")}
     assert scorer and [g["weight_decay"] for g in groups if {id(p) for p in g["params"]} == scorer] == [1e-5]
+
+
+# ------------------------------------------------------------------------------------------------ CNN and ADR
+
+
+def test_cnn_vocabulary_counts_passages_and_questions_as_their_qa_preprocessing(tmp_path):
+    """preprocess_data_QA.py: CountVectorizer(min_df=8) fitted on the training passages and the training
+    questions, each a document, numbered after <0> <UNK> <SOS> <EOS>. (Their notebook reads Danqi Chen's
+    preprocessed files, which this project does not; the .question texts here are already lower-cased tokens, on
+    which spaCy's tokens are the space-separated words.) With min_df 2 on three stories, a word is kept when two
+    passages or questions hold it."""
+    files = {
+        "training": {
+            "a": ("@entity0 met @entity1 in paris .", "@placeholder met @entity1", "@entity0"),
+            "b": ("@entity1 won in paris on friday .", "@placeholder won on friday", "@entity1"),
+            "c": ("@entity2 lost on friday .", "@placeholder lost", "@entity2"),
+        },
+        "validation": {"d": ("@entity0 met @entity2 .", "@entity0 met @placeholder", "@entity2")},
+        "test": {"e": ("@entity1 lost in paris .", "@placeholder lost", "@entity1")},
+    }
+    cnn = write_cnn(tmp_path, files)
+    data = recipe_data("cnn_qa", cnn, tmp_path / "cache", "dataset.preprocessing.min_count=2")
+    texts = [p for p, _, _ in files["training"].values()] + [q for _, q, _ in files["training"].values()]
+    assert data.vocab.itos == TheirCode.vocabulary(texts, min_df=2)
+    # @entity0 is in one training passage only (theirs would add it back: --add_answers_to_vocab, not reproduced)
+    assert tokens_of(data, "train", "training/a") == ["<unk>", "met", "@entity1", "in", "paris", "."]
+
+
+def test_adr_is_their_csv_text_split_on_spaces_with_their_vocabulary_and_bounds(tmp_path):
+    """Their ADR CSV holds texts their cleaner already produced (qqq, lower case, spaCy's tokens joined by
+    spaces), which the recipe's tokens reproduce; CountVectorizer(min_df=2) on every training text, the short one
+    included; ADR_dataset: 5 < n < 100."""
+    rows = [
+        ("i took qqq mg of cymbalta and felt dizzy", "train"),
+        ("cymbalta made me dizzy all day !", "train"),
+        ("short : one dizzy day", "train"),
+        ("felt fine on cymbalta today , no issues", "train"),
+        ("dizzy again after the cymbalta dose", "dev"),
+        ("no side effects from cymbalta at all", "test"),
+        ("tiny", "test"),
+    ]
+    lines = ["text,label,split", *(f'"{text}",{n % 2},{split}' for n, (text, split) in enumerate(rows))]
+    (tmp_path / "adr.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    data = recipe_data("adr", tmp_path / "adr.csv", tmp_path / "cache")
+    theirs = {split: {} for split in ("train", "dev", "test")}
+    for n, (text, split) in enumerate(rows, start=1):
+        theirs[split][f"{split}-{n}"] = TheirCode.cleaner(text)
+    assert all(TheirCode.cleaner(text) == text for text, _ in rows)  # the CSV is their cleaner's output
+    their_splits_match(data, theirs, min_df=2, min_length=5, max_length=100)
+    # 'day' is in two training texts, one of them (5 words) filtered out
+    assert "day" in data.vocab.itos and "train-3" not in data.splits["train"].uids
