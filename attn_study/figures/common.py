@@ -1,5 +1,6 @@
 """What every figure shares: a Figure on the Agg canvas (no pyplot state, nothing left open),
-atomic PNG files with ordinary permissions, class colours and titles."""
+atomic PNG files with ordinary permissions, class colours and titles. A saved figure keeps every text whole:
+titles and long labels are wrapped (never shortened), and the PNG takes in whatever still reaches past the figure."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pandas as pd
 from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator
 
 from attn_study.analysis.measures import bootstrap_ci
 from attn_study.io import atomic_open
@@ -79,13 +81,42 @@ def fit_titles(fig: Figure) -> None:
         text.set_text(wrap_label(" ".join(content.split()), width))
 
 
+#: a tick label's or legend entry's longest line, in characters: a longer one is wrapped (:func:`wrap_labels`)
+LABEL_WIDTH = 40
+
+
+def wrap_labels(fig: Figure, width: int = LABEL_WIDTH) -> None:
+    """Every named tick label (``set_xticks(…, labels)``) and legend entry of ``fig`` on lines of at most ``width``
+    characters (:func:`wrap_label`, each line of a label apart; mathtext left as it is), all of its text kept: a
+    long label (a run's variant) neither squeezes its axes to nothing nor runs past the figure's edge."""
+
+    def wrapped(label) -> str:
+        text = str(label)
+        if "$" in text or all(len(line) <= width for line in text.splitlines()):
+            return text
+        return "\n".join(wrap_label(line, width) for line in text.splitlines())
+
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            if not isinstance(axis.get_major_locator(), FixedLocator):  # a number's ticks, short by nature
+                continue
+            labels = [text.get_text() for text in axis.get_majorticklabels()]
+            if any(wrapped(label) != label for label in labels):
+                axis.set_ticklabels([wrapped(label) for label in labels])
+        legend = ax.get_legend()
+        for text in legend.get_texts() if legend is not None else ():
+            text.set_text(wrapped(text.get_text()))
+
+
 def save_png(fig: Figure, path: Path) -> Path:
-    """Write ``fig`` as a PNG at ``path`` (atomically), its titles inside it (:func:`fit_titles`), and release
-    its contents."""
+    """Write ``fig`` as a PNG at ``path`` (atomically), its long labels wrapped (:func:`wrap_labels`) and its
+    titles inside it (:func:`fit_titles`), the PNG grown to take in any text still past the figure's edge (none is
+    cut), and release its contents."""
     try:
+        wrap_labels(fig)
         fit_titles(fig)
         with atomic_open(Path(path), "wb") as handle:
-            fig.savefig(handle, format="png", dpi=DPI)
+            fig.savefig(handle, format="png", dpi=DPI, bbox_inches="tight")
     finally:
         fig.clear()
     return Path(path)

@@ -2,12 +2,14 @@
 
 Numbers are printed one way per kind, everywhere (:data:`FORMATS`; a table names its columns' kinds, and
 p-value and count columns are also known by their names): a mean, τ or entropy with 3 decimals
-(:func:`format_number`; a nonzero value that would round to 0 in scientific notation, ``4.0e-04``), a
+(:func:`format_number`; a nonzero value that would round to 0, ``< 0.001``: never scientific notation), a
 percentage as ``9.5 %`` (:func:`format_percent`), a fraction of instances as a percentage too
 (:func:`format_fraction`: 0.25 → ``25.0 %``), a ratio as ``2.0×`` (:func:`format_ratio`), a duration as
 ``4 min 05 s`` (:func:`format_duration`), a count as an integer, a p-value with 3 decimals from 0.001 up
-and two significant digits below (:func:`format_p`, ``1.1e-09``); "—" only for a missing value (the
-caption says why), ±inf as "∞"/"−∞" (LaTeX ``$\\infty$``). CSV files hold the numbers themselves."""
+and two significant digits below (:func:`format_p`, ``1.1e-09``: the one kind in scientific notation, and a
+table that shows one says so in its caption); "—" only for a missing value (the caption says why), ±inf as
+"∞"/"−∞" (LaTeX ``$\\infty$``). CSV files hold the numbers themselves. A Markdown cell keeps its table whole
+whatever text it holds: ``|`` escaped, a line break as ``<br>``."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import io
 import math
 import re
 import unicodedata
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -32,8 +35,8 @@ def _missing(value) -> bool:
 
 
 def format_number(value, digits: int = 3) -> str:
-    """A number as the tables print it: ``digits`` decimals; ``1.2e-05`` where those would show a nonzero
-    value as 0; "∞"/"−∞"; integers as integers; "—" for a missing value."""
+    """A number as the tables print it: ``digits`` decimals; ``< 0.001`` (``> −0.001``) where those would show a
+    nonzero value as 0; "∞"/"−∞"; integers as integers; "—" for a missing value."""
     if _missing(value):
         return MISSING
     if isinstance(value, (bool, np.bool_)):
@@ -44,7 +47,8 @@ def format_number(value, digits: int = 3) -> str:
     if math.isinf(value):
         return "∞" if value > 0 else "−∞"
     if value != 0 and abs(value) < 0.5 * 10.0**-digits:
-        return f"{value:.1e}"
+        smallest = f"{10.0**-digits:.{digits}f}"
+        return f"< {smallest}" if value > 0 else f"> −{smallest}"
     return f"{value:.{digits}f}"
 
 
@@ -173,10 +177,16 @@ def _cells(frame: pd.DataFrame, kinds: dict | None = None):
         yield [format_value(v, kind) for v, kind in zip(row, columns)]
 
 
+def markdown_cell(text) -> str:
+    """``text`` as one Markdown table cell: ``|`` escaped, each line break (``\\n``, ``\\r``, U+2028, …) a ``<br>``, so
+    no text ends its row or its cell early."""
+    return "<br>".join(str(text).replace("|", "\\|").splitlines())
+
+
 def markdown(frame: pd.DataFrame, kinds: dict | None = None) -> str:
-    header = "| " + " | ".join(map(str, frame.columns)) + " |"
+    header = "| " + " | ".join(markdown_cell(c) for c in frame.columns) + " |"
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    rows = ["| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |" for cells in _cells(frame, kinds)]
+    rows = ["| " + " | ".join(markdown_cell(c) for c in cells) + " |" for cells in _cells(frame, kinds)]
     return "\n".join([header, rule, *rows]) + "\n"
 
 
@@ -245,7 +255,7 @@ def _math_code(ch: str) -> str | None:
 def _latex_segments(text: str) -> list[tuple[bool, str]]:
     """``text`` as (is_math, LaTeX) pieces: special characters escaped, symbols in math mode, a symbol's
     subscript (``τ_g``, ``τ_{loo}``) a math subscript, a combining tilde or hat over its letter."""
-    text = unicodedata.normalize("NFC", str(text))
+    text = " ".join(unicodedata.normalize("NFC", str(text)).splitlines())  # a blank line would end the table's row
     pieces: list[tuple[bool, str]] = []
     i = 0
     while i < len(text):
@@ -317,6 +327,19 @@ def latex(frame: pd.DataFrame, caption: str, kinds: dict | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: a p-value as :func:`format_p` prints it below 0.001
+_SCIENTIFIC = re.compile(r"\d\.\de-\d+")
+#: what a caption says when its table shows a p-value in scientific notation
+P_NOTE = "; p-values under 0.001 in scientific notation (1.1e-09 = 1.1 × 10⁻⁹)"
+
+
+def with_p_note(caption: str, frame: pd.DataFrame, kinds: dict | None = None) -> str:
+    """``caption``, saying so (:data:`P_NOTE`) when a cell of ``frame`` as printed holds a p-value in scientific
+    notation."""
+    shown = any(_SCIENTIFIC.search(cell) for cells in _cells(frame, kinds) for cell in cells)
+    return caption.rstrip().rstrip(".") + P_NOTE if shown else caption
+
+
 def sentence(caption: str) -> str:
     """A caption as a sentence: a full stop added unless it ends in one (or in ? or !)."""
     caption = caption.rstrip()
@@ -332,9 +355,11 @@ def write_table(
     kinds: dict | None = None,
 ) -> dict:
     """``<stem>.csv`` (the numbers, full precision, counts as integers), ``.md`` and ``.tex`` (``display``, or
-    the frame, each column printed as its kind: :func:`column_kind`)."""
+    the frame, each column printed as its kind: :func:`column_kind`; the caption :func:`with_p_note`). Returns the
+    table as shown: its stem, caption, printed frame and kinds."""
     frame = with_integer_counts(frame)
     shown = frame if display is None else with_integer_counts(display)
+    caption = with_p_note(caption, shown, kinds)
     frame.to_csv(out_dir / f"{stem}.csv", index=False)
     (out_dir / f"{stem}.md").write_text(f"**{sentence(caption)}**\n\n" + markdown(shown, kinds))
     (out_dir / f"{stem}.tex").write_text(latex(shown, sentence(caption), kinds))
@@ -439,15 +464,35 @@ details .more{white-space:normal;max-width:22em;font-size:11px;color:#333;paddin
 .v-ok{background:#d4efd4}.v-bad{background:#f6caca}.v-why{background:#fbe0b8}.v-nc{background:#e2e2e2}
 .v-nv{background:#fbf1bd}.v-nr{color:#777}.legend{display:inline-block;padding:0 6px;margin-right:6px}
 .thumb{display:inline-block;margin:4px;text-align:center;font-size:11px;vertical-align:top;max-width:230px}
-.thumb img{display:block;border:1px solid #ddd;margin:0 auto 2px}"""
+.thumb img{display:block;border:1px solid #ddd;margin:0 auto 2px}
+p.lead{font-size:15px;margin:.3em 0 .8em}h1{margin-bottom:.2em}
+details.section{display:block;padding:0}details.section>summary{display:list-item;list-style:disclosure-closed inside}
+details.section[open]>summary{list-style-type:disclosure-open}"""
 
 
-def html_page(title: str, sections: list[tuple[str, str]]) -> str:
-    """``sections``: (heading, HTML body) pairs."""
-    body = "".join(f"<h2>{html_label(h)}</h2>\n{content}\n" for h, content in sections)
+def section_id(heading: str) -> str:
+    """The anchor of a page's section (``#runs`` for "Runs"): its heading in lower-case letters, digits and ``-``."""
+    return re.sub(r"[^a-z0-9]+", "-", heading.lower()).strip("-") or "section"
+
+
+def collapsed(summary: str, body: str) -> str:
+    """``body`` closed under a line that opens it (``summary``, HTML)."""
+    return f"<details class='section'><summary>{summary}</summary>{body}</details>"
+
+
+def html_page(title: str, sections: list[tuple[str, str]], lead: str = "") -> str:
+    """``sections``: (heading, HTML body) pairs, each heading with its :func:`section_id` (a second section of the
+    same id: ``-2`` added, and so on); ``lead``: HTML shown under the title, before the first section."""
+    ids: Counter = Counter()
+    body = ""
+    for heading, content in sections:
+        ids[section_id(heading)] += 1
+        n = ids[section_id(heading)]
+        anchor = section_id(heading) + (f"-{n}" if n > 1 else "")
+        body += f"<h2 id='{anchor}'>{html_label(heading)}</h2>\n{content}\n"
     return (
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-        f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>\n{body}</body></html>\n"
+        f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>\n{lead}\n{body}</body></html>\n"
     )
 
 
@@ -490,4 +535,4 @@ def captioned_table(
 ) -> str:
     """The table written as files (:func:`write_table`) and as HTML under its caption."""
     table = write_table(frame, work, stem, caption, display=display, kinds=kinds)
-    return f"<p>{html_label(sentence(caption))}</p>" + html_table(table["frame"], kinds)
+    return f"<p>{html_label(sentence(table['caption']))}</p>" + html_table(table["frame"], kinds)

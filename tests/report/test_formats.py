@@ -4,20 +4,25 @@ labels as HTML, and captions as sentences."""
 from __future__ import annotations
 
 import math
+import re
 
 import pandas as pd
 import pytest
 
 from attn_study.report.render import (
     FORMATS,
+    P_NOTE,
     column_kind,
     format_duration,
     format_fraction,
     format_percent,
     format_ratio,
     html_label,
+    html_page,
     markdown,
     sentence,
+    with_p_note,
+    write_table,
 )
 
 NBSP = "\u00a0"
@@ -83,3 +88,30 @@ def test_a_long_name_may_break_where_a_reader_expects():
 def test_a_caption_is_one_sentence():
     assert sentence("did larger λ make the models sparser?") == "did larger λ make the models sparser?"
     assert sentence("Table 1") == "Table 1." and sentence("Done.") == "Done."
+
+
+@pytest.mark.parametrize(
+    "value, printed",
+    [(4e-4, "< 0.001"), (-4.99e-4, "> −0.001"), (5.1e-4, "0.001"), (1e-300, "< 0.001"), (123456.7891, "123456.789")],
+)
+def test_a_number_is_never_in_scientific_notation(value, printed):
+    """A mean too small for 3 decimals is said to be so (never 0.000, never 4.0e-04); a large one in full."""
+    assert FORMATS["number"](value) == printed
+
+
+def test_a_caption_says_when_its_table_shows_a_p_value_in_scientific_notation(tmp_path):
+    """p-values keep their format (1.1e-09) and the caption says it — in a p column or inside a text cell; a table
+    whose p-values are all 0.001 or more says nothing."""
+    tiny = pd.DataFrame({"τ": [0.5], "sign test p": [1.1e-9]})
+    assert with_p_note("Table 3", tiny) == "Table 3" + P_NOTE
+    assert with_p_note("Table 3.", pd.DataFrame({"τ-b": ["+0.905 (p 1.2e-04)"]})) == "Table 3" + P_NOTE
+    assert with_p_note("Table 3", pd.DataFrame({"sign test p": [0.002], "λ": ["1e-3"]})) == "Table 3"
+    written = write_table(tiny, tmp_path, "t", "Table 3")
+    assert (tmp_path / "t.md").read_text().startswith(f"**Table 3{P_NOTE}.**")
+    assert written["caption"] == "Table 3" + P_NOTE
+
+
+def test_a_page_leads_with_its_line_and_every_section_has_its_own_anchor():
+    page = html_page("t", [("Runs", "a"), ("Jain & Wallace: τ_g", "b"), ("Runs", "c")], lead="<p class='lead'>x</p>")
+    assert re.findall(r"<h2 id='([^']*)'>", page) == ["runs", "jain-wallace-g", "runs-2"]  # τ is not ASCII
+    assert page.index("<p class='lead'>x</p>") < page.index("<h2")

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attn_study.figures.common import new_figure, save_png
+from attn_study.figures.common import LABEL_WIDTH, new_figure, save_png, wrap_label
 from attn_study.report.render import (
     MISSING,
     captioned_table,
@@ -169,7 +169,7 @@ def table2_display(frame: pd.DataFrame) -> pd.DataFrame:
     for stem, header in TABLE2_HEADERS.items():
         cells = zip(*(frame[f"{stem}_{s}"] for s in ("mean", "ci_low", "ci_high", "std")))
         out[f"{header} mean [95% CI] ± std"] = [
-            (MISSING if np.isnan(m) else f"{mean_ci(m, lo, hi, 2)} ± {format_number(s, 2)}") for m, lo, hi, s in cells
+            (MISSING if np.isnan(m) else f"{mean_ci(m, lo, hi)} ± {format_number(s)}") for m, lo, hi, s in cells
         ]
         out[f"{header} sig. frac."] = [format_fraction(v) for v in frame[f"{stem}_sig_frac"]]
         out[f"{header} n"] = frame[f"{stem}_n"]
@@ -251,12 +251,14 @@ def _per_instance(runs: list[Run], encoder: str, attention: str, projection: str
 
 def _box_figure(groups: list[tuple[str, np.ndarray]], xlabel: str, title: str, path: Path) -> Path | None:
     """Horizontal box plots, one per (label, values) group (NaN left out, a group without a value too;
-    diamond = mean); None when no group has a value."""
-    groups = [(label, v[~np.isnan(v)]) for label, v in groups]
+    diamond = mean); each label whole, wrapped onto lines of :data:`LABEL_WIDTH` characters (the figure as tall as
+    its lines need); None when no group has a value."""
+    groups = [(wrap_label(label, LABEL_WIDTH), v[~np.isnan(v)]) for label, v in groups]
     groups = [(label, v) for label, v in groups if v.size]
     if not groups:
         return None
-    fig = new_figure((7, 0.45 * len(groups) + 1.4))
+    lines = sum(label.count("\n") for label, _ in groups)  # beyond the first line of each
+    fig = new_figure((7, 0.45 * len(groups) + 0.2 * lines + 1.4))
     ax = fig.add_subplot()
     ax.boxplot(
         [g[1] for g in groups],
@@ -275,7 +277,7 @@ def _box_figure(groups: list[tuple[str, np.ndarray]], xlabel: str, title: str, p
 
 def _mean_label(values: np.ndarray) -> str:
     finite = values[np.isfinite(values)]
-    return f"mean {finite.mean():+.2f}, n={finite.size}" if finite.size else "n=0"
+    return f"mean {finite.mean():+.3f}, n={finite.size}" if finite.size else "n=0"
 
 
 def difference_figure(runs: list[Run], attention: str, projection: str, which: str, path: Path) -> Path | None:
@@ -307,7 +309,7 @@ def average_vs_bilstm_figure(runs: list[Run], attention: str, projection: str, p
         a, b = avg[dataset]["tau_loo"].to_numpy(float), lstm[dataset]["tau_loo"].to_numpy(float)
         if np.isfinite(a).any() and np.isfinite(b).any():
             diff = np.nanmean(a) - np.nanmean(b)
-            groups += [(f"{dataset} Average (Δ mean {diff:+.2f})", a), (f"{dataset} BiLSTM", b)]
+            groups += [(f"{dataset} Average (Δ mean {diff:+.3f})", a), (f"{dataset} BiLSTM", b)]
     return _box_figure(
         groups,
         "τ_loo (attention vs leave-one-out)",

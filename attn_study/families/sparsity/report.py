@@ -110,15 +110,14 @@ def table1_display(frame: pd.DataFrame) -> pd.DataFrame:
     cells = {}
     for (model, projection, dataset), g in frame.groupby(["model", "projection", "dataset"], sort=False):
         if len(g) == 1:
-            text = (
-                f"{mean_ci(g['mean'].iloc[0], g['ci_low'].iloc[0], g['ci_high'].iloc[0], 2)} ± {g['std'].iloc[0]:.2f}"
-            )
+            first = g.iloc[0]
+            text = f"{mean_ci(first['mean'], first['ci_low'], first['ci_high'])} ± {format_number(first['std'])}"
         else:
-            text = f"{g['mean'].mean():.2f} ± {g['std'].mean():.2f}"
-        if len(g) > 1:
-            text += f" (seeds: {len(g)}, spread {g['mean'].std(ddof=0):.2f})"
+            text = f"{format_number(g['mean'].mean())} ± {format_number(g['std'].mean())}"
+            text += f" (seeds: {len(g)}, spread {format_number(g['mean'].std(ddof=0))})"
         if g["pairs mean"].notna().all():  # the same over every (instance, p) pair (runs before 2026-11-28 lack it)
-            text += f"; over (instance, p): {g['pairs mean'].mean():.2f} ± {g['pairs std'].mean():.2f}"
+            pairs = f"{format_number(g['pairs mean'].mean())} ± {format_number(g['pairs std'].mean())}"
+            text += f"; over (instance, p): {pairs}"
         cells.setdefault((model, projection), {})[dataset] = text
     return pd.DataFrame([{"model (projection)": f"{m} ({p})", **v} for (m, p), v in cells.items()])
 
