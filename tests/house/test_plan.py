@@ -160,7 +160,8 @@ def test_shared_code_imports_no_family_and_the_base_callback_not_even_the_regist
 PAPER_CONVENTIONS = {
     "attn_study.data.babi": {"jain_wallace"},  # style (passage joined by " . ") and dev split of their notebook
     "attn_study.data.imdb": {"jain_wallace", ": choose standard or jain_wallace"},  # their split and tokens
-    "attn_study.data.twenty_news": {"jain_wallace", ": choose bydate or jain_wallace"},  # their two classes
+    "attn_study.data.twenty_news": {"jain_wallace"},  # their post order and splits
+    "attn_study.data.zhang_csv": {"jain_wallace"},  # their AG News dev split
     "attn_study.roar.job": {"jain_wallace"},  # ROAR's gradient as J&W compute it (roar.gradient)
     "attn_study.roar.scores": {"jain_wallace", " has no embedding matrix; use jain_wallace"},
     "attn_study.ranges": {"jain_wallace"},  # the kinds of those settings: a source's style and splits, roar.gradient
