@@ -1,6 +1,12 @@
-"""``attn-study-report <run, sweep or outputs dir> [--out DIR]``: the papers' tables and figures from
+"""``attn-study-report <run, sweep or outputs dir> [--out DIR] [--include-all]``: the papers' tables and figures from
 every finished run below a directory, as Markdown, CSV and LaTeX tables, PNG figures and one
-self-contained ``index.html``. Failed, unfinished and missing runs are listed, never dropped."""
+self-contained ``index.html``. Failed, unfinished, unreadable and missing runs are listed, never dropped.
+
+The page leads with the result: under its title one line of what was run (and what was left out), then the
+scorecard's line per paper table a run here gives numbers of and those tables, then each family's tables; the
+accuracies, the instances, the runs with their states, the per-run figures, how a number is judged and, closed,
+the coverage of every paper table (most of which no run here touches) come after. The terminal gets the same
+scorecard lines after the report's paths."""
 
 from __future__ import annotations
 
@@ -12,28 +18,44 @@ import shutil
 import socket
 import sys
 import tempfile
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 from attn_study import layout, stopping
 from attn_study.errors import UserError
 from attn_study.families import REGISTRY
-from attn_study.io import make_temporary_dir, read_json, write_json_atomic
+from attn_study.io import make_temporary_dir, read_json, write_json_atomic, write_text_atomic
 from attn_study.report import accuracy, explorer, mohankumar, paper_tables, roar
-from attn_study.report.render import embedded_png, html_page, html_table, thumbnail, write_table
-from attn_study.report.runs import code_note, collect, latest_per_model, replaced_table, status_table
+from attn_study.report.render import collapsed, embedded_png, html_page, html_table, section_id, thumbnail, write_table
+from attn_study.report.runs import (
+    UNREADABLE,
+    Run,
+    code_note,
+    collect,
+    label_variants,
+    latest_per_model,
+    real_runs,
+    replaced_table,
+    status_table,
+)
 from attn_study.report.training import training_figures
 
 #: the file in every folder this tool wrote: the list of what it wrote there (what may be replaced, and only that)
 MARKER = ".attn-study-report.json"
 
 
-def build_report(root: Path, out_dir: Path | None = None) -> Path:
+def build_report(root: Path, out_dir: Path | None = None, include_all: bool = False) -> Path:
     """Write the report for the runs under ``root`` into ``out_dir`` (default ``<root>/report``).
 
     ``out_dir`` is the report's alone (:func:`check_out`): a folder that does not exist yet, an empty one, or one
     an earlier report wrote and nobody added to; anything else is refused before any work. The report is written
     into a hidden folder beside it (``.<name>.partial-<host>-<pid>-…``, removed on any failure or signal; those of
-    dead processes are removed by the next report) and swapped into place when complete."""
+    dead processes are removed by the next report) and swapped into place when complete.
+
+    The tables hold the complete runs, one per config (the latest); beside real runs, trials (debug runs, runs on
+    synthetic data: ``runs.real_runs``) are left out unless ``include_all``. A run whose files cannot be read is
+    listed with the file and what is wrong, left out, and counted in one warning line on stderr."""
     root = Path(root).resolve()
     out_dir = Path(out_dir).resolve() if out_dir else root / layout.REPORT
     runs, missing = collect(root)
@@ -41,6 +63,8 @@ def build_report(root: Path, out_dir: Path | None = None) -> Path:
         raise UserError(f"attn-study-report: no runs under {root} (a run directory has .hydra/config.yaml)")
     check_out(out_dir, root, runs)
     used, replaced = latest_per_model(runs)
+    used, trials = real_runs(used, include_all)
+    label_variants(used)  # what tells apart the runs in the tables, among themselves
     try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_partials(out_dir)
@@ -52,15 +76,41 @@ def build_report(root: Path, out_dir: Path | None = None) -> Path:
         ) from None
     with stopping.on_stop(lambda _signal: shutil.rmtree(work, ignore_errors=True)):
         try:
-            sections = _write_all(root, work, out_dir, runs, missing, used, replaced)
-            (work / "index.html").write_text(html_page(f"attn_study report: {root.name}", sections))
+            listing = Listing(root, runs, missing, used, replaced, trials)
+            sections = _write_all(work, out_dir, listing)
+            page = html_page(f"attn_study report: {root.name}", sections, lead=_what_was_run(listing))
+            (work / "index.html").write_text(page)
             written = sorted(str(p.relative_to(work)) for p in work.rglob("*") if p.is_file())
             write_json_atomic(work / MARKER, {"written_by": "attn-study-report", "root": str(root), "files": written})
             _replace(work, out_dir)
         except BaseException:
             shutil.rmtree(work, ignore_errors=True)
             raise
+    unreadable = [r for r in runs if r.state == UNREADABLE]
+    if unreadable:
+        print(
+            f"attn-study-report: warning: {_count(len(unreadable), 'run')} left out, a file of each unreadable "
+            f"(each listed with its file and what is wrong in {out_dir / 'runs.md'})",
+            file=sys.stderr,
+        )
     return out_dir
+
+
+@dataclass
+class Listing:
+    """Every run found and what became of it: ``used`` in the tables; ``replaced``: (older run, the run of its config
+    used instead); ``trials``: (run, why) left out beside real runs; ``missing``: sweep jobs with no run."""
+
+    root: Path
+    runs: list[Run]
+    missing: list[dict]
+    used: list[Run]
+    replaced: list[tuple[Run, Run]]
+    trials: list[tuple[Run, str]]
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'s' * (n != 1)}"
 
 
 def check_out(out_dir: Path, root: Path, runs) -> None:
@@ -157,13 +207,24 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _write_all(root, work, out_dir, runs, missing, used, replaced) -> list[tuple[str, str]]:
-    """The report's sections: the runs, the accuracies, the papers' tables (with the coverage), each family's
-    (in registry order, with a line when its runs come from several code versions), the statistics tracked
-    during training and links to every run's own figures."""
-    sections = [("Runs", _runs_section(root, work, runs, missing, replaced))]
-    sections += accuracy.sections(used, work)
-    sections += paper_tables.sections(used, runs, work)
+#: the scorecard's sections, as paper_tables.sections names them
+SCORECARD, COVERAGE = "Paper vs this project", "Coverage of the papers' tables"
+JUDGING = "How a published number is judged"
+#: the report's file of the scorecard's lines (``paper_tables.summary_lines``), which the terminal is shown
+SUMMARY = "scorecard_summary.txt"
+
+
+def _write_all(work: Path, out_dir: Path, listing: Listing) -> list[tuple[str, str]]:
+    """The report's sections, the result first: the scorecard's lines and the paper tables the runs touch; each
+    family's tables (in registry order, with a line when its runs come from several code versions) and the reports
+    across runs (Mohankumar et al., ROAR); the accuracies; the instances; the statistics tracked during training;
+    every run with its state; the per-run figures; how a published number is judged; the coverage, closed."""
+    used = listing.used
+    scorecard = dict(paper_tables.sections(used, listing.runs, work))
+    tables, rule, untouched = _split_scorecard(scorecard.pop(SCORECARD))
+    lines = paper_tables.summary_lines(used, listing.runs)
+    write_text_atomic(work / SUMMARY, "".join(f"{line}\n" for line in lines))
+    sections = [(SCORECARD, _scorecard_front(lines, tables))]
     for family in REGISTRY.values():
         report = family.module("report")
         if report is not None:
@@ -171,6 +232,7 @@ def _write_all(root, work, out_dir, runs, missing, used, replaced) -> list[tuple
             sections += [(title, note + body) for title, body in report.sections(used, work)]
     sections += mohankumar.sections(used, work)
     sections += roar.sections(used, work)  # runs built on runs: ROAR (attn_study/roar/)
+    sections += accuracy.sections(used, work)
     sections += explorer.sections(used, work)  # every instance, sortable, with its text coloured per method
     curves = training_figures(used, work)
     if curves:
@@ -179,13 +241,82 @@ def _write_all(root, work, out_dir, runs, missing, used, replaced) -> list[tuple
             "(<code>analysis.&lt;family&gt;.every_n_epochs</code>), one line per model.</p>"
         )
         sections.append(("During training", body + "".join(embedded_png(path) for path in curves)))
-    sections.append(("Per-run figures", _run_links(used, root, out_dir)))
+    sections.append(("Runs", _runs_section(work, listing)))
+    sections.append(("Per-run figures", _run_links(used, listing.root, out_dir)))
+    sections.append((JUDGING, rule))
+    for title, body in scorecard.items():  # the coverage (and any other section the scorecard adds), closed
+        sections.append((title, collapsed(_opens(title), untouched + body) if title == COVERAGE else body))
     return sections
 
 
-def _runs_section(root, work, runs, missing, replaced) -> str:
+def _opens(title: str) -> str:
+    return f"{html.escape(title)}: per paper, table and dataset (most untouched by these runs); click to open"
+
+
+def _cut(text: str, start: str, end: str) -> tuple[str, str]:
+    """(``text`` without its first piece from ``start`` through the first ``end`` from there, that piece); (``text``,
+    "") where ``start`` is absent."""
+    at = text.find(start)
+    if at < 0:
+        return text, ""
+    stop = text.index(end, at) + len(end)
+    return text[:at] + text[stop:], text[at:stop]
+
+
+def _split_scorecard(body: str) -> tuple[str, str, str]:
+    """paper_tables' scorecard section as (its legend and the tables the runs touch, the rule by which a number is
+    judged, its line naming the tables no run touches): the page shows the first at its top under the scorecard's
+    lines (``paper_tables.summary_lines``: a line per table the runs touch, then how many no run touches), the
+    others at its end. Its own list of a line per paper table, 20 and more of them untouched, is dropped."""
+    body, rule = _cut(body, f"<p>{paper_tables.RULE}</p>", "</p>")
+    body, _every_table = _cut(body, "<ul class='summary'>", "</ul>")
+    body, untouched = _cut(body, "<p class='note'>No run here gives a number of:", "</p>")
+    return body, rule, untouched
+
+
+def _scorecard_front(lines: list[str], tables: str) -> str:
+    """The top of the page: the scorecard's lines (``paper_tables.summary_lines``: one per paper table the runs
+    touch, then how many no run touches) and the tables themselves; where the rule and the untouched tables are."""
+    where = (
+        f"How a number is judged: <a href='#{section_id(JUDGING)}'>below</a>; the paper tables no run here touches: "
+        f"<a href='#{section_id(COVERAGE)}'>the coverage</a>, at the end."
+    )
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
+    return f"<ul class='summary'>{items}</ul><p class='note'>{where}</p>{tables}"
+
+
+def _what_was_run(listing: Listing) -> str:
+    """One line under the page's title: the runs in the tables (their datasets and seeds), then what was left out
+    and why, in counts (each run is listed under Runs)."""
+    used = listing.used
+    datasets = Counter(str(r.config.get("dataset")) for r in used)
+    seeds = sorted({str(r.config.get("seed")) for r in used}, key=lambda seed: (len(seed), seed))
+    said = f"{_count(len(used), 'run')} in the tables"
+    if used:
+        said += ": " + ", ".join(f"{html.escape(d)} ({n})" for d, n in sorted(datasets.items()))
+        said += f"; {_count(len(seeds), 'seed')} ({html.escape(', '.join(seeds))})"
+    said += "."
+    states = [r.state for r in listing.runs if r.state != "complete"] + [
+        m.get("state", "missing") for m in listing.missing
+    ]
+    names = {"running": "unfinished", "none": "never started", "missing": "never started"}
+    left = Counter(html.escape(names.get(state, state)) for state in states)  # what → how many (HTML)
+    if listing.replaced:
+        left["replaced by a later run of their config"] = len(listing.replaced)
+    if listing.trials:
+        left["debug or synthetic beside real runs (<code>--include-all</code> keeps them)"] = len(listing.trials)
+    if left:
+        listed = ", ".join(f"{n} {what}" for what, n in left.items())
+        said += f" Left out: {listed}; each under <a href='#{section_id('Runs')}'>Runs</a>, with why."
+    return f"<p class='lead'>{said}</p>"
+
+
+def _runs_section(work: Path, listing: Listing) -> str:
     """Every run found with its state and code; those not in the tables named, with why."""
-    status = status_table(runs, missing, root)
+    root = listing.root
+    left_out = {run.path: f"trial: {why}" for run, why in listing.trials}
+    left_out |= {old.path: "replaced by a later run of its config" for old, _new in listing.replaced}
+    status = status_table(listing.runs, listing.missing, root, left_out)
     write_table(status, work, "runs", "Every run found, with its state")
     problems = status[status["state"] != "complete"]
     counts = status["state"].value_counts().to_dict()
@@ -196,17 +327,25 @@ def _runs_section(root, work, runs, missing, replaced) -> str:
     ]
     if len(problems):
         lines.append(
-            "<p>Not in the tables (failed, unfinished or never started):</p>"
+            "<p>Not in the tables (failed, unfinished, unreadable or never started):</p>"
             + html_table(problems[["run", "state", "error"]])
         )
-    lines.append(code_note([r for r in runs if r.state == "complete"], "The complete runs"))
-    if replaced:
+    if listing.trials:
+        trials = status[status["left out"].astype(str).str.startswith("trial: ")]
+        lines.append(
+            "<p>Not in the tables either: debug runs (cut to a few batches) and runs on synthetic data, beside real "
+            "runs (<code>--include-all</code> keeps them):</p>" + html_table(trials[["run", "left out"]])
+        )
+    lines.append(code_note([r for r in listing.runs if r.state == "complete"], "The complete runs"))
+    if listing.replaced:
         lines.append(
             "<p>Also not in the tables: complete runs of a config that a later run of the same config replaces "
             "(the later finished is used, whatever code made it; <code>replaced.csv</code>):</p>"
-            + html_table(replaced_table(replaced, root))
+            + html_table(replaced_table(listing.replaced, root))
         )
-        write_table(replaced_table(replaced, root), work, "replaced", "Runs replaced by a later run of their config")
+        write_table(
+            replaced_table(listing.replaced, root), work, "replaced", "Runs replaced by a later run of their config"
+        )
     return "".join(lines)
 
 
@@ -247,8 +386,8 @@ def main(argv: list[str] | None = None) -> None:
         prog="attn-study-report",
         description=(
             "The papers' tables and figures from every finished run below a directory: Markdown, CSV and LaTeX "
-            "tables, PNG figures and one self-contained index.html. Failed, unfinished and missing runs are "
-            "listed, never dropped."
+            "tables, PNG figures and one self-contained index.html. Failed, unfinished, unreadable and missing runs "
+            "are listed, never dropped."
         ),
     )
     parser.add_argument(
@@ -257,10 +396,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--out", type=Path, default=None, metavar="DIR", help="where the report goes (default: <directory>/report)"
     )
+    parser.add_argument(
+        "--include-all",
+        action="store_true",
+        help="keep debug runs (trainer=debug, limit_*_batches) and runs on synthetic data in the tables when real "
+        "runs are beside them (by default they are listed and left out)",
+    )
     args = parser.parse_args(argv)
     stopping.install("attn-study-report", "no report was written (nothing half-written is left); run it again")
     try:
-        out = build_report(args.directory, args.out)
+        out = build_report(args.directory, args.out, include_all=args.include_all)
     except UserError as err:
         print(f"attn-study-report: error: {str(err).removeprefix('attn-study-report: ')}", file=sys.stderr)
         sys.exit(2)
@@ -277,6 +422,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     tables = sorted(p.name for p in out.glob("*.md"))
     print(f"report: {out / 'index.html'}\ntables: {', '.join(tables)}")
+    lines = (out / SUMMARY).read_text().splitlines()
+    print("scorecard (ours against the papers' numbers):\n" + "\n".join(f"  {line}" for line in lines))
     for name in tables:
         if name.startswith("table2_"):
             print("\n" + (out / name).read_text())

@@ -2,8 +2,16 @@
 
 A run is a directory with ``.hydra/config.yaml``. Its state comes from ``status.json``
 (``attn_study.sweep.state``); only ``complete`` runs enter the tables. Jobs named in a
-``sweep.json`` that have no run directory, or whose run never finished, are listed as missing; an
-unreadable ``summary.json`` or ``sweep.json`` is listed as such and the rest goes on.
+``sweep.json`` that have no run directory, or whose run never finished, are listed as missing.
+
+A run is read here once, and whatever the report reads of it later is checked here (:func:`unreadable_file`): a
+file that is not what attn_study writes — ``.hydra/config.yaml`` that is not YAML, a ``summary.json`` that is not
+JSON, a family's ``instances.parquet`` or ``tokens.parquet`` that is not Parquet (truncated, another format) or lacks
+the columns its readers need, an ``epochs.csv`` that is not CSV — makes the run ``unreadable``: listed with the file
+and what is wrong, and left out; an unreadable ``sweep.json`` is listed likewise; the rest is reported.
+
+A run may also be a trial (:func:`trial_reason`: a debug run, cut to a few batches, or one on synthetic data):
+beside real runs, a report leaves it out of its tables (:func:`real_runs`) unless asked to keep it.
 
 Runs are told apart by their config identity (what ``status.json`` records: the resolved config less
 the settings that do not change results), not by dataset / model / encoder / attention / projection /
@@ -30,10 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import yaml
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
-from attn_study import layout
+from attn_study import families, layout
 from attn_study.config import family_names
 from attn_study.errors import UserError
 from attn_study.io import read_json
@@ -207,40 +217,13 @@ def _run_dirs(root: Path):
 
 
 def collect(root: Path) -> tuple[list[Run], list[dict]]:
-    """(every run found under ``root``, the sweep jobs with no run directory)."""
+    """(every run found under ``root``, the sweep jobs with no run directory); a run whose files the report cannot
+    read is ``unreadable``, its ``error`` naming the file and what is wrong (the module docstring)."""
     root = Path(root)
     if not root.is_dir():
         raise UserError(f"attn-study-report: {root} is not a directory; give a run, sweep or outputs directory")
-    runs = []
-    for run_dir in _run_dirs(root):
-        status = state.read_status(run_dir)
-        complete = state.is_complete(run_dir, status)
-        cfg = OmegaConf.load(run_dir / layout.RECORD / layout.CONFIG)
-        run = Run(
-            path=run_dir,
-            state="complete" if complete else status.get("state", "none"),
-            error=status.get("error", ""),
-            finished=status.get("finished", 0.0),
-            config={**_config(cfg), "overrides": _overrides(run_dir)},
-            labels=_labels(cfg, status),
-            identity=_identity(cfg, status),
-            settings=_settings(cfg),
-            code=status.get("code") if isinstance(status.get("code"), dict) else {},
-            numerics=status.get("numerics") if isinstance(status.get("numerics"), dict) else {},
-            started=status.get("started", 0.0),
-            attempts=int(status.get("attempt", 1) or 1),
-        )
-        if run.state == "running":
-            run.error = "no final state: killed, lost or still running"
-        if run.state == "unreadable":
-            run.error = f"{run_dir / layout.STATUS} is unreadable"
-        if complete:
-            try:
-                run.summary = _numbers(read_json(run_dir / layout.SUMMARY))
-            except (OSError, ValueError) as err:
-                run.state, run.error = "unreadable", f"{run_dir / 'summary.json'} is unreadable ({type(err).__name__})"
-        runs.append(run)
-    _label_variants([r for r in runs if r.state == "complete"])
+    runs = [_read_run(run_dir) for run_dir in _run_dirs(root)]
+    label_variants([r for r in runs if r.state == "complete"])
     missing = []
     for record_path in sorted(root.rglob(RECORD)):
         sweep_dir = record_path.parent
@@ -260,6 +243,147 @@ def collect(root: Path) -> tuple[list[Run], list[dict]]:
             if not (sweep_dir / name / layout.RECORD / layout.CONFIG).is_file():
                 missing.append({"sweep": str(sweep_dir), "job": name, "overrides": " ".join(overrides)})
     return runs, missing
+
+
+#: the state of a run whose files the report cannot read
+UNREADABLE = "unreadable"
+
+
+def _read_run(run_dir: Path) -> Run:
+    """One run directory as the report reads it; ``unreadable`` (with the file and what is wrong) when its config,
+    status, summary or any file of its analyses that the report reads is not what attn_study writes."""
+    status = state.read_status(run_dir)
+    try:
+        cfg = _load_config(run_dir)
+    except ValueError as err:
+        unknown = {k: "?" for k in (*MODEL_KEYS, "analysis")} | {"overrides": []}
+        return Run(path=run_dir, state=UNREADABLE, error=str(err), config=unknown)
+    complete = state.is_complete(run_dir, status)
+    run = Run(
+        path=run_dir,
+        state="complete" if complete else status.get("state", "none"),
+        error=status.get("error", ""),
+        finished=status.get("finished", 0.0),
+        config={**_config(cfg), "overrides": _overrides(run_dir)},
+        labels=_labels(cfg, status),
+        identity=_identity(cfg, status),
+        settings=_settings(cfg),
+        code=status.get("code") if isinstance(status.get("code"), dict) else {},
+        numerics=status.get("numerics") if isinstance(status.get("numerics"), dict) else {},
+        started=status.get("started", 0.0),
+        attempts=int(status.get("attempt", 1) or 1),
+    )
+    if run.state == "running":
+        run.error = "no final state: killed, lost or still running"
+    if run.state == UNREADABLE:
+        run.error = f"{run_dir / layout.STATUS} is unreadable"
+    if complete:
+        try:
+            run.summary = _numbers(read_json(run_dir / layout.SUMMARY))
+        except (OSError, ValueError) as err:
+            run.state, run.error = UNREADABLE, f"{run_dir / layout.SUMMARY} is unreadable ({type(err).__name__})"
+            return run
+        problem = unreadable_file(run_dir)
+        if problem:
+            run.state, run.error = UNREADABLE, problem
+    return run
+
+
+def _load_config(run_dir: Path) -> DictConfig:
+    """The run's recorded config; ValueError naming the file and what is wrong when it is not a YAML mapping."""
+    path = layout.config_file(run_dir)
+    try:
+        cfg = OmegaConf.load(path)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ValueError(f"{path} is unreadable (not YAML: {getattr(err, 'problem', None) or err}{where})") from None
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path} is unreadable ({type(err).__name__}: {_first_line(err)})") from None
+    if not isinstance(cfg, DictConfig):
+        raise ValueError(f"{path} is unreadable (a YAML list, not a config's settings)")
+    return cfg
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+#: what the report's readers need of each file of a family's folder: column → kind (:data:`_KINDS`); ``*``: every
+#: other column; a column not listed and no ``*``: anything. ``uid`` may be absent from ``instances.parquet`` (runs
+#: made before uids were recorded: the explorer names their rows by position)
+_REQUIRED = {layout.TOKENS: ("uid", "tokens")}
+_COLUMNS = {
+    layout.INSTANCES: {"uid": "text", "index": "integer", "label": "integer", "prediction": "integer"},
+    layout.TOKENS: {"uid": "text", "tokens": "texts", "query": "texts", "*": "numbers"},
+}
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind)
+
+
+def _is_list(kind: pa.DataType) -> bool:
+    return pa.types.is_list(kind) or pa.types.is_large_list(kind)
+
+
+def _is_scores(kind: pa.DataType) -> bool:
+    """A method's scores: a list of numbers per instance (None where not computed: a column of nulls, or of lists
+    of nulls, for a method computed for no instance)."""
+    if pa.types.is_null(kind):
+        return True
+    return _is_list(kind) and any(
+        test(kind.value_type) for test in (pa.types.is_floating, pa.types.is_integer, pa.types.is_null)
+    )
+
+
+#: a kind of column → (its test on the Parquet type, how a message names it)
+_KINDS = {
+    "text": (_is_text, "text"),
+    "integer": (pa.types.is_integer, "integers"),
+    "texts": (lambda kind: _is_list(kind) and _is_text(kind.value_type), "lists of text (a token each)"),
+    "numbers": (_is_scores, "lists of numbers (a score per token)"),
+}
+
+
+def unreadable_file(run_dir: Path) -> str | None:
+    """The first file of a complete run's analyses that the report reads but could not (each family's
+    ``instances.parquet`` and ``tokens.parquet``: a Parquet file with the columns :data:`_COLUMNS` names, of their
+    kinds; ``epochs.csv``: a CSV file with an ``epoch`` column), as ``<file> is unreadable (<what is wrong>)``; None
+    when every one reads. Only a Parquet file's schema is read (its footer), not its rows."""
+    for family in families.REGISTRY:
+        folder = layout.family_dir(run_dir, family)
+        for name, columns in _COLUMNS.items():
+            path = folder / name
+            if path.is_file():
+                problem = _parquet_problem(path, _REQUIRED.get(name, ()), columns)
+                if problem:
+                    return f"{path} is unreadable ({problem})"
+        epochs = folder / layout.EPOCHS_CSV
+        if epochs.is_file():
+            try:
+                header = pd.read_csv(epochs, nrows=0).columns
+            except (OSError, ValueError) as err:  # pandas' parser errors are ValueErrors
+                return f"{epochs} is unreadable (not CSV: {_first_line(err)})"
+            if "epoch" not in header:
+                return f"{epochs} is unreadable (no epoch column)"
+    return None
+
+
+def _parquet_problem(path: Path, required, columns: dict[str, str]) -> str | None:
+    """What is wrong with a Parquet file whose readers need the ``required`` columns and ``columns``' kinds, or None."""
+    try:
+        schema = pq.read_schema(path)
+    except (OSError, ValueError) as err:  # pyarrow's ArrowInvalid is a ValueError: truncated, or not Parquet
+        return f"not a Parquet file: {_first_line(err)}"
+    absent = [c for c in required if c not in schema.names]
+    if absent:
+        return f"no {', '.join(absent)} column"
+    for field_ in schema:
+        kind = columns.get(field_.name, columns.get("*"))
+        if kind is not None and not _KINDS[kind][0](field_.type):
+            return f"column {field_.name} holds {field_.type}, not {_KINDS[kind][1]}"
+    return None
 
 
 def _numbers(summary: dict) -> dict:
@@ -285,13 +409,24 @@ NOT_VARIANTS = (
 
 
 def _not_a_variant(key: str) -> bool:
+    """Settings that never label a row: :data:`NOT_VARIANTS`, seeds, constructor paths, and where the data is (a
+    dataset's ``path``, ``source.path``, ``…_dir``: the same data may live anywhere)."""
     last = key.rsplit("/", 1)[-1]
-    return key.startswith(NOT_VARIANTS) or last.endswith("seed") or last == "_target_"
+    where_data_is = key.startswith("dataset/") and last.endswith(("path", "dir"))
+    return key.startswith(NOT_VARIANTS) or last.endswith("seed") or last == "_target_" or where_data_is
+
+
+def _as_written(key: str) -> str:
+    """A setting as the user names it on the command line: a group's choice (``recipe/name``) by the group
+    (``recipe``, as in ``recipe=jain_wallace``), a file (``model/embeddings/path``) by what it holds
+    (``model/embeddings``)."""
+    parent, _, last = key.rpartition("/")
+    return parent if parent and last in ("name", "path") else key
 
 
 def _short(value) -> str:
-    """A setting's value, short: a path by its last part."""
-    text = str(value)
+    """A setting's value, short, as the command line writes it: a path by its last part, nothing set as ``null``."""
+    text = "null" if value is None else str(value)
     return text.rstrip("/").rsplit("/", 1)[-1] if "/" in text and not text.startswith("[") else text
 
 
@@ -324,7 +459,7 @@ def _named_parts(run: Run) -> dict[str, str]:
     return parts
 
 
-def _label_variants(runs: list[Run]) -> None:
+def label_variants(runs: list[Run]) -> None:
     """``run.config['variant']`` (and its ``variant_parts``): :func:`_named_parts`, then every other model
     setting that differs between runs of the same dataset / model / encoder / attention / projection, where
     the run departs from the most common value (a setting a run lacks is the same as null)."""
@@ -349,7 +484,9 @@ def _label_variants(runs: list[Run]) -> None:
             and any(len({repr(r.identity.get(key)) for r in group}) > 1 for group in recipes.values())
         }
     modal = {key: Counter(repr(r.identity.get(key)) for r in runs).most_common(1)[0][0] for key in varying}
-    names = _short_names(varying)
+    written = {key: _as_written(key) for key in varying}
+    short = _short_names(set(written.values()))
+    names = {key: short[written[key]] for key in varying}
     for run in runs:
         parts = _named_parts(run)
         parts.update(
@@ -361,6 +498,40 @@ def _label_variants(runs: list[Run]) -> None:
         )
         run.config["variant_parts"] = parts
         run.config["variant"] = ", ".join(parts.values())
+
+
+def trial_reason(run: Run) -> str:
+    """Why ``run`` is a trial rather than a result, in a few words (empty: it is a result): a debug run
+    (``trainer=debug``, or a ``trainer.limit_<split>_batches`` that cuts a split to some batches or a fraction of
+    it) or one on synthetic data (``dataset=synthetic…``)."""
+    reasons = []
+    cut = [
+        f"trainer.limit_{split}_batches={value}"
+        for split in ("train", "val", "test")
+        if _cuts(value := run.settings.get(f"trainer/limit_{split}_batches"))
+    ]
+    if cut or "trainer=debug" in run.config.get("overrides", []):
+        reasons.append("debug (" + (", ".join(cut) or "trainer=debug") + ")")
+    if str(run.config.get("dataset")).startswith("synthetic"):
+        reasons.append(f"synthetic data (dataset={run.config['dataset']})")
+    return "; ".join(reasons)
+
+
+def _cuts(limit) -> bool:
+    """Whether a Lightning ``limit_*_batches`` leaves part of a split out: a number of batches (an integer), or a
+    fraction under 1.0 (1.0, the default, is the whole split)."""
+    if limit is None or isinstance(limit, bool):
+        return False
+    return isinstance(limit, int) or (isinstance(limit, float) and limit < 1.0)
+
+
+def real_runs(runs: list[Run], include_all: bool = False) -> tuple[list[Run], list[tuple[Run, str]]]:
+    """(the runs for the tables, each trial left out with why): beside at least one real run, the trials
+    (:func:`trial_reason`) are left out; with none (a quick start, a smoke sweep) or ``include_all``, none is."""
+    reasons = {id(run): trial_reason(run) for run in runs}
+    if include_all or all(reasons.values()):
+        return list(runs), []
+    return [r for r in runs if not reasons[id(r)]], [(r, reasons[id(r)]) for r in runs if reasons[id(r)]]
 
 
 def code_label(code: dict) -> str:
@@ -437,7 +608,12 @@ def without_empty_variant(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def status_table(runs: list[Run], missing: list[dict], root: Path) -> pd.DataFrame:
+def status_table(
+    runs: list[Run], missing: list[dict], root: Path, left_out: dict[Path, str] | None = None
+) -> pd.DataFrame:
+    """Every run found, with its state, settings, code and error; ``left out``: why a complete run is not in the
+    tables (``left_out``: run directory → why), where one is."""
+    left_out = left_out or {}
     rows = [
         {
             "run": str(r.path.relative_to(root)) if r.path != root else ".",
@@ -448,6 +624,7 @@ def status_table(runs: list[Run], missing: list[dict], root: Path) -> pd.DataFra
             "finished": time.strftime("%Y-%m-%d %H:%M", time.localtime(r.finished)) if r.finished else "",
             "code": code_label(r.code),
             "numerics": numerics_label(r.numerics),
+            "left out": left_out.get(r.path, ""),
             "error": r.error,
         }
         for r in runs

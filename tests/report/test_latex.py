@@ -22,7 +22,8 @@ PDFLATEX = shutil.which("pdflatex")
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    """A report with Jain & Wallace (two seeds), Serrano & Smith, Meister and faithfulness tables."""
+    """A report with Jain & Wallace (two seeds), Serrano & Smith, Meister and faithfulness tables, and a failed run
+    named over three lines."""
     root = tmp_path_factory.mktemp("latex") / "runs"
     for seed in (1, 2):
         for encoder, base in (("lstm", 0.3), ("average", 0.6)):
@@ -62,7 +63,9 @@ def report(tmp_path_factory):
             instances=pd.DataFrame({"entropy_g_input": np.linspace(0.5, 1, 4) - i / 10}),
         )
     make_run(root, "ff", dataset="synthetic", encoder="cnn", summary=ff_summary(0.0), family="faithfulness")
-    return build_report(root)
+    # a failed run whose name and error span lines (a blank one would end a LaTeX table's row)
+    make_run(root, "failed\n\nrun", dataset="sst", encoder="cnn", state="failed", error="Traceback:\n\n  x & y")
+    return build_report(root, include_all=True)  # the synthetic faithfulness run too
 
 
 def test_every_table_is_ascii_latex_with_balanced_braces(report):
@@ -82,6 +85,7 @@ def test_every_table_is_ascii_latex_with_balanced_braces(report):
         body = re.sub(r"\\[{}]", "", text)
         assert body.count("{") == body.count("}"), path.name
         assert re.sub(r"\\\$", "", text).count("$") % 2 == 0, path.name  # math mode opened and closed
+        assert "\n\n" not in text, path.name  # no blank line: a paragraph break inside a table is an error
         body = text.split("\n", 1)[1]  # after the "% needs ..." comment line
         assert not re.search(r"(?<!\\)[%#&_](?![^$]*\$)", body.replace(" & ", "").replace(r"\\", "")), path.name
 
