@@ -1,10 +1,13 @@
 """SIGINT / SIGTERM during ``attn-study-analyze`` (attn_study/stopping.py): what a stop leaves behind. The signal
-itself, through a real process, is tested with attn-study (tests/sweep/test_run_state.py)."""
+itself, through a real process, is tested with attn-study (tests/sweep/test_run_state.py); the order of the cleanups
+and a cleanup that fails (a real process), here."""
 
 from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -14,7 +17,7 @@ from attn_study.analyze import analyze
 from attn_study.families.serrano_smith.callback import SerranoSmith
 from attn_study.run import run
 from attn_study.sweep import state
-from tests.helpers import TINY, compose_config, status
+from tests.helpers import REPO, TINY, cli_env, compose_config, status
 
 
 class Exited(Exception):
@@ -62,3 +65,81 @@ def test_an_analysis_stopped_mid_way_keeps_its_finished_families_and_no_half_wri
     assert "jw/perm/median_tvd/mean" in summary and not [k for k in summary if k.startswith("ss/")]
     assert status(run_dir) == before and state.is_complete(run_dir)
     assert stopping._cleanups == []  # the analysis's cleanup is registered for its own duration only
+
+
+def test_a_stop_runs_the_newest_cleanup_first(tmp_path, monkeypatch, capsys):
+    """A run's cleanup (mark it interrupted) is registered before an analysis's (remove its half-written folder),
+    which is nested inside: the folder is gone by the time the run is marked, so nothing half-written outlives the
+    mark. The line and the exit status follow the cleanups."""
+    partial = tmp_path / "analysis" / ".family.partial"
+    partial.mkdir(parents=True)
+    ran = []
+
+    def mark_interrupted(signal_name):
+        ran.append(("mark", signal_name, partial.exists()))
+
+    def remove_partial(signal_name):
+        partial.rmdir()
+        ran.append(("remove", signal_name, partial.exists()))
+
+    def exit_(code):
+        raise Exited(code)
+
+    monkeypatch.setattr(stopping.os, "_exit", exit_)
+    monkeypatch.setattr(stopping, "_stopping", threading.RLock())
+    monkeypatch.setitem(stopping._said, "app", "attn-study")
+    monkeypatch.setitem(stopping._said, "advice", "launch it again")
+    with pytest.raises(Exited) as stopped:
+        with stopping.on_stop(mark_interrupted), stopping.on_stop(remove_partial):
+            stopping._stop(signal.SIGTERM)
+    assert ran == [("remove", "SIGTERM", False), ("mark", "SIGTERM", False)]
+    assert stopped.value.code == 128 + signal.SIGTERM
+    assert capsys.readouterr().err == "attn-study: stopped by SIGTERM; launch it again\n"
+    assert stopping._cleanups == []
+
+
+STOPPED_WITH_A_FAILING_CLEANUP = """
+import time
+from attn_study import stopping
+
+stopping.install("attn-study", "launch it again")
+
+
+def failing(signal_name):
+    print("failing cleanup", signal_name, flush=True)
+    raise OSError("disk full")
+
+
+def marking(signal_name):
+    print("marking cleanup", signal_name, flush=True)
+
+
+with stopping.on_stop(marking), stopping.on_stop(failing):
+    print("ready", flush=True)
+    time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_failing_cleanup_leaves_the_others_the_line_and_the_exit_status(sig):
+    """A real process stopped by a signal whose newest cleanup raises: the older cleanup still runs, the one line is
+    said (no traceback) and the status is 128 + the signal's number."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", STOPPED_WITH_A_FAILING_CLEANUP],
+        cwd=REPO,
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        proc.wait()
+    name = signal.Signals(sig).name
+    assert out.splitlines() == [f"failing cleanup {name}", f"marking cleanup {name}"]
+    assert err.splitlines() == [f"attn-study: stopped by {name}; launch it again"]
+    assert proc.returncode == 128 + sig
