@@ -32,8 +32,9 @@ PREFIX = "analysis:  "
 
 
 def duration(seconds: float) -> str:
-    """``4.2 s``, ``3 min 05 s``, ``1 h 02 min``."""
-    if seconds < 60:
+    """``4.2 s``, ``3 min 05 s``, ``1 h 02 min``: the unit that the value, rounded as shown, reaches (59.96 s is
+    ``1 min 00 s``, never ``60.0 s``)."""
+    if round(seconds, 1) < 60:
         return f"{seconds:.1f} s"
     minutes, rest = divmod(int(round(seconds)), 60)
     if minutes < 60:

@@ -177,7 +177,7 @@ def test_a_family_counts_its_instances_tokens_for_the_time_left(monkeypatch, tmp
 def test_durations_read_as_a_person_says_them():
     assert [duration(s) for s in (4.24, 59.96, 65, 3599, 3725)] == [
         "4.2 s",
-        "60.0 s",
+        "1 min 00 s",
         "1 min 05 s",
         "59 min 59 s",
         "1 h 02 min",
@@ -222,3 +222,27 @@ def test_the_training_bar_has_ended_when_the_analyses_start():
     )
     trainer.test(BoringModel(), verbose=False)
     assert seen == {"live": False}
+
+
+@pytest.mark.parametrize(
+    ("seconds", "said"),
+    [
+        (0.0, "0.0 s"),
+        (59.94, "59.9 s"),  # rounds to 59.9: still seconds
+        (59.95001, "1 min 00 s"),  # would read "60.0 s": a minute is said in minutes
+        (59.96, "1 min 00 s"),
+        (60, "1 min 00 s"),
+        (60.4, "1 min 00 s"),
+        (60.6, "1 min 01 s"),
+        (119.6, "2 min 00 s"),
+        (3599.4, "59 min 59 s"),
+        (3599.6, "1 h 00 min"),  # 3600 s once rounded: an hour
+        (3600, "1 h 00 min"),
+        (3659, "1 h 00 min"),
+        (3661, "1 h 01 min"),
+    ],
+)
+def test_a_duration_at_each_boundary_reads_in_the_larger_unit_once_it_rounds_to_it(seconds, said):
+    """Below a minute one decimal of seconds, below an hour minutes and seconds, then hours and minutes — each unit
+    chosen by the rounded value, so no duration reads "60.0 s" or "60 min 00 s"."""
+    assert duration(seconds) == said
