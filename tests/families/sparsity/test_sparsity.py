@@ -406,3 +406,23 @@ def test_the_meister_sweep_spans_orders_of_magnitude_of_lambda_below_zero():
     assert max(negative) / min(negative) >= 100 and max(negative) >= 100
     assert "sparsemax" in projections and "softmax" in projections and max(lams) >= 0.9
     assert len(lams) == len(set(lams)) >= 7
+
+
+@pytest.mark.parametrize("name", ["lstm", "cnn"])
+@pytest.mark.parametrize("chunk", [1, 1000])
+def test_input_to_hidden_gradients_give_the_boundary_tokens_no_row_and_no_column(name, chunk):
+    """<sos> text <eos>: g_{h_p}(x) is a distribution over the text's tokens and p runs over them, so the <sos>/<eos>
+    rows and columns are exactly 0 — although the states do depend on those tokens (the per-p loop's gradient there
+    is not 0) — and every other entry is the per-p loop's."""
+    model = tiny_model(ENCODERS[name], double=True)
+    texts = [t for t in SEQS if len(t) > 1] + [[15]]
+    batch = token_batch(texts, boundary=True)
+    got = input_to_hidden_gradients(model, batch, chunk_size=chunk)
+    full = per_p_loop(model, batch)  # every position of <sos> text <eos>, the boundary tokens as any token
+    for r, text in enumerate(texts):
+        eos = len(text) + 1
+        assert full[r, 1:eos, [0, eos]].abs().sum() > 0  # the text's states depend on <sos>/<eos>
+        for edge in (0, eos):
+            assert torch.all(got[r, :, edge] == 0) and torch.all(got[r, edge, :] == 0), (r, edge)
+        torch.testing.assert_close(got[r, 1:eos, 1:eos], full[r, 1:eos, 1:eos])
+        assert torch.all(got[r, eos + 1 :] == 0) and torch.all(got[r, :, eos + 1 :] == 0)  # padding
