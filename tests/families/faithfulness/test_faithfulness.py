@@ -1030,3 +1030,48 @@ def test_f1_of_zero_precision_and_recall_is_zero_and_no_instance_gives_no_curve(
         np.zeros((0, 3), dtype=int), np.zeros(0, dtype=int), [0.0, 0.5, 1.0], "accuracy", 2
     )
     assert math.isnan(value) and len(curve) == 3 and np.isnan(curve).all()
+
+
+def linear_convolution_model():
+    """A width-3 convolution without its activation, uniform attention over the text and one logit: z is affine in
+    the embeddings, and each text token's state reads its neighbours — <sos> and <eos> included."""
+    model = tiny_model(
+        partial(encoders.CNNEncoder, kernel_sizes=(3,), filters=4), scorer=attention.UniformScorer, double=True
+    )
+    model.encoder.activation = torch.nn.Identity()
+    return model
+
+
+def logit_gradient_by_hand(model, length: int) -> torch.Tensor:
+    """∂z/∂e_s (L + 2, d) for <sos>, the L text tokens, <eos>: z = w · (1/L) Σ_{text t} h_t + b with
+    h_t = Σ_k W[:, :, k] e_{t+k−1} + bias, so ∂z/∂e_s = (1/L) Σ_{text t, |s − t| ≤ 1} W[:, :, s − t + 1]ᵀ w."""
+    conv, w = model.encoder.convs[0], model.output.weight[0]
+    grad = torch.zeros(length + 2, conv.weight.shape[1], dtype=torch.double)
+    for s in range(length + 2):
+        for t in range(max(1, s - 1), min(length, s + 1) + 1):  # text positions 1 … L
+            grad[s] += conv.weight[:, :, s - t + 1].T @ w / length
+    return grad
+
+
+def test_integrated_gradients_keep_the_boundary_tokens_in_the_baseline_closed_form():
+    """The baseline is x with the text's embeddings set to 0 and <sos>/<eos> kept (docs/faithfulness.md). For z affine
+    in E the path integral has a closed form: along E(α) = b + α(x − b) z moves linearly by Δz = Σ_text e_s·∂z/∂e_s,
+    so IG_s = (e_s·∂z/∂e_s) / Δz · (p_c(x) − p_c(b)), p_c = σ(z) for class 1 and 1 − σ(z) for class 0, with
+    z(b) = z(x) − Δz: IG of <sos>/<eos> is 0 (they do not move) and the text's IG sum to p_c(x) − p_c(b)."""
+    model = linear_convolution_model()
+    texts = [[5, 6, 7, 8], [9, 10, 11], [12, 13, 14, 15, 16, 17]]
+    batch = token_batch(texts, boundary=True)
+    target = torch.tensor([1, 0, 1])
+    scores, gap = integrated_gradients(model, batch, target, steps=50)
+    logits = model(batch)[0][:, 0]
+    embedded = model.embed(batch)
+    for r, text in enumerate(texts):
+        n = len(text)
+        moved = (embedded[r, 1 : n + 1] * logit_gradient_by_hand(model, n)[1 : n + 1]).sum(-1)  # e_s · ∂z/∂e_s
+        z_input, z_baseline = logits[r], logits[r] - moved.sum()
+        p = torch.sigmoid(torch.stack([z_input, z_baseline]))
+        p = p if target[r] == 1 else 1 - p
+        expected = torch.zeros(scores.shape[1], dtype=torch.double)
+        expected[1 : n + 1] = moved / moved.sum() * (p[0] - p[1])
+        torch.testing.assert_close(scores[r].detach(), expected, rtol=0, atol=1e-10, msg=f"text {r}")
+    assert gap.abs().max() < 1e-10
