@@ -89,8 +89,8 @@ def build_report(root: Path, out_dir: Path | None = None, include_all: bool = Fa
     unreadable = [r for r in runs if r.state == UNREADABLE]
     if unreadable:
         print(
-            f"attn-study-report: warning: {_count(len(unreadable), 'run')} left out, a file of each unreadable "
-            f"(each listed with its file and what is wrong in {out_dir / 'runs.md'})",
+            f"attn-study-report: warning: {_count(len(unreadable), 'run')} left out for a file the report cannot read "
+            f"({out_dir / 'runs.md'} names each file and what is wrong)",
             file=sys.stderr,
         )
     return out_dir

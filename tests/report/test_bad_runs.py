@@ -116,8 +116,8 @@ def test_a_run_with_an_unreadable_file_is_listed_and_left_out(runs, capsys, case
     out = runs / "report"
     err = capsys.readouterr().err.splitlines()
     assert err == [
-        "attn-study-report: warning: 1 run left out, a file of each unreadable (each listed with its file and what "
-        f"is wrong in {out / 'runs.md'})"
+        f"attn-study-report: warning: 1 run left out for a file the report cannot read ({out / 'runs.md'} names each "
+        "file and what is wrong)"
     ]
     listed = pd.read_csv(out / "runs.csv").set_index("run")
     assert listed.loc["bad", "state"] == "unreadable" and listed.loc["good", "state"] == "complete"
