@@ -68,7 +68,6 @@ def analyze(cfg: DictConfig) -> dict:
     """Test the run at ``cfg.ckpt_path`` with ``cfg.analysis``; return the rebuilt run summary."""
     from attn_study import assemble
     from attn_study.build import component
-    from attn_study.config import check_config
     from attn_study.loggers import build_loggers
     from attn_study.preflight import ensure_writable, out_of_space
     from attn_study.summary import rebuild_summary
@@ -81,15 +80,17 @@ def analyze(cfg: DictConfig) -> dict:
     ensure_writable(run_dir, "ckpt_path (a copy of the run directory you can write to)")
     run_cfg = analysis_config(cfg, run_dir)
     try:
-        check_config(run_cfg)
+        plan = assemble.check(run_cfg)
     except UserError as err:
+        if "analysis." in str(err).split(":")[0]:  # the families' options, as given here
+            raise
         raise UserError(
             f"{run_dir} was made by another version of attn_study, whose config this one does not know: {err}"
         ) from None
-    assembled = assemble.with_analyses(assemble.data_and_model(run_cfg, run_dir), run_cfg, run_dir)
-    datamodule, module, analyses = assembled.datamodule, assembled.module, assembled.analyses
-    if not analyses:
+    if not plan.analyses:
         raise UserError(f"attn-study-analyze: no analysis chosen; give analysis=[…] from {list(REGISTRY)}")
+    assemble.build(plan, run_dir, training=False)
+    datamodule, module, analyses = plan.datamodule, plan.module, plan.analyses
     saved.load_state(module, ckpt)
     loggers = build_loggers(run_cfg, run_dir) if cfg.use_loggers else []
     for lg in loggers:

@@ -20,16 +20,12 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig
 
-from attn_study import layout, stopping
-from attn_study.build import (
-    build_analyses,
-    check_components,
-)
-from attn_study.config import check_config, config_differences
+from attn_study import assemble, layout, stopping
+from attn_study.config import config_differences
 from attn_study.errors import UserError
 from attn_study.io import read_json
 from attn_study.loggers import finish_wandb
-from attn_study.preflight import check_options, check_recipe, ensure_writable, out_of_space, unread_settings
+from attn_study.preflight import ensure_writable, out_of_space, unread_settings
 from attn_study.sweep import state
 from attn_study.training import train_and_test
 
@@ -45,8 +41,8 @@ def run(
 ) -> dict | None:
     """One job with its state in ``run_dir``: the way both ``attn-study`` and every sweep job run.
 
-    - the config is checked first (``config.check_config``, :func:`check_options`), and that ``run_dir``
-      can be written; any refusal changes nothing in ``run_dir``;
+    - the config is checked first, once (``assemble.check``: the plan the attempt builds and trains), and that
+      ``run_dir`` can be written; any refusal changes nothing in ``run_dir``;
     - complete already with the same config identity → skipped (its summary returned) unless
       ``force=true``; complete with a *different* identity → refused, the results are left alone; a
       directory holding results but no readable status (unknown) → refused, nothing deleted;
@@ -63,11 +59,7 @@ def run(
     run_dir = Path(run_dir)
     elsewhere = "hydra.sweep.dir" if keep_going else "hydra.run.dir"
     try:
-        check_recipe(cfg, warn=False)
-        check_config(cfg)
-        check_components(cfg)
-        check_options(cfg)
-        build_analyses(cfg)  # their constructors check their options: refused here, before any state changes
+        plan = assemble.check(cfg)  # the config, once: refused here, before any state changes
     except UserError as err:
         return _refuse(str(err), keep_going)
     for line in unread_settings(cfg, overrides):
@@ -107,7 +99,7 @@ def run(
     try:
         with stopping.on_stop(lambda signal_name: state.mark_interrupted(run_dir, running, signal_name)):
             summary = train_and_test(
-                cfg,
+                plan,
                 run_dir,
                 resume_from=last if resume else None,
                 details=details,

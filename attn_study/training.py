@@ -1,6 +1,6 @@
-"""One attempt of a run: check, assemble the data, model and analyses, train (resuming from a checkpoint), test the
-checkpoint best on dev — the analyses run as callbacks of that test — and publish the summary
-(``summary.publish``)."""
+"""One attempt of a run: build its plan (``assemble.build``: the data, the model, the runs it stands on, the
+analyses), train (resuming from a checkpoint), test the checkpoint best on dev — the analyses run as callbacks of
+that test — and publish the summary (``summary.publish``)."""
 
 from __future__ import annotations
 
@@ -15,18 +15,11 @@ from lightning.pytorch.plugins.environments import SLURMEnvironment
 from omegaconf import DictConfig
 
 from attn_study import assemble, layout, memory, saved, tracking
-from attn_study.build import (
-    build_callbacks,
-    component,
-    model_seed,
-)
-from attn_study.config import check_config
-from attn_study.data.checks import check_embeddings
-from attn_study.errors import UserError
+from attn_study.build import build_callbacks, component, model_seed
 from attn_study.io import atomic_open
 from attn_study.loggers import build_loggers, check_wandb_login
 from attn_study.models.selector import soft_token_attention
-from attn_study.preflight import check_options, check_recipe
+from attn_study.preflight import check_recipe
 from attn_study.progress import training_bar
 from attn_study.summary import finite_summary, publish, training_summary
 from attn_study.sweep import state
@@ -35,36 +28,38 @@ log = logging.getLogger(__name__)
 
 
 def train_and_test(
-    cfg: DictConfig,
+    plan: assemble.Plan | DictConfig,
     run_dir: str | Path,
     resume_from: Path | None = None,
     details: dict | None = None,
     attempt: int = 1,
     wandb_id: str | None = None,
 ) -> dict:
-    """Train ``cfg``'s model (continuing from ``resume_from``, a Lightning checkpoint, when given),
-    test the checkpoint best on dev, analyse, write and return the summary. ``details``, when given,
-    receives the class names and where the loggers wrote; ``attempt`` is this attempt's number;
-    ``wandb_id`` the W&B run to log to (the run's own over its attempts; None: a new one)."""
-    run_dir = Path(run_dir)
+    """Build ``plan`` (``assemble.check``'s: its config checked once, there; a config given instead is checked into
+    one) and train its model (continuing from
+    ``resume_from``, a Lightning checkpoint, when given), test the checkpoint best on dev, analyse, write and return
+    the summary. ``details``, when given, receives the class names and where the loggers wrote; ``attempt`` is this
+    attempt's number; ``wandb_id`` the W&B run to log to (the run's own over its attempts; None: a new one)."""
+    plan = plan if isinstance(plan, assemble.Plan) else assemble.check(plan)
+    cfg, run_dir = plan.cfg, Path(run_dir)
     started = time.time()
     memory.reset_peak()
     _prepare(cfg, run_dir)
-    assembled, data_metrics, warnings = _assemble(cfg, run_dir)
-    module, datamodule = assembled.module, assembled.datamodule
+    assemble.build(plan, run_dir)
+    module, datamodule = plan.module, plan.datamodule
     loggers = build_loggers(cfg, run_dir, wandb_id)
     labels = [str(name) for name in datamodule.data.label_names]
     for lg in loggers:
         lg.log_hyperparams(tracking.logged_config(cfg, tracking.in_multirun(), **tracking.run_metadata(labels)))
-    trainer = _trainer(cfg, run_dir, loggers, assembled.analyses)
+    trainer = _trainer(cfg, run_dir, loggers, plan.analyses)
     if resume_from is not None:
         print(f"resuming training from {resume_from}", flush=True)
     if details is not None:
         details["stage"] = "training"  # what fails from here on leaves a failed run to read (run.run)
     trainer.fit(module, datamodule=datamodule, ckpt_path=str(resume_from) if resume_from else None)
     tested = _test(trainer, module, datamodule, run_dir)
-    summary = {**training_summary(trainer, module, datamodule, tested), **data_metrics}
-    for analysis in assembled.analyses:
+    summary = {**training_summary(trainer, module, datamodule, tested), **plan.data_metrics}
+    for analysis in plan.analyses:
         summary.update(analysis.summary)
     # this attempt's wall time and the earlier attempts' training (what they did after their last checkpoint
     # is lost with them)
@@ -72,23 +67,22 @@ def train_and_test(
     summary["run/attempts"] = attempt
     summary.update(memory.peak_mib())  # this attempt's peak, analyses included
     summary, undefined = finite_summary(summary)
-    summary.update(undefined=undefined, warnings=warnings)
+    summary.update(undefined=undefined, warnings=plan.warnings)
     locations = publish(summary, loggers, run_dir, trainer.global_step)
     if details is not None:
         details["labels"] = labels
-        details["warnings"] = warnings
+        details["warnings"] = plan.warnings
         details["torch_threads"] = torch.get_num_threads()
-        if assembled.roar is not None:  # what the data was masked by (ROAR: attn_study/roar/)
-            details["roar"] = assembled.roar
+        if plan.roar is not None:  # what the data was masked by (ROAR: attn_study/roar/)
+            details["roar"] = plan.roar
     print(locations, flush=True)
     return summary
 
 
 def _prepare(cfg: DictConfig, run_dir: Path) -> None:
-    """The checks of the config, the run's record, the W&B login, torch's threads and the model's seed."""
-    check_recipe(cfg)
-    check_config(cfg)
-    check_options(cfg)
+    """The recipe's lines on what it cannot reproduce, the run's record, the W&B login, torch's threads and the
+    model's seed."""
+    check_recipe(cfg)  # its warnings (the plan checked it, quietly)
     run_dir.mkdir(parents=True, exist_ok=True)
     if not (run_dir / layout.RECORD / layout.CONFIG).is_file():  # run() writes it; runs composed in Python need it too
         state.write_record(run_dir, cfg)
@@ -97,28 +91,6 @@ def _prepare(cfg: DictConfig, run_dir: Path) -> None:
     if cfg.get("threads"):
         torch.set_num_threads(int(cfg.threads))
     L.seed_everything(model_seed(cfg), workers=True, verbose=False)
-
-
-def _assemble(cfg: DictConfig, run_dir: Path) -> tuple[assemble.Assembled, dict, list]:
-    """Data, model, the runs it builds on, its targets (a W&P adversary's base outputs, an explainer's black
-    box) and its analyses, all checked before training; the data metrics and warnings."""
-    assembled = assemble.data_and_model(cfg, run_dir)
-    datamodule, module = assembled.datamodule, assembled.module
-    if not any(p.requires_grad for p in module.parameters()):
-        raise UserError(
-            "every weight of the model is frozen: training would change nothing and the model tested would be "
-            "untrained; leave some trainable (model.embeddings.freeze=false)"
-        )
-    if assembled.references is not None and module.objective.trains_towards_base:
-        module.use_soft_targets({split: recorder.probabilities() for split, recorder in assembled.references.items()})
-    embedding_metrics, embedding_warnings = check_embeddings(module.embedding_coverage)
-    target = (cfg.get("explainer") or {}).get("target")
-    if target:  # an explainer: trained to reproduce a black-box run's predictions
-        black_box = assemble.load(target, option="explainer.target", force=bool(cfg.get("force")))
-        saved.check_same_data(black_box, datamodule, "explainer.target")
-        module.use_soft_targets(saved.predictions(black_box))
-    assemble.with_analyses(assembled, cfg, run_dir)  # before training (Lightning's setup checks again)
-    return assembled, {**assembled.data_metrics, **embedding_metrics}, assembled.warnings + embedding_warnings
 
 
 def _trainer(cfg: DictConfig, run_dir: Path, loggers: list, analyses: list) -> L.Trainer:

@@ -33,7 +33,7 @@ CUT_SHORT = [*TINY, "logger=none", "encoder.hidden_size=8", "dataset.source.n_te
 def test_a_test_cut_short_still_records_every_test_instances_attention(make_cfg, tmp_path):
     """``trainer=debug`` tests 2 batches; attention.parquet holds all 80 instances, each as the model gives it."""
     run_dir = tmp_path / "run"
-    summary = train_and_test(make_cfg(*CUT_SHORT), run_dir)
+    summary = train_and_test(assemble.check(make_cfg(*CUT_SHORT)), run_dir)
     assert summary["data/test_size"] == 80
     frame = pd.read_parquet(run_dir / "attention.parquet")
     loaded = assemble.load(run_dir, force=True)
@@ -52,7 +52,7 @@ def test_a_partial_attention_record_is_refused_in_one_line(make_cfg, tmp_path):
     frame.iloc[:40].to_parquet(base / "attention.parquet")
     compared = make_cfg(*CUT_SHORT, "analysis=[wiegreffe_pinter]", f"analysis.wiegreffe_pinter.base={base}")
     with pytest.raises(UserError) as refused:
-        train_and_test(compared, tmp_path / "compared")
+        train_and_test(assemble.check(compared), tmp_path / "compared")
     assert "\n" not in str(refused.value) and "40 vs 80" in str(refused.value)
     assert not (tmp_path / "compared" / "checkpoints").exists()
 

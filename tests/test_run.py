@@ -85,8 +85,9 @@ def test_cli_user_error_is_one_line(tmp_path, monkeypatch, capsys):
     code, _, err = entry_point(train_main, *args, monkeypatch=monkeypatch, capsys=capsys)
     assert code == 2
     errors = [line for line in err.splitlines() if line.startswith("attn-study: error:")]
-    assert len(errors) == 1 and "dataset.path=" in errors[0] and "not found" in errors[0]
+    assert len(errors) == 1 and "dataset.path=" in errors[0] and "no such file or folder" in errors[0]
     assert "Traceback" not in err
+    assert not (tmp_path / "run").exists() or not any((tmp_path / "run").glob("*.json"))  # refused before any run
 
 
 @pytest.mark.slow

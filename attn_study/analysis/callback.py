@@ -35,7 +35,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import WandbLogger
 
-from attn_study import assemble, keys, layout, ranges, saved
+from attn_study import keys, layout, ranges
 from attn_study.analysis.protocol import analysis_data, staged_model
 from attn_study.analysis.token_scores import TokenScores, coloured_cells
 from attn_study.errors import UserError
@@ -263,6 +263,8 @@ class AnalysisCallback(Callback):
                 else f"{option}: {self.name} measures nothing during training; leave it null"
             )
         self.out_dir = None if out_dir is None else Path(out_dir)
+        self.other_runs = None  # how the job stands on another run (assemble.OtherRuns), handed down by its plan
+        self.checked = False  # against the model and data (by the plan, before training)
         self.summary: dict = {}
         self.history: list[dict] = []  # per tracked epoch: {"epoch", key: value}
         self.history_rows: list[dict] = []  # per tracked epoch and instance
@@ -299,24 +301,28 @@ class AnalysisCallback(Callback):
 
     # -- another run the family builds on (a shuffled-label run, the explained run, a base run) ------
 
-    def other_run_dir(self, option: str, value, this_run: str | Path | None = None) -> Path:
-        """The run ``analysis.<name>.<option>`` names — its directory, a checkpoint in it, or
-        ``sibling:<experiment>`` (the job beside ``this_run``, by default this run's directory) — required
-        complete; a one-line error naming the option otherwise."""
-        full = self._option(option)
-        if not value:
-            raise UserError(f"{full} is not set: give the directory of the run it builds on")
-        path = saved.resolve_run(str(value), full, this_run or self.out_dir or Path.cwd())
-        run_dir = layout.run_of(path.resolve()) if path.is_file() else path
-        saved.require_complete(run_dir, full)
-        return run_dir
+    def other_run_dir(self, option: str, value) -> Path:
+        """The run ``analysis.<name>.<option>`` names — its directory, a checkpoint in it, or ``sibling:<experiment>``
+        (the job beside this run) — required complete; a one-line error naming the option otherwise. Through
+        :attr:`other_runs`, the job's way of standing on another run, which the job hands down."""
+        return self._other_runs().directory(self._option(option), value)
 
-    def load_other_run(self, option: str, value, data, this_run: str | Path | None = None) -> saved.SavedRun:
+    def load_other_run(self, option: str, value, data):
         """:meth:`other_run_dir`, loaded with its best model in eval mode, refused in one line unless it holds
-        ``data``'s vocabulary and instances in the same order (``saved.check_same_data``)."""
-        loaded = assemble.load(self.other_run_dir(option, value, this_run), self._option(option))
-        saved.check_same_data(loaded, data, self._option(option))
-        return loaded
+        ``data``'s vocabulary and instances in the same order."""
+        return self._other_runs().load(self._option(option), value, data)
+
+    def other_run_config(self, option: str, value):
+        """The recorded config of the run :meth:`other_run_dir` names."""
+        return self._other_runs().config(self._option(option), value)
+
+    def _other_runs(self):
+        if self.other_runs is None:
+            raise UserError(
+                f"analysis.{self.name} builds on another run, and this callback was given no way to stand on one: "
+                "run it through attn-study or attn-study-analyze (or set its other_runs: attn_study.assemble.OtherRuns)"
+            )
+        return self.other_runs
 
     # -- running ---------------------------------------------------------------------------------
 
@@ -332,6 +338,7 @@ class AnalysisCallback(Callback):
             except KeyError:
                 known = list(getattr(getattr(data, "data", None), "splits", {}) or ["train", "dev", "test"])
                 raise UserError(f"{self._option(option)}={split}: no such split; choose from {known}") from None
+        self.checked = True
 
     @staticmethod
     def instances(data, split: str, max_instances: int | None, seed: int) -> np.ndarray:
@@ -446,7 +453,9 @@ class AnalysisCallback(Callback):
     # -- Lightning hooks -------------------------------------------------------------------------
 
     def setup(self, trainer, pl_module, stage: str) -> None:
-        self.check(staged_model(pl_module), analysis_data(trainer, self.name))
+        """A callback the job's plan has not checked (one attached to a trainer by hand) is checked here."""
+        if not self.checked:
+            self.check(staged_model(pl_module), analysis_data(trainer, self.name))
 
     def on_validation_epoch_end(self, trainer, pl_module) -> None:
         if not self.every_n_epochs or trainer.sanity_checking or (trainer.current_epoch + 1) % self.every_n_epochs:

@@ -52,11 +52,12 @@ def methods() -> list[str]:
     return [*METHODS, TRUTH]
 
 
-def prepare(cfg: DictConfig, datamodule, run_dir: str | Path, load) -> dict | None:
+def prepare(cfg: DictConfig, datamodule, run_dir: str | Path, other_runs) -> dict | None:
     """Mask ``datamodule``'s data (set up) as ``cfg.roar`` says; returns what it was masked by (``status.json``'s
     ``roar``, with each split's masked share), or None for a run without ``roar``. Refused in one line, before any
     training, when the source is missing, incomplete, masked other than this step needs, or trained on other data.
-    ``load`` reads a finished run back (``assemble.load``)."""
+    ``other_runs`` is how the job stands on another run (the plan's ``assemble.OtherRuns``: resolve, require
+    complete, load)."""
     roar = cfg.get("roar")
     if not roar:
         return None
@@ -83,10 +84,10 @@ def prepare(cfg: DictConfig, datamodule, run_dir: str | Path, load) -> dict | No
     else:
         source = resolve_source(cfg, run_dir)
         wait_for(source, float((cfg.get("sweep") or {}).get("wait_min") or 0))
-        saved.require_complete(source, "roar.source", bool(cfg.get("force")))
+        other_runs.directory("roar.source", source)  # complete (or force=true)
         settings = _settings(cfg, source)
         if stored is None or stored.get("settings") != settings:
-            stored = compute(cfg, datamodule, run_dir, source, settings, load)
+            stored = compute(cfg, datamodule, run_dir, source, settings, other_runs)
             with atomic_open(path) as handle:
                 json.dump(stored, handle, separators=(",", ":"))
         else:
@@ -243,12 +244,12 @@ def wait_for(source: Path, minutes: float) -> None:
         time.sleep(max(min(5.0, deadline - time.time()), 0.0))
 
 
-def compute(cfg: DictConfig, datamodule, run_dir, source: Path, settings: dict, load) -> dict:
+def compute(cfg: DictConfig, datamodule, run_dir, source: Path, settings: dict, other_runs) -> dict:
     """The masks file's content: the source's masks (recursive) and this step's, per split, by uid."""
     from attn_study.models.selector import soft_token_attention
 
     roar, token = cfg.roar, str(cfg.roar.token)
-    loaded = load(source, option="roar.source", force=bool(cfg.get("force")))
+    loaded = other_runs.load("roar.source", source)  # its data is checked below, once this run's is masked as its
     if not soft_token_attention(loaded.model):
         raise UserError(f"roar.source={source}: {type(loaded.model).__name__} does not score tokens; use model=flat")
     before = settings["source_fraction"]

@@ -151,6 +151,7 @@ def test_statistics_do_not_depend_on_the_batch_size(contract_run, name, tmp_path
     frames = []
     for size in (12, 5, 1):
         analysis = instantiate(loaded.cfg.analysis[name], batch_size=size, every_n_epochs=None)
+        analysis.other_runs = assemble.OtherRuns(run_dir)  # what the job's plan hands down (a base run, …)
         analysis.analyse(loaded.module.model, loaded.datamodule, tmp_path / str(size))
         frames.append(pd.read_parquet(tmp_path / str(size) / "analysis" / name / "instances.parquet"))
     numeric = [c for c in frames[0].columns if frames[0][c].dtype.kind in "fiub"]

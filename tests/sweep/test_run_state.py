@@ -42,14 +42,29 @@ def test_complete_results_of_another_config_are_never_overwritten(make_cfg, tmp_
 
 
 def test_failure_is_recorded_in_the_run_dir(make_cfg, tmp_path):
-    cfg = make_cfg(*QUICK, f"model.embeddings.path={tmp_path}/missing.txt")
+    cfg = make_cfg(*QUICK, "model.optimizer.lr=1e30")  # known only once training runs: it diverges
     with pytest.raises(UserError):
         run(cfg, tmp_path / "a")
     failed = status(tmp_path / "a")
-    assert failed["state"] == "failed" and "not found" in failed["error"]
+    assert failed["state"] == "failed" and "train/loss" in failed["error"]
     assert "Traceback" in (tmp_path / "a" / "error.txt").read_text()
     assert run(cfg, tmp_path / "b", keep_going=True) is None  # in a sweep: recorded, not raised
     assert status(tmp_path / "b")["state"] == "failed"
+
+
+def test_a_run_refused_once_its_data_is_read_leaves_no_directory_and_an_earlier_one_is_kept(make_cfg, tmp_path):
+    """A refusal before training (here: a text longer than the encoder's positions, known once the data is read)
+    removes what the new attempt wrote; a directory that held an earlier attempt keeps it, marked failed."""
+    refused = make_cfg(*TINY, "logger=csv", "encoder=transformer", "encoder.max_positions=4")
+    with pytest.raises(UserError, match="encoder.max_positions=4"):
+        run(refused, tmp_path / "new")
+    assert not (tmp_path / "new").exists()
+    assert run(refused, tmp_path / "in_sweep", keep_going=True) is None and not (tmp_path / "in_sweep").exists()
+    earlier = tmp_path / "earlier"
+    run(make_cfg(*QUICK, "model.optimizer.lr=1e30"), earlier, keep_going=True)  # a failed attempt
+    with pytest.raises(UserError, match="encoder.max_positions=4"):
+        run(refused, earlier)
+    assert status(earlier)["state"] == "failed" and (earlier / ".hydra" / "config.yaml").is_file()
 
 
 def test_a_killed_attempt_is_cleared_and_run_again(make_cfg, tmp_path):

@@ -325,14 +325,12 @@ def test_a_model_whose_every_weight_is_frozen_is_refused_before_training(tmp_pat
     a learning rate of 0 is, instead of being tested untrained."""
     from attn_study import assemble
 
-    built = assemble.data_and_model
+    built = assemble.build_model
 
-    def frozen(cfg, run_dir):
-        assembled = built(cfg, run_dir)
-        assembled.module.requires_grad_(False)
-        return assembled
+    def frozen(cfg, datamodule):
+        return built(cfg, datamodule).requires_grad_(False)
 
-    monkeypatch.setattr(assemble, "data_and_model", frozen)
+    monkeypatch.setattr(assemble, "build_model", frozen)
     with pytest.raises(UserError, match=r"every weight of the model is frozen: training would change nothing"):
         run(compose_config(*QUICK), tmp_path / "run")
     assert not (tmp_path / "run" / "checkpoints").exists()

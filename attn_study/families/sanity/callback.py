@@ -38,7 +38,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attn_study import saved
 from attn_study.analysis import importance as registry
 from attn_study.analysis.callback import AnalysisCallback, Measured, whole
 from attn_study.analysis.importance import ImportanceOptions, predict, token_mask
@@ -201,12 +200,12 @@ class Sanity(AnalysisCallback):
         """Also, when the run directory is known (before training), that ``label_run`` is a complete run trained
         on shuffled labels."""
         super().check(model, data)
-        if "labels" in self.tests and self.out_dir is not None:
+        if "labels" in self.tests and self.other_runs is not None:  # the job's: its run directory is known
             self._label_run_dir()
 
     def _label_run_dir(self) -> Path:
         run_dir = self.other_run_dir("label_run", self.label_run)
-        if not saved.run_config(run_dir).dataset.get("shuffle_labels"):
+        if not self.other_run_config("label_run", run_dir).dataset.get("shuffle_labels"):
             raise UserError(
                 f"{self._option('label_run')}={run_dir}: that run was trained on the real labels; give one trained "
                 "with dataset.shuffle_labels=true"

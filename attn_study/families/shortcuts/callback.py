@@ -90,7 +90,7 @@ class Shortcuts(AnalysisCallback):
     def check(self, model, data=None) -> None:
         """Also, before training, that the explained run is complete."""
         super().check(model, data)
-        if self.target:
+        if self.target and self.other_runs is not None:  # the job's: its run directory is known
             self.other_run_dir("target", self.target)
 
     def black_box(self, data):

@@ -70,8 +70,8 @@ class WiegreffePinter(AnalysisCallback):
         """Also, when the run directory is known (before training), that the base is complete, has its attention
         file, and recorded the very texts this run will analyse."""
         super().check(model, data)
-        if self.out_dir is not None:
-            base = self._base(self.out_dir)
+        if self.other_runs is not None:  # the job's: its run directory is known
+            base = self._base()
             reference = read_reference(base, self._option("base"))
             if data is not None:
                 self._same_instances(reference, data, self.split, base)
@@ -93,11 +93,11 @@ class WiegreffePinter(AnalysisCallback):
                 "compare runs on the same data"
             )
 
-    def _base(self, run_dir: Path) -> Path:
-        return self.other_run_dir("base", self.base, run_dir)
+    def _base(self) -> Path:
+        return self.other_run_dir("base", self.base)
 
     def analyse(self, model, data, out_dir: Path, loggers=(), step: int = 0) -> dict:
-        self.base_dir = self._base(out_dir)
+        self.base_dir = self._base()
         return super().analyse(model, data, out_dir, loggers, step)
 
     def measure(self, model, data, split, indices, tests) -> Measured:
