@@ -68,7 +68,7 @@ def publish(summary: dict, loggers: list, run_dir: Path, step: int) -> str:
     history; ``tracking.publish_summary``; a logger's failure is one line, not the run's); the resume point
     removed. Returns where everything went, for the console."""
     write_json_atomic(run_dir / layout.SUMMARY, summary)
-    tracking.publish_summary(loggers, summary, step)
+    tracking.publish_summary(loggers, summary, step, families.HEADLINE_KEYS)
     locations = describe_locations(run_dir, loggers, summary)
     tracking.finish(loggers)
     Path(run_dir / layout.CHECKPOINTS / layout.LAST).unlink(missing_ok=True)  # resume point, no longer needed

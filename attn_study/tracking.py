@@ -137,17 +137,11 @@ class RunCSVLogger(CSVLogger):
 TRAINING_HEADLINE = ("test/acc", "test/f1", "test/auroc")
 
 
-def headline(summary: dict) -> dict:
+def headline(summary: dict, keys: tuple[str, ...] = ()) -> dict:
     """The few final values a team sorts runs by, copied under ``headline/`` (W&B's runs table has them side by side
-    in one section, of the ~700 keys of a run): test accuracy, F1 and AUROC, the best dev score, and each family's
-    headline statistics (``families.HEADLINE_KEYS``) — those ``summary`` has, as numbers."""
-    from attn_study import families
-
-    chosen = [
-        *TRAINING_HEADLINE,
-        *(k for k in summary if k.startswith("val/") and k.endswith("_best")),
-        *families.HEADLINE_KEYS,
-    ]
+    in one section, of the ~700 keys of a run): test accuracy, F1 and AUROC, the best dev score, and ``keys`` (the
+    families' headline statistics, given by who logs them) — those ``summary`` has, as numbers."""
+    chosen = [*TRAINING_HEADLINE, *(k for k in summary if k.startswith("val/") and k.endswith("_best")), *keys]
     return {
         f"headline/{k}": summary[k]
         for k in chosen
@@ -155,21 +149,21 @@ def headline(summary: dict) -> dict:
     }
 
 
-def final_values(logger, summary: dict, step: int) -> None:
-    """Final values to one logger: W&B's run summary, the :func:`headline` too; nothing to a ``CSVLogger`` (its
-    ``metrics.csv`` is the per-epoch history, ``summary.json`` beside it holds these); any other logger, having no
-    summary, gets them once at ``step`` (the final global step)."""
+def final_values(logger, summary: dict, step: int, headline_keys: tuple[str, ...] = ()) -> None:
+    """Final values to one logger: W&B's run summary, the :func:`headline` (with ``headline_keys``) too; nothing to a
+    ``CSVLogger`` (its ``metrics.csv`` is the per-epoch history, ``summary.json`` beside it holds these); any other
+    logger, having no summary, gets them once at ``step`` (the final global step)."""
     if isinstance(logger, WandbLogger):
-        logger.experiment.summary.update({**summary, **headline(summary)})
+        logger.experiment.summary.update({**summary, **headline(summary, headline_keys)})
     elif not isinstance(logger, CSVLogger):
         logger.log_metrics(summary, step=step)
 
 
-def publish_summary(loggers, summary: dict, step: int) -> None:
+def publish_summary(loggers, summary: dict, step: int, headline_keys: tuple[str, ...] = ()) -> None:
     """:func:`final_values` to each logger; one that fails says so in one line (:func:`reported`)."""
     for lg in loggers:
         with reported(logger_name(lg), "the summary"):
-            final_values(lg, summary, step)
+            final_values(lg, summary, step, headline_keys)
 
 
 def finish(loggers) -> None:

@@ -197,6 +197,7 @@ class AnalysisCallback(Callback):
     # from the family's own keys.py (beside its callback.py), read when the class is defined:
     NAMESPACE: ClassVar[str] = ""  # its key prefix
     TRACKED: ClassVar[tuple[str, ...]] = ()  # keys drawn against the epoch
+    HEADLINE_KEYS: ClassVar[tuple[str, ...]] = ()  # its few statistics a team sorts runs by (W&B's headline/…)
     DISAGREEMENT: ClassVar[tuple[tuple[str, str], ...]] = ()  # (column, "low" | "high"): most disagreeing first
     # batch_size=null: as many instances as fit a token budget, the longest analysed text deciding (its
     # square where the work per instance is T×T); the budget is fixed on a CPU, from free memory on a GPU
@@ -211,8 +212,9 @@ class AnalysisCallback(Callback):
 
     def __init_subclass__(cls, **kwargs):
         """A family's callback in ``attn_study/families/<name>/callback.py`` is named ``<name>`` and takes its
-        ``NAMESPACE``, ``TRACKED`` and ``DISAGREEMENT`` from the sibling ``keys.py`` — so a copied family folder
-        is its own family, whatever its callback says (a class may still set any of them itself)."""
+        ``NAMESPACE``, ``TRACKED``, ``HEADLINE_KEYS`` (else its ``TRACKED``) and ``DISAGREEMENT`` from the sibling
+        ``keys.py`` — so a copied family folder is its own family, whatever its callback says (a class may still set
+        any of them itself)."""
         super().__init_subclass__(**kwargs)
         parts = cls.__module__.split(".")
         if parts[:2] != ["attn_study", "families"] or len(parts) != 4:
@@ -223,6 +225,7 @@ class AnalysisCallback(Callback):
         declared = {
             "NAMESPACE": str(own.NAMESPACE),
             "TRACKED": tuple(own.TRACKED),
+            "HEADLINE_KEYS": tuple(getattr(own, "HEADLINE_KEYS", own.TRACKED)),
             "DISAGREEMENT": keys.disagreement_of(own, own.__file__),
         }
         for attribute, value in declared.items():
@@ -403,7 +406,17 @@ class AnalysisCallback(Callback):
         folder, artefacts = self._write(Path(out_dir), measured, summary, data, tokens)
         self.summary = summary
         log_analysis(
-            loggers, self.prefix, summary, measured.frame, artefacts, data, self.split, step, tokens, self.DISAGREEMENT
+            loggers,
+            self.prefix,
+            summary,
+            measured.frame,
+            artefacts,
+            data,
+            self.split,
+            step,
+            tokens,
+            self.DISAGREEMENT,
+            self.HEADLINE_KEYS,
         )
         print(f"analysis:  {folder}", flush=True)
         return summary
@@ -496,6 +509,7 @@ def log_analysis(
     step=0,
     tokens: pd.DataFrame | None = None,
     disagreement: tuple[tuple[str, str], ...] = (),
+    headline_keys: tuple[str, ...] = (),
 ) -> None:
     """The summary to every logger as final values (``tracking.final_values``: W&B's run summary, another
     logger's history at ``step``); to W&B also the figures and the per-instance table (:func:`readable`; with
@@ -505,7 +519,7 @@ def log_analysis(
     results are on disk: a logger's failure is one error line (``tracking.reported``), never the analysis's."""
     for lg in loggers:
         with reported(logger_name(lg), f"{prefix}/ results"):
-            final_values(lg, summary, step)
+            final_values(lg, summary, step, headline_keys)
             if isinstance(lg, WandbLogger):
                 import wandb
 

@@ -243,3 +243,18 @@ def _same(a, b) -> bool:
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
     return type(a) is type(b) and a == b if not hasattr(a, "__dict__") else vars(a) == vars(b)
+
+
+@pytest.mark.parametrize("name", list(REGISTRY))
+def test_a_familys_callback_takes_its_headline_keys_from_its_own_folder(name):
+    """What an analysis logs under W&B's ``headline/`` it knows from its own ``keys.py`` (the base class reaches no
+    registry): the same keys the registry lists for the family."""
+    from attn_study.analysis.callback import AnalysisCallback
+
+    module = REGISTRY[name].module("callback")
+    (callback,) = [
+        c
+        for c in vars(module).values()
+        if isinstance(c, type) and issubclass(c, AnalysisCallback) and c.__module__ == module.__name__
+    ]
+    assert callback.HEADLINE_KEYS == REGISTRY[name].headline and callback.HEADLINE_KEYS
