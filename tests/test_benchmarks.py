@@ -47,6 +47,19 @@ def test_the_gpu_grid_benchmark_runs_the_real_cli_and_writes_its_csv(tmp_path):
         assert float(row["wall_s"]) >= float(row["train_s"]) > 0
         assert all(float(row[f"jw_{t}_s"]) >= 0 for t in ("predict", "correlation", "permutation", "adversarial"))
         assert int(row["torch_threads"]) == max(1, (os.cpu_count() or 1) // 2)  # two jobs share the cores
+        # each number is its job's own, read back from the job's status.json and summary.json (the sweep folder
+        # beside --out)
+        job = tmp_path / "grid_sweep" / row["job"]
+        status = json.loads((job / "status.json").read_text())
+        summary = json.loads((job / "summary.json").read_text())
+        wall, train = status["finished"] - status["started"], summary["train/seconds"]
+        assert (float(row["wall_s"]), float(row["train_s"])) == (wall, train)
+        assert float(row["outside_training_s"]) == wall - train
+        assert float(row["epoch_s"]) == summary["train/seconds_per_epoch"]
+        for t in ("predict", "correlation", "permutation", "adversarial"):
+            assert float(row[f"jw_{t}_s"]) == summary[f"jw/seconds/{t}"], t
+        assert float(row["test_acc"]) == summary["test/acc"]
+        assert int(row["torch_threads"]) == status["torch_threads"]
     assert "2 jobs" in done.stdout
 
 
@@ -140,3 +153,53 @@ def test_the_explorer_page_holds_texts_and_scores_in_a_byte_or_two_per_token(tmp
     shades = [sum(len(c) for c in m["codes"]) for m in data["methods"]]
     assert shades == [sum(base64(n) for n in lengths)] * 4
     assert (texts + sum(shades)) / page.stat().st_size > 0.75
+
+
+def test_the_gpu_grid_benchmark_reads_each_jobs_numbers_and_the_gpu_samples_of_its_time_span(tmp_path):
+    """``job_row`` on a job folder written by hand: its times from status.json and summary.json (every family's
+    sub-tests, J&W's first), and the GPU samples taken between its start and its end only."""
+    bench = load_benchmark("gpu_grid")
+    job = tmp_path / "sst-flat-lstm-additive-softmax-s0"
+    job.mkdir()
+    (job / "status.json").write_text(
+        json.dumps({"state": "complete", "started": 100.0, "finished": 160.5, "torch_threads": 4})
+    )
+    summary = {
+        "train/seconds": 40.25,
+        "train/seconds_per_epoch": 8.05,
+        "jw/seconds/predict": 1.5,
+        "jw/seconds/correlation": 6.0,
+        "jw/seconds/permutation": 2.0,
+        "jw/seconds/adversarial": 9.0,
+        "ss/seconds/erasure": 3.5,
+        "test/acc": 0.875,
+        "run/peak_memory_mib": 900.0,
+    }
+    (job / "summary.json").write_text(json.dumps(summary))
+    sampler = bench.GpuSampler()
+    # (time, utilisation %, memory MiB): two samples outside the job's span [100, 160.5]
+    sampler.samples = [(99.9, 100.0, 9000.0), (100.0, 20.0, 1000.0), (130.0, 60.0, 3000.0), (160.5, 40.0, 2000.0)]
+    sampler.samples.append((161.0, 100.0, 9000.0))
+    row = bench.job_row(job, sampler)
+    assert row == {
+        "job": job.name,
+        "state": "complete",
+        "wall_s": 60.5,
+        "train_s": 40.25,
+        "outside_training_s": 20.25,
+        "epoch_s": 8.05,
+        "jw_predict_s": 1.5,
+        "jw_correlation_s": 6.0,
+        "jw_permutation_s": 2.0,
+        "jw_adversarial_s": 9.0,
+        "ss_erasure_s": 3.5,
+        "peak_memory_mib": 900.0,
+        "peak_gpu_memory_mib": None,
+        "test_acc": 0.875,
+        "torch_threads": 4,
+        "gpu_util_mean": 40.0,  # (20 + 60 + 40) / 3
+        "gpu_util_max": 60.0,
+        "gpu_mem_max_mib": 3000.0,
+    }
+    assert bench.job_row(job, None) == {k: v for k, v in row.items() if not k.startswith("gpu_")}
+    assert sampler.between(200.0, 300.0) == {}  # no sample in the span: no GPU columns
