@@ -40,7 +40,7 @@ class PretrainedTextData(TextDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.data is not None:
             return
-        tokenized, _, stats = _tokenize_and_filter(self.source, self.source.load(), self.preprocessing)
+        tokenized, _, stats, _ = _tokenize_and_filter(self.source, self.source.load(), self.preprocessing)
         if next(iter(tokenized.values()))[0][2] is not None:
             raise UserError(f"hf_model: {self.source.name} is a pair task; a pretrained classifier reads one text")
         rationales = _clip_rationales(tokenized)
