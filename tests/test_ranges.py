@@ -8,6 +8,7 @@ import math
 import pytest
 
 from attn_study.ranges import (
+    ANALYZE,
     BATCHES,
     RANGES,
     SEED,
@@ -156,3 +157,98 @@ def test_a_decoder_size_is_a_whole_number_from_1_or_null_for_half_the_encoders_o
 
     assert at(None) == [] and at(1) == []
     assert at(0) and at(2.0)
+
+
+DROPOUTS = ("model.network.dropout", "model.network.sentence_dropout", "encoder.dropout")
+SIZES = (
+    "model.network.embedding_dim",
+    "model.network.k",
+    "encoder.hidden_size",
+    "encoder.num_layers",
+    "encoder.filters",
+    "encoder.model_dim",
+    "encoder.num_heads",
+    "encoder.ff_dim",
+    "encoder.max_positions",
+    "projection.n_iter",
+    "dataset.batch_size",
+    "dataset.eval_batch_size",
+    "dataset.preprocessing.min_count",
+    "dataset.preprocessing.min_length",
+    "dataset.source.n_train",
+    "dataset.source.max_length",
+    "trainer.log_every_n_steps",
+    "trainer.accumulate_grad_batches",
+    "roar.batch_size",
+    "cluster.cpus",
+)
+OPTIONAL_SIZES = (
+    "threads",
+    "analysis_max_instances",
+    "model.network.decoder_dim",
+    "attention.attention_dim",
+    "dataset.rnn_hidden_size",
+    "dataset.preprocessing.max_length",
+    "dataset.preprocessing.truncate",
+)
+SEEDS = ("seed", "dataset.source.seed", "dataset.source.split_seed", "dataset.inject.seed")
+COUNTS_FROM_0 = (
+    "training.pretrain_epochs",
+    "training.select_from_epoch",
+    "dataset.num_workers",
+    "dataset.inject.count",
+    "callbacks.early_stopping.patience",
+    "cluster.gpus",
+)
+NON_NEGATIVE = (
+    "model.optimizer.weight_decay",
+    "model.optimizer.attention_weight_decay",
+    "encoder.conicity_weight",
+    "training.lam",
+    "training.word_tying.weight",
+    "dataset.source.decoy_negators",
+)
+
+
+@pytest.mark.parametrize(
+    ("options", "accepted", "refused"),
+    [
+        (DROPOUTS, [0, 0.0, 0.5, 0.999999], [1, 1.0, -1e-9, None]),
+        (("model.network.word_dropout",), [None, 0, 0.999], [1, -0.1]),
+        (SIZES, [1, 2, 10**6], [0, -1, 1.0, None]),
+        (OPTIONAL_SIZES, [None, 1], [0, -1]),
+        (SEEDS, [0, 2**32 - 1], [-1, 2**32, None]),
+        (("model_seed",), [None, 0, 2**32 - 1], [-1, 2**32]),
+        (("model.optimizer.lr",), [1e-30, 1e-3, 10], [0, 0.0, 9.9e-31, -1e-3]),
+        (COUNTS_FROM_0, [0, 3], [-1, 0.5]),
+        (NON_NEGATIVE, [0, 0.0, 1e-12, 2.5], [-1e-12]),
+        (("model.gradient_clip_val", "trainer.gradient_clip_val"), [None, 0, 5.0], [-0.1]),
+        (("model.network.temperature", "cluster.mem_gb"), [1e-9, 3], [0, -1]),
+        (("projection.alpha",), [1.0000001, 1.5, 1000], [1, 1.0, 1000.001]),
+        (("projection.lam",), [-5, 0, 0.999], [1, 1.5]),
+        (("dataset.source.task",), [1, 20], [0, 21]),
+        (("dataset.source.min_length", "sweep.synthetic.min_length"), [6, 7], [5]),
+        (("dataset.source.negation_prob", "roar.fraction"), [0, 1, 0.25], [-0.01, 1.01]),
+        (("dataset.source.dev_fraction",), [0.1, 0.9], [0, 1]),
+        (("roar.step",), [None, 1, 0.05], [0, 1.5]),
+        (("trainer.max_steps",), [-1, 1], [0, -2]),
+        (("trainer.num_sanity_val_steps",), [-1, 0, 2], [-2]),
+        (("trainer.limit_train_batches", "trainer.limit_val_batches"), [None, 1, 0.5, 1.0], [0, 1.5, -1]),
+        (("training.weight_clip",), [[1e-3], [0.5, 2]], [[0], [], [-1]]),
+        (("encoder.kernel_sizes",), [[1, 3, 5]], [[0], []]),
+    ],
+)
+def test_the_table_holds_each_options_own_bounds(options, accepted, refused):
+    """The bounds RANGES gives representative options — a dropout in [0, 1), a size ≥ 1, a seed ≤ 2³² − 1, a learning
+    rate ≥ 1e-30, … —, each at and just past its bound: moving a bound in the table turns this red."""
+    for option in options:
+        allowed = RANGES[option]
+        assert [v for v in accepted if allowed.problem(v) is not None] == [], option
+        assert [v for v in refused if allowed.problem(v) is None] == [], option
+
+
+def test_attn_study_analyzes_own_options_have_their_bounds():
+    assert [v for v in (None, 0, 2**32 - 1) if ANALYZE["seed"].problem(v)] == []
+    assert all(ANALYZE["seed"].problem(v) for v in (-1, 2**32))
+    assert ANALYZE["threads"].problem(None) is None and ANALYZE["threads"].problem(1) is None
+    assert ANALYZE["threads"].problem(0)
