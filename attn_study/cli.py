@@ -147,12 +147,8 @@ def composition_error(err: BaseException, argv: list[str]) -> str | None:
         return f"{setting}: no {missing} is chosen (none by default); choose one first: {choices}"
     node = cause.parent_node
     target = node.get("_target_") if node is not None and "_target_" in node else None
+    keys = sorted(str(k) for k in node.keys()) if node is not None else []
     if isinstance(target, str):
-        from attn_study.build import constructor_parameters
-
-        accepted = constructor_parameters(target)
-        if accepted is None or missing in accepted:
-            return f"{setting}: not in the config, though {target.rsplit('.', 1)[-1]} takes it; add it as +{setting}"
         group, _, node_path = parent.partition(".")
         chosen = group in options.groups()
         others = options.having(group, node_path, missing) if chosen else []
@@ -161,11 +157,17 @@ def composition_error(err: BaseException, argv: list[str]) -> str | None:
                 f"{cause.full_key}: no such setting of the chosen {group}; "
                 f"{' and '.join(f'{group}={o}' for o in others)} {'has' if len(others) == 1 else 'have'} it"
             )
-        # the settings a user gives (not the vocabulary's size or the encoder the code builds the model around)
-        given = {str(k) for k in node.keys()} | (options.settable(group, node_path) if chosen else set())
-        keys = sorted(set(accepted) & given) or sorted(accepted)
-    else:
-        keys = sorted(str(k) for k in node.keys()) if node is not None else []
+        # the settings a user gives — the node's and its group's files' —, read without importing the constructor:
+        # a typo is answered in a second, not after importing Lightning
+        keys = sorted(set(keys) | (options.settable(group, node_path) if chosen else set()))
+        if not difflib.get_close_matches(missing, keys, n=1):
+            from attn_study.build import constructor_parameters
+
+            accepted = constructor_parameters(target)
+            if accepted is None or missing in accepted:
+                return (
+                    f"{setting}: not in the config, though {target.rsplit('.', 1)[-1]} takes it; add it as +{setting}"
+                )
     close = difflib.get_close_matches(missing, keys, n=1)
     if close:
         fixed = f"{parent}.{close[0]}" if parent else close[0]
