@@ -53,7 +53,7 @@ def test_on_a_cpu_the_token_budget_is_divided_by_the_longest_text_or_its_square(
     assert f"sparsity on test: batch_size={quadratic} (auto: CPU, 262144 tokens, longest text {longest}²;" in said
 
 
-def test_on_a_gpu_the_budget_is_half_the_free_memory_at_256_kib_a_token(monkeypatch):
+def test_on_a_gpu_the_budget_is_half_the_free_memory_at_256_kib_a_token(monkeypatch, capsys):
     """80 GiB free: 40 GiB / 256 KiB = 163840 tokens (both families); longest 100: 1638 instances, or 16 for the
     T × T family; at most 8192."""
     assert (Sparsity.GPU_BYTES_PER_TOKEN, Sparsity.GPU_MAX_BATCH) == (JainWallace.GPU_BYTES_PER_TOKEN, 8192)
@@ -64,6 +64,19 @@ def test_on_a_gpu_the_budget_is_half_the_free_memory_at_256_kib_a_token(monkeypa
     assert JainWallace().batch_size_for(Lengths(), "test", indices, gpu) == 1638
     assert Sparsity().batch_size_for(Lengths(), "test", indices, gpu) == 16
     assert JainWallace().batch_size_for(Lengths(), "test", np.array([2]), gpu) == 8192  # 23405: over the cap
+    said = capsys.readouterr().out
+    assert "sparsity on test: batch_size=16 (auto: half of 80 GiB free, 163840 tokens, longest text 100²;" in said
+
+
+def test_no_instance_or_one_token_texts_take_the_cap(capsys):
+    """Nothing to analyse, or texts of one token: the longest text counts as 1 token, and the size is the cap."""
+    one_token = SimpleNamespace(split=lambda _name: SimpleNamespace(lengths=np.array([1, 1])))
+    cpu = torch.device("cpu")
+    for data, indices in ((Lengths(), np.array([], dtype=np.int64)), (one_token, np.array([0, 1]))):
+        assert Sparsity().batch_size_for(data, "test", indices, cpu) == 64
+        assert JainWallace().batch_size_for(data, "test", indices, cpu) == 512
+        said = capsys.readouterr().out
+        assert "(auto: CPU, 262144 tokens, longest text 1²;" in said and "32768 tokens, longest text 1;" in said
 
 
 def test_a_family_measures_in_batches_of_the_size_it_chose():
