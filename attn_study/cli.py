@@ -16,8 +16,8 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from attn_study import stopping
 from attn_study.errors import UserError
+from attn_study.job import stopping
 
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 log = logging.getLogger("attn_study")
@@ -51,7 +51,7 @@ class WritableOutput(Callback):
         self._check(config.hydra.sweep.dir, "hydra.sweep.dir")
 
     def _check(self, path, option: str) -> None:
-        from attn_study.preflight import ensure_writable
+        from attn_study.job.checks import ensure_writable
 
         try:
             ensure_writable(Path(str(path)), option)
@@ -161,7 +161,7 @@ def composition_error(err: BaseException, argv: list[str]) -> str | None:
         # a typo is answered in a second, not after importing Lightning
         keys = sorted(set(keys) | (options.settable(group, node_path) if chosen else set()))
         if not difflib.get_close_matches(missing, keys, n=1):
-            from attn_study.build import constructor_parameters
+            from attn_study.job.components import constructor_parameters
 
             accepted = constructor_parameters(target)
             if accepted is None or missing in accepted:
@@ -245,7 +245,7 @@ def train_main() -> None:
 def _train(cfg: DictConfig) -> float | None:
     """Train, test and (when configured) analyse; the run directory is Hydra's output dir. A
     complete run directory is skipped; inside a sweep a failure is recorded and the sweep goes on."""
-    from attn_study.run import run  # heavy imports after Hydra has parsed --help etc.
+    from attn_study.job.run import run  # heavy imports after Hydra has parsed --help etc.
 
     _quiet_third_party()
     stopping.install("attn-study", "launch the run again to resume it from its last checkpoint")
@@ -304,14 +304,14 @@ def _check_analyze_options(cfg: DictConfig) -> None:
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="analyze")
 def _analyze(cfg: DictConfig) -> None:
     """Run an analysis on a saved checkpoint (``attn-study-analyze ckpt_path=... analysis=...``)."""
-    from attn_study.analyze import analyze
+    from attn_study.job.analyze import analyze
 
     _quiet_third_party()
     stopping.install("attn-study-analyze", "the analyses it finished are kept; run it again for the others")
     try:
         _check_analyze_options(cfg)
         if cfg.get("hf_model"):  # a pretrained checkpoint, not a run of this project
-            from attn_study.analyze_pretrained import analyze_pretrained
+            from attn_study.job.pretrained import analyze_pretrained
 
             analyze_pretrained(cfg, HydraConfig.get().runtime.output_dir)
             return

@@ -70,9 +70,9 @@ def register_resolvers() -> None:
 
 # -- the schema --------------------------------------------------------------------------------------
 
-#: nodes instantiated from a ``_target_`` (their constructors say which settings they take: ``build.check_settings``)
-#: or free-form (a recipe's table, Hydra's own node): a setting they hold need not be in
-#: :data:`attn_study.ranges.RANGES` to exist — but where it is, its kind and range hold there too
+#: nodes instantiated from a ``_target_`` (their constructors say which settings they take:
+#: ``job.components.check_settings``) or free-form (a recipe's table, Hydra's own node): a setting they hold need not be
+#: in :data:`attn_study.ranges.RANGES` to exist — but where it is, its kind and range hold there too
 OPEN = (
     "encoder",
     "attention",
@@ -151,7 +151,7 @@ _ABSENT = object()
 
 
 def config_differences(stored: dict, current: dict, limit: int | None = 4) -> list[str]:
-    """How two config identities (flat ``a/b → value``, ``sweep.state.identity``) differ, as a person reads it:
+    """How two config identities (flat ``a/b → value``, ``job.state.identity``) differ, as a person reads it:
     the groups' choices first (``encoder: lstm → cnn``, ``analysis: [jain_wallace] → []``) standing for every
     setting of the option they choose, then the other settings (``model.optimizer.lr: 0.001 → 0.01``);
     constructor paths (``_target_``) and ``run_name`` (made of the choices) only when nothing else differs.

@@ -2,7 +2,7 @@
 
 <run>/
   .hydra/config.yaml, overrides.yaml, hydra.yaml   the run's record of its config (written once an attempt starts)
-  status.json                                      running → complete | failed (attn_study.sweep.state)
+  status.json                                      running → complete | failed (attn_study.job.state)
   summary.json                                     every final metric, flat
   error.txt                                        the traceback of a failed attempt
   checkpoints/best.ckpt, last.ckpt                 the tested checkpoint; the resume point while training

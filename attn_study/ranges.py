@@ -11,8 +11,9 @@ list), :class:`Text`, :class:`PathTo` (a file or folder; one the run reads must 
 An option's kind holds wherever the option appears (``encoder.hidden_size`` for every encoder that has one). The
 table covers every setting of every group's files (``tests/test_ranges.py`` composes them all) and both entry points'
 top-level options (:data:`ANALYZE`). Not here: the test families' options — a family is a folder of its own: each
-option's kind is its constructor's annotation (:func:`annotated`, checked by ``build.check_settings``) and its range
-the family's own check —, and ``trainer.max_epochs``, whose -1 depends on the callbacks (``preflight.check_options``).
+option's kind is its constructor's annotation (:func:`annotated`, checked by ``job.components.check_settings``) and its
+range the family's own check —, and ``trainer.max_epochs``, whose -1 depends on the callbacks
+(``job.checks.check_options``).
 """
 
 from __future__ import annotations

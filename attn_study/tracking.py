@@ -1,36 +1,31 @@
-"""What a team sees of a run in Weights & Biases: the history, the summary, the config (its name and tags:
-``attn_study.names``).
+"""What a team sees of a run in Weights & Biases (and its other loggers): the summary, the config (its name and tags:
+``attn_study.names``), the code and numerics that made it.
 
-- The *history* holds what has a time axis: ``train/…`` and ``val/…`` once per epoch (``val/<family>/…``
-  too), plotted against ``epoch`` (0 = the first epoch), each with its min, max and last value in the
-  summary. Final values — ``test/…``, the analyses' statistics, data sizes, seconds — go to the run
-  *summary* (and ``summary.json``), never to one-point history charts (:class:`RunLogger`,
-  :func:`publish_summary`).
+- Final values — ``test/…``, the analyses' statistics, data sizes, seconds — go to the run *summary* (and
+  ``summary.json``), never to one-point history charts (:func:`publish_summary`; the per-epoch *history* is the
+  loggers' own: ``job/loggers.py``), with the few a team sorts by under ``headline/``.
 - The *config* is the resolved config as the flat keys one filters and groups by, in their own types
-  (:func:`logged_config`): no machine paths, no logger or cluster settings, ``sweep/name`` only in a sweep.
+  (:func:`logged_config`): no machine paths, no logger or cluster settings, ``sweep/name`` only in a sweep; beside it
+  the code version and what rounds the floating point (:func:`run_metadata`).
+
+Lightning is imported only where a logger is looked at, so reading a run (its status, its code) imports none of it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import json
 import logging
-import math
+import subprocess
+from importlib import metadata
 from pathlib import Path
 
 import numpy as np
-from lightning.pytorch.loggers import CSVLogger, WandbLogger
-from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
-
-from attn_study import keys
-from attn_study.sweep.state import code_version, flatten, numerics
 
 log = logging.getLogger(__name__)
 
-#: the namespaces logged once per epoch: the history's keys (everything else is a final value)
-TIMED = ("train", "val")
-#: W&B's step metric of the per-epoch keys (Lightning's epoch counter: 0 = the first epoch)
-EPOCH = "epoch"
 #: top-level settings that are not what one filters or groups runs by (where files go, loggers, resources)
 NOT_LOGGED = frozenset({"sweep", "force", "resume", "threads", "paths", "logger", "cluster", "hydra", "run_name"})
 #: a recipe's documentation (what it cannot reproduce, its whole table): its ``name`` and ``row`` are logged
@@ -45,6 +40,21 @@ def _without_machine_path(value):
     if isinstance(value, str) and (value.startswith(("/", "~")) or value[1:3] in (":\\", ":/")):
         return Path(value).name
     return value
+
+
+def flatten(container: dict) -> dict:
+    """``{'a': {'b': 1}}`` → ``{'a/b': 1}`` (lists and empty dicts stay leaves)."""
+    out: dict = {}
+
+    def walk(node, prefix):
+        if isinstance(node, dict) and node:
+            for k, v in node.items():
+                walk(v, f"{prefix}{k}/")
+        else:
+            out[prefix.rstrip("/")] = node
+
+    walk(container, "")
+    return out
 
 
 def logged_config(cfg: DictConfig, in_sweep: bool = False, **extra) -> dict:
@@ -73,64 +83,55 @@ def in_multirun() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
+@functools.lru_cache(maxsize=1)
+def code_version() -> dict:
+    """The code this process runs (:func:`describe_code` of the folder the package is imported from)."""
+    return describe_code(Path(__file__).resolve().parents[1])
+
+
+def numerics() -> dict:
+    """What rounds the run's floating point: torch's ``version`` and the CPU vector instructions its kernels use
+    (``cpu_capability``: ``AVX512``, ``AVX2``, …). A seed gives the same numbers again where these and the code
+    are the same; across instruction sets sums round in another order (docs/runs.md)."""
+    import torch
+
+    return {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+
+
+def describe_code(source: Path) -> dict:
+    """attn_study's package ``version`` and git ``commit`` — of the checkout at ``source`` (``dirty``: it had
+    uncommitted changes to tracked files), else the commit pip recorded when installing from git — or
+    ``"unknown"`` where neither is known."""
+    try:
+        version = metadata.version("attn_study")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    commit, dirty = "unknown", None
+    if (source / ".git").exists():
+        try:
+            git = ["git", "-C", str(source)]
+            commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True)
+            changes = subprocess.run(
+                [*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=10
+            )
+            commit, dirty = commit.stdout.strip(), bool(changes.stdout.strip())
+        except (OSError, subprocess.SubprocessError):
+            commit = "unknown"
+    if commit == "unknown":
+        try:
+            installed = json.loads(metadata.distribution("attn_study").read_text("direct_url.json") or "{}")
+            commit = installed.get("vcs_info", {}).get("commit_id") or "unknown"
+        except (metadata.PackageNotFoundError, ValueError):
+            pass
+    return {"version": version, "commit": commit, "dirty": dirty}
+
+
 def run_metadata(labels: list[str]) -> dict:
     """What a run records besides its config: the class names (``data/labels``: class ``k`` of every
     ``class_<k>`` key is ``labels[k]``), the code version (``code/version``, ``code/commit``, ``code/dirty``) and what
     rounds its floating point (``numerics/torch``, ``numerics/cpu_capability``)."""
     recorded = {"code": code_version(), "numerics": numerics()}
     return {"data/labels": list(labels), **{f"{group}/{k}": v for group, d in recorded.items() for k, v in d.items()}}
-
-
-# -- the loggers --------------------------------------------------------------------------------------
-
-
-def defined(metrics: dict) -> dict:
-    """``metrics`` without its undefined (non-finite) values: an epoch that cannot be chosen as the best checkpoint
-    logs its ``val/acc``, ``val/f1``, ``val/auroc`` as NaN for model selection (its real values are under
-    ``val/early/``); a history holds no NaN, so W&B's min and max stay numbers."""
-    return {k: v for k, v in metrics.items() if not (isinstance(v, (int, float)) and not math.isfinite(v))}
-
-
-class RunLogger(WandbLogger):
-    """Lightning's ``WandbLogger`` whose history holds only what has a time axis (the module docstring):
-    ``train/…`` and ``val/…`` go to the history at the global step, declared against ``epoch`` with their
-    min, max and last in the summary, undefined values left out (:func:`defined`); anything else Lightning logs
-    (``test/…``) to the run summary."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        if self._wandb_init.get("anonymous") is None:  # Lightning passes it always; wandb warns it does nothing
-            self._wandb_init.pop("anonymous", None)
-        self._declared: set[str] = set()
-
-    @rank_zero_only
-    def log_metrics(self, metrics: dict, step: int | None = None) -> None:
-        timed = {k: v for k, v in defined(metrics).items() if k == EPOCH or keys.namespace(k) in TIMED}
-        final = {k: v for k, v in metrics.items() if k not in timed}
-        if final:
-            self.experiment.summary.update(final)
-        if not set(timed) - {EPOCH}:
-            return
-        run = self.experiment
-        if EPOCH not in self._declared:
-            run.define_metric(EPOCH, hidden=True)
-            self._declared.add(EPOCH)
-        for key in sorted(set(timed) - self._declared):
-            run.define_metric(key, step_metric=EPOCH, summary="min,max,last")
-            self._declared.add(key)
-        if step is None:
-            run.log(timed)
-        else:  # an explicit step: rows of one epoch share it, and a resumed attempt continues the history
-            run.log({**timed, "trainer/global_step": step}, step=step)
-
-
-class RunCSVLogger(CSVLogger):
-    """Lightning's ``CSVLogger`` whose rows hold no undefined values (:func:`defined`: an empty cell instead of
-    ``nan``)."""
-
-    @rank_zero_only
-    def log_metrics(self, metrics: dict, step: int | None = None) -> None:
-        super().log_metrics(defined(metrics), step)
 
 
 #: the training's statistics in the headline (with the dev score the checkpoint was chosen by, ``val/…_best``)
@@ -153,6 +154,8 @@ def final_values(logger, summary: dict, step: int, headline_keys: tuple[str, ...
     """Final values to one logger: W&B's run summary, the :func:`headline` (with ``headline_keys``) too; nothing to a
     ``CSVLogger`` (its ``metrics.csv`` is the per-epoch history, ``summary.json`` beside it holds these); any other
     logger, having no summary, gets them once at ``step`` (the final global step)."""
+    from lightning.pytorch.loggers import CSVLogger, WandbLogger
+
     if isinstance(logger, WandbLogger):
         logger.experiment.summary.update({**summary, **headline(summary, headline_keys)})
     elif not isinstance(logger, CSVLogger):
@@ -182,6 +185,8 @@ def finish(loggers) -> None:
 
 def logger_name(logger) -> str:
     """What a person calls the logger: ``W&B``, ``CSV``, else its class."""
+    from lightning.pytorch.loggers import CSVLogger, WandbLogger
+
     if isinstance(logger, WandbLogger):
         return "W&B"
     return "CSV" if isinstance(logger, CSVLogger) else type(logger).__name__

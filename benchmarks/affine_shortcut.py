@@ -21,12 +21,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attn_study import assemble
 from attn_study.analysis.callback import AnalysisCallback, analysis_mode
 from attn_study.analysis.protocol import staged_model
 from attn_study.families.jain_wallace.callback import JainWallace
 from attn_study.families.serrano_smith.callback import SerranoSmith
 from attn_study.families.sparsity.callback import Sparsity
+from attn_study.job.plan import load_run
 from attn_study.models.classifier import general_decoding
 
 
@@ -45,7 +45,7 @@ def main(argv=None) -> None:
         "--subtests", default=None, help="comma-separated labels to run, e.g. 'ss single,ss multi' (default: all)"
     )
     args = parser.parse_args(argv)
-    run = assemble.load(args.run, option="--run")
+    run = load_run(args.run, option="--run")
     model = staged_model(run.module).to(args.device)
     data = run.datamodule
     indices = AnalysisCallback.instances(data, "test", args.max_instances, 0)

@@ -49,8 +49,8 @@ def analysis_for(run_dir: Path, family: str):
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
-    from attn_study.analyze import analysis_config
     from attn_study.cli import CONFIG_DIR
+    from attn_study.job.analyze import analysis_config
 
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose("analyze", overrides=[f"ckpt_path='{run_dir}'", f"analysis=[{family}]"])
@@ -195,13 +195,13 @@ def main(argv=None) -> None:
     parser.add_argument("--count", action="store_true", help="count encoder passes, tokens, backward passes")
     parser.add_argument("--profile", type=int, default=0, help="print cProfile's N most expensive functions")
     args = parser.parse_args(argv)
-    from attn_study import assemble
-    from attn_study.analysis.callback import analysis_mode
+    from attn_study.analysis.measuring import analysis_mode
     from attn_study.analysis.protocol import staged_model
+    from attn_study.job.plan import load_run
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    run = assemble.load(args.run, option="--run")
+    run = load_run(args.run, option="--run")
     model = staged_model(run.module).to(args.device)
     if args.double:
         model.double()

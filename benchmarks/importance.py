@@ -24,13 +24,13 @@ import time
 import numpy as np
 import torch
 
-from attn_study import assemble
 from attn_study.analysis.importance import gradient_importance, leave_one_out, predict
-from attn_study.analysis.measures import tvd
+from attn_study.job import plan
+from attn_study.stats import tvd
 
 
 def load_run(run: str):
-    run = assemble.load(run, option="--run")
+    run = plan.load_run(run, option="--run")
     return run.cfg, run.datamodule, run.model
 
 

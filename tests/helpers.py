@@ -84,7 +84,7 @@ def entry_point(main, *args: str, monkeypatch, capsys) -> tuple[int, str, str]:
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.hydra_config import HydraConfig
 
-    from attn_study import stopping
+    from attn_study.job import stopping
 
     monkeypatch.setattr(sys, "argv", [main.__name__, *args])
     monkeypatch.setattr(stopping, "install", lambda app, advice: None)
@@ -164,9 +164,9 @@ def summary(run_dir: Path) -> dict:
 def accuracy_by_hand(run_dir: Path) -> float:
     """The share of the run's test instances whose label its saved best model predicts, each instance run alone
     (batches of one: no padding, no batch-wide statistic): what ``test/acc`` is for a run that tested them all."""
-    from attn_study import assemble
+    from attn_study.job.plan import load_run
 
-    loaded = assemble.load(run_dir, force=True)  # force: a run made by train_and_test alone has no status
+    loaded = load_run(run_dir, force=True)  # force: a run made by train_and_test alone has no status
     correct = []
     with torch.no_grad():
         for batch in loaded.datamodule.loader("test", batch_size=1):

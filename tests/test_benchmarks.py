@@ -18,8 +18,8 @@ import torch
 from attn_study.analysis.importance import gradient_importance
 from attn_study.errors import UserError
 from attn_study.families.jain_wallace.callback import JainWallace
+from attn_study.job.run import run
 from attn_study.models.outputs import log_odds
-from attn_study.run import run
 from tests.helpers import REPO, TINY, cli_env, tiny_model, token_batch
 
 

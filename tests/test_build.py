@@ -1,4 +1,4 @@
-"""attn_study/build.py: the training module a config and its data make. The loss's class weights and the class
+"""attn_study/job/components.py: the training module a config and its data make. The loss's class weights and the class
 prior (instance weighting's p(y)) are counted from the training split's labels, here by hand."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from attn_study import assemble
+from attn_study.job.plan import build_plan, check_plan
 from tests.helpers import TINY, compose_config
 
 
 @pytest.mark.parametrize("seed", [3, 4])
 def test_class_weights_and_prior_are_the_training_splits(tmp_path, seed):
     cfg = compose_config(*TINY, f"seed={seed}", "model.class_weights=pos_weight", "logger=csv")
-    assembled = assemble.build(assemble.check(cfg), tmp_path)
+    assembled = build_plan(check_plan(cfg), tmp_path)
     labels = np.asarray(assembled.datamodule.split("train").labels)
     negative, positive = (labels == 0).sum(), (labels == 1).sum()
     assert negative != positive  # else the weight and the prior could not tell the classes apart
@@ -27,10 +27,10 @@ def test_class_weights_and_prior_are_the_training_splits(tmp_path, seed):
 
 def test_class_weights_given_as_a_list_are_used_as_given(tmp_path):
     cfg = compose_config(*TINY, "model.class_weights=[0.5,3.0]", "logger=csv")
-    module = assemble.build(assemble.check(cfg), tmp_path).module
+    module = build_plan(check_plan(cfg), tmp_path).module
     torch.testing.assert_close(module.class_weights, torch.tensor([0.5, 3.0]))
     plain = compose_config(*TINY, "logger=csv")
-    assert assemble.build(assemble.check(plain), tmp_path).module.class_weights is None
+    assert build_plan(check_plan(plain), tmp_path).module.class_weights is None
 
 
 class _NeverBetter(L.LightningModule):
@@ -60,7 +60,7 @@ def test_the_resume_point_is_the_last_epoch_even_when_the_best_is_an_earlier_one
     """checkpoints/last.ckpt holds the last finished epoch, not the best one (Lightning's save_last alone writes it
     only when dev improves), with the best-on-dev checkpoint's state as it stands; resuming from it trains on from
     there and leaves best.ckpt alone."""
-    from attn_study.build import build_callbacks
+    from attn_study.job.components import build_callbacks
 
     cfg = compose_config()
     checkpoints = tmp_path / "checkpoints"

@@ -14,15 +14,17 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
-from attn_study import assemble, options, saved
+from attn_study import options
 from attn_study.cli import _quiet_third_party, train_main
 from attn_study.config import config_differences
 from attn_study.data.processed import Preprocessing, build
 from attn_study.errors import UserError
-from attn_study.run import run
+from attn_study.job import saved
+from attn_study.job.attempt import train_and_test
+from attn_study.job.plan import check_plan, load_run
+from attn_study.job.run import run
 from attn_study.sweep.naming import JOB_KEYS_ENV, job_dir_name, swept_keys
 from attn_study.sweep.record import SweepRecorder
-from attn_study.training import train_and_test
 from tests.data.test_recipes import ListSource
 from tests.helpers import REPO, TINY, TWO_JOBS, cli_env, compose_config, conf_options, entry_point, job_dirs
 
@@ -33,10 +35,10 @@ CUT_SHORT = [*TINY, "logger=none", "encoder.hidden_size=8", "dataset.source.n_te
 def test_a_test_cut_short_still_records_every_test_instances_attention(make_cfg, tmp_path):
     """``trainer=debug`` tests 2 batches; attention.parquet holds all 80 instances, each as the model gives it."""
     run_dir = tmp_path / "run"
-    summary = train_and_test(assemble.check(make_cfg(*CUT_SHORT)), run_dir)
+    summary = train_and_test(check_plan(make_cfg(*CUT_SHORT)), run_dir)
     assert summary["data/test_size"] == 80
     frame = pd.read_parquet(run_dir / "attention.parquet")
-    loaded = assemble.load(run_dir, force=True)
+    loaded = load_run(run_dir, force=True)
     expected = saved.record(loaded.model, loaded.datamodule)["test"]
     assert list(frame["uid"]) == list(loaded.datamodule.split("test").uids)
     for row, (alpha, probs) in enumerate(zip(expected.attention, expected.outputs)):
@@ -52,7 +54,7 @@ def test_a_partial_attention_record_is_refused_in_one_line(make_cfg, tmp_path):
     frame.iloc[:40].to_parquet(base / "attention.parquet")
     compared = make_cfg(*CUT_SHORT, "analysis=[wiegreffe_pinter]", f"analysis.wiegreffe_pinter.base={base}")
     with pytest.raises(UserError) as refused:
-        train_and_test(assemble.check(compared), tmp_path / "compared")
+        train_and_test(check_plan(compared), tmp_path / "compared")
     assert "\n" not in str(refused.value) and "40 vs 80" in str(refused.value)
     assert not (tmp_path / "compared" / "checkpoints").exists()
 

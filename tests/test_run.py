@@ -10,7 +10,7 @@ import pytest
 from hydra.errors import MissingConfigException
 
 from attn_study.cli import analyze_main, train_main
-from attn_study.training import train_and_test
+from attn_study.job.attempt import train_and_test
 from tests.helpers import REPO, TINY, accuracy_by_hand, cli_env, compose_config, entry_point
 
 CLI = [sys.executable, "-m", "attn_study.cli"]

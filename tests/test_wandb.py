@@ -16,8 +16,8 @@ from lightning.pytorch.loggers import Logger, WandbLogger
 
 from attn_study import names, tracking
 from attn_study.figures import training as training_figures
-from attn_study.run import run
-from attn_study.sweep import state
+from attn_study.job import loggers, state
+from attn_study.job.run import run
 from tests.helpers import REPO, TINY, compose_config, status, summary
 from tests.wandb_records import offline_runs, read_run
 
@@ -113,7 +113,7 @@ def test_the_config_is_what_one_filters_by_in_real_types(trained):
     assert config["data/labels"] == ["negative", "positive"]
     assert not [k for k in config if k.startswith(("paths/", "logger/", "cluster/", "hydra/", "sweep/"))]
     assert not [k for k in config if k.endswith("_target_") or k in ("lr", "class_prior", "run_name", "force")]
-    assert config["code/commit"] == state.code_version()["commit"] and config["code/version"] != "unknown"
+    assert config["code/commit"] == tracking.code_version()["commit"] and config["code/version"] != "unknown"
     assert logged.run.run_group == "team-sweep" and list(logged.run.tags)[:5] == [
         "synthetic",
         "flat",
@@ -151,7 +151,7 @@ def test_per_instance_tables_carry_text_and_class_names(trained):
 
 
 def test_an_analyze_run_is_linked_to_its_training_run(trained, tmp_path):
-    from attn_study.analyze import analyze
+    from attn_study.job.analyze import analyze
 
     run_dir = tmp_path / "run"
     shutil.copytree(trained[0], run_dir)
@@ -178,7 +178,7 @@ def test_a_resumed_run_continues_its_wandb_run(tmp_path, monkeypatch):
     import lightning as L
     import wandb
 
-    import attn_study.training as run_module
+    import attn_study.job.attempt as run_module
 
     cfg = compose_config(*TINY, "logger=wandb", "encoder=average", "encoder.hidden_size=8", "trainer.max_epochs=3")
 
@@ -253,11 +253,12 @@ def test_a_run_name_is_not_part_of_the_identity():
 
 
 def test_the_code_version_outside_a_checkout_says_unknown(tmp_path):
-    described = state.describe_code(tmp_path)
+    described = tracking.describe_code(tmp_path)
     assert described["commit"] == "unknown" and described["dirty"] is None
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     if head:  # a checkout (an installed copy has no .git)
-        assert state.describe_code(REPO)["commit"] == head and isinstance(state.describe_code(REPO)["dirty"], bool)
+        described = tracking.describe_code(REPO)
+        assert described["commit"] == head and isinstance(described["dirty"], bool)
 
 
 def test_machine_paths_are_logged_by_their_last_part():
@@ -351,8 +352,8 @@ def test_an_epoch_that_cannot_be_chosen_logs_no_nan(tmp_path):
         ({"epoch": 0, "val/acc": nan, "val/auroc": nan, "val/early/acc": 0.6, "val/loss": 0.7}, 5),
         ({"epoch": 1, "val/acc": 0.8, "val/auroc": 0.9, "val/loss": 0.5}, 10),
     ]
-    wandb_logger = tracking.RunLogger(project="attn_study", mode="offline", save_dir=str(tmp_path))
-    csv_logger = tracking.RunCSVLogger(save_dir=str(tmp_path), name="csv", version="")
+    wandb_logger = loggers.RunLogger(project="attn_study", mode="offline", save_dir=str(tmp_path))
+    csv_logger = loggers.RunCSVLogger(save_dir=str(tmp_path), name="csv", version="")
     for metrics, step in epochs:
         wandb_logger.log_metrics(dict(metrics), step=step)
         csv_logger.log_metrics(dict(metrics), step=step)
@@ -381,8 +382,8 @@ def test_each_analyze_logs_inside_the_run_beside_the_earlier_ones(trained, tmp_p
     """attn-study-analyze's Hydra directory (its cli.log) is <run>/analyze/<time>/ when ckpt_path names a run,
     outputs/analyze/<time>/ otherwise (a pretrained model; a wrong path, refused once it runs); each analysis's CSV
     log is csv/analyze_<n>/, so a second one replaces nothing."""
-    from attn_study.analyze import analysis_config
     from attn_study.config import analyze_dir
+    from attn_study.job.analyze import analysis_config
 
     run_dir = tmp_path / "run"
     shutil.copytree(trained[0], run_dir)

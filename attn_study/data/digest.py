@@ -1,4 +1,5 @@
-"""Content digests of dataset files: what keys the processed-dataset cache.
+"""Content digests of dataset files (what keys the processed-dataset cache) and of processed instances (what two runs
+must share to be compared instance by instance: :func:`text_digests`).
 
 A file's or a folder's identity is a BLAKE2b digest of its bytes (a folder: of each file's relative
 name and bytes, in name order), so a file corrected in place — even with its size and mtime kept, as
@@ -14,8 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
+
+import numpy as np
 
 from attn_study.io import write_text_atomic
 
@@ -81,3 +85,14 @@ def describe_folder(root: Path, paths: Iterable[Path]) -> dict[str, str | int]:
         "size": sum(p.stat().st_size for p in paths),
         "blake2b": content_digest(paths, root),
     }
+
+
+def text_digests(split) -> list[str]:
+    """Per instance of a processed split, its uid and a digest of its token ids (and query): what two runs
+    must share to be compared instance by instance."""
+    queries = getattr(split, "query_ids", None) or [None] * len(split.uids)
+    return [
+        f"{uid}:{zlib.crc32(np.asarray(ids, dtype=np.int64).tobytes()):08x}"
+        f"{'' if q is None else f':{zlib.crc32(np.asarray(q, dtype=np.int64).tobytes()):08x}'}"
+        for uid, ids, q in zip(split.uids, split.ids, queries)
+    ]

@@ -4,7 +4,7 @@ A source is anything with ``name``, ``label_names``, ``num_classes``, ``load()``
 ``fingerprint()`` (a JSON-able identity of its content, which keys the processed cache). The classes here
 hold the attributes the readers have in common, so each reader's constructor only states what differs;
 every reader keeps its own explicit signature, since Hydra (``conf/dataset/*.yaml``) instantiates it with
-keyword arguments and ``attn_study.build.check_settings`` reads the parameters from that signature.
+keyword arguments and ``attn_study.job.components.check_settings`` reads the parameters from that signature.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import pkgutil
 from dataclasses import dataclass
 from types import ModuleType
 
-from attn_study import keys as schema
+from attn_study import keys
 
 __path__ = pkgutil.extend_path(__path__, __name__)
 
@@ -52,14 +52,14 @@ def _discover() -> dict[str, Family]:
         if not info.ispkg or info.name.startswith("_"):
             continue
         k = importlib.import_module(f"{__name__}.{info.name}.keys")
-        disagreement = schema.disagreement_of(k, f"attn_study/families/{info.name}/keys.py")
+        disagreement = keys.disagreement_of(k, f"attn_study/families/{info.name}/keys.py")
         headline = tuple(getattr(k, "HEADLINE_KEYS", k.TRACKED))
         found[info.name] = Family(
             info.name, k.NAMESPACE, int(k.ORDER), tuple(k.TRACKED), disagreement, headline=headline
         )
     owners: dict[str, str] = {}
     for family in found.values():
-        taken = owners.get(family.namespace) or (family.namespace in schema.TRAINING_NAMESPACES and "training")
+        taken = owners.get(family.namespace) or (family.namespace in keys.TRAINING_NAMESPACES and "training")
         if taken:
             raise ImportError(
                 f"attn_study/families/{family.name}/keys.py: NAMESPACE = {family.namespace!r} is already "
@@ -67,7 +67,7 @@ def _discover() -> dict[str, Family]:
             )
         owners[family.namespace] = family.name
         for what, listed in (("TRACKED", family.tracked), ("HEADLINE_KEYS", family.headline)):
-            stray = [k for k in listed if schema.namespace(k) != family.namespace]
+            stray = [k for k in listed if keys.namespace(k) != family.namespace]
             if stray:
                 raise ImportError(
                     f"attn_study/families/{family.name}/keys.py: {what} keys outside {family.namespace}/: {stray}"
@@ -89,12 +89,12 @@ def disagreement(family: str, columns) -> tuple[str, str] | None:
     """(column, "low" | "high"): the first of ``family``'s ``DISAGREEMENT`` columns among ``columns`` (a per-instance
     frame's), by which its instances are sorted most disagreeing first; None when it declares none of them."""
     known = REGISTRY.get(family)
-    return schema.first_present(known.disagreement if known else (), columns)
+    return keys.first_present(known.disagreement if known else (), columns)
 
 
 def family_of(name: str) -> str | None:
     """The family whose namespace the key ``name`` is under (``jw/tau_grad/mean`` → ``jain_wallace``)."""
-    space = schema.namespace(name)
+    space = keys.namespace(name)
     return next((f for f, ns in FAMILIES.items() if ns == space), None)
 
 
@@ -106,4 +106,4 @@ def is_analysis_key(name: str) -> bool:
 def tracked_key(name: str) -> str | None:
     """``val/jw/tau_grad/mean`` → ``jw/tau_grad/mean``; ``None`` for keys that are not tracked statistics."""
     head, _, rest = name.partition("/")
-    return rest if head == schema.DURING_TRAINING and is_analysis_key(rest) else None
+    return rest if head == keys.DURING_TRAINING and is_analysis_key(rest) else None

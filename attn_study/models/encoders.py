@@ -317,7 +317,7 @@ class TransformerEncoder(nn.Module):
     ``self_attention`` is the projection of every head's scores q_i·k_j/√d onto the simplex: ``softmax`` (torch's
     fused layers), ``sparsemax`` or ``entmax15`` (the layers written out, as ``trace`` without its f^h), or a
     projection module (``pooling`` in the config: the model's own ``projection``, sparsegen's λ included — see
-    ``build.py``)."""
+    ``job/components.py``)."""
 
     def __init__(
         self,

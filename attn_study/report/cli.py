@@ -22,10 +22,11 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from attn_study import layout, stopping
+from attn_study import layout
 from attn_study.errors import UserError
 from attn_study.families import REGISTRY
 from attn_study.io import make_temporary_dir, read_json, write_json_atomic, write_text_atomic
+from attn_study.job import stopping
 from attn_study.report import accuracy, explorer, mohankumar, paper_tables, roar
 from attn_study.report.render import collapsed, embedded_png, html_page, html_table, section_id, thumbnail, write_table
 from attn_study.report.runs import (

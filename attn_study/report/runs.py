@@ -1,7 +1,7 @@
 """Find the runs under a directory (one run, a sweep, or all of ``outputs/``) and what became of them.
 
 A run is a directory with ``.hydra/config.yaml``. Its state comes from ``status.json``
-(``attn_study.sweep.state``); only ``complete`` runs enter the tables. Jobs named in a
+(``attn_study.job.state``); only ``complete`` runs enter the tables. Jobs named in a
 ``sweep.json`` that have no run directory, or whose run never finished, are listed as missing.
 
 A run is read here once, and whatever the report reads of it later is checked here (:func:`unreadable_file`): a
@@ -43,11 +43,11 @@ import pyarrow.parquet as pq
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from attn_study import families, layout
+from attn_study import families, layout, tracking
 from attn_study.config import family_names
 from attn_study.errors import UserError
 from attn_study.io import read_json
-from attn_study.sweep import state
+from attn_study.job import state
 from attn_study.sweep.record import RECORD
 
 SKIP_DIRS = layout.NOT_RUNS
@@ -131,15 +131,15 @@ def _identity(cfg, status: dict) -> dict:
         return state.identity(cfg)
     except Exception:  # a config that no longer resolves (an env var gone): its literal values
         container = OmegaConf.to_container(cfg, resolve=False)
-        return state.flatten({k: v for k, v in container.items() if k not in state.NOT_RESULTS})
+        return tracking.flatten({k: v for k, v in container.items() if k not in state.NOT_RESULTS})
 
 
 def _settings(cfg) -> dict:
     """The run's recorded config, flat, resolved where it still resolves (else its literal values)."""
     try:
-        return state.flatten(OmegaConf.to_container(cfg, resolve=True))
+        return tracking.flatten(OmegaConf.to_container(cfg, resolve=True))
     except Exception:
-        return state.flatten(OmegaConf.to_container(cfg, resolve=False))
+        return tracking.flatten(OmegaConf.to_container(cfg, resolve=False))
 
 
 def _labels(cfg, status: dict) -> list:

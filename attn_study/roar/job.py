@@ -27,12 +27,12 @@ import torch
 import yaml
 from omegaconf import DictConfig
 
-from attn_study import layout, saved
+from attn_study import layout
 from attn_study.data.example import SPLITS
 from attn_study.errors import UserError
 from attn_study.io import atomic_open, read_json
+from attn_study.job import saved, state
 from attn_study.roar import masking, scores
-from attn_study.sweep import state
 from attn_study.sweep.naming import SWEEP_RECORD, changes_results, override_key
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ def prepare(cfg: DictConfig, datamodule, run_dir: str | Path, other_runs) -> dic
     """Mask ``datamodule``'s data (set up) as ``cfg.roar`` says; returns what it was masked by (``status.json``'s
     ``roar``, with each split's masked share), or None for a run without ``roar``. Refused in one line, before any
     training, when the source is missing, incomplete, masked other than this step needs, or trained on other data.
-    ``other_runs`` is how the job stands on another run (the plan's ``assemble.OtherRuns``: resolve, require
+    ``other_runs`` is how the job stands on another run (the plan's ``attn_study.job.plan.OtherRuns``: resolve, require
     complete, load)."""
     roar = cfg.get("roar")
     if not roar:

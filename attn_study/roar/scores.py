@@ -1,11 +1,11 @@
 """The token scores a ROAR step ranks by: an importance method of ``attn_study.analysis.importance`` with two of
 Madsen et al.'s (2022) conventions as options (``conf/roar/``).
 
-- ``label``: the class explained. ``predicted`` (the faithfulness family's convention) or ``gold``, the instance's
-  true label (Madsen et al.'s code: masking the tokens that support a wrong prediction would help the retrained
-  model). The gradient methods then differentiate the gold class's log-odds ℓ_y; input × gradient and integrated
-  gradients take it as their target; leave-one-out is p(y|x) − p(y|x₋ₜ). ``attention``, ``random`` and a
-  Transformer's layer attention explain no class.
+- ``label``: the class explained. ``predicted`` (the importance records' convention, ``importance.METHODS``) or
+  ``gold``, the instance's true label (Madsen et al.'s code: masking the tokens that support a wrong prediction
+  would help the retrained model). The gradient methods then differentiate the gold class's log-odds ℓ_y; input ×
+  gradient and integrated gradients take it as their target; leave-one-out is p(y|x) − p(y|x₋ₜ). A method whose
+  record explains no class (attention, random, a Transformer's layer attention) is the same for either label.
 - ``gradient``: what the method ``gradient`` is. ``jain_wallace``: |∇_{e_t} ℓ_c · e_t|, attention detached (the
   registry's). ``one_hot_norm`` (Madsen et al.): the 2-norm of the gradient of the class's logit with respect to
   the token's one-hot input x_t, ‖∂y_c/∂x_t‖₂ = ‖E ∂y_c/∂e_t‖₂ (E the V × d embedding matrix, e_t = Eᵀx_t), computed
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import torch
 
-from attn_study.analysis.aggregation import AGGREGATIONS
 from attn_study.analysis.importance import (
+    METHODS,
     ImportanceOptions,
     by_length,
     deletion_probabilities,
@@ -30,14 +30,12 @@ from attn_study.analysis.importance import (
     predict,
     token_mask,
 )
-from attn_study.analysis.measures import probability_drop
 from attn_study.errors import UserError
 from attn_study.models.outputs import log_odds
+from attn_study.stats import probability_drop
 
 LABELS = ("predicted", "gold")
 GRADIENTS = ("jain_wallace", "one_hot_norm")
-#: methods whose scores explain no class: the same for either label
-CLASS_FREE = ("attention", "random", *AGGREGATIONS)
 
 
 def class_logit(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -91,7 +89,7 @@ def scores(method: str, model, batch: dict, label: str, gradient: str, options: 
     target = batch["labels"] if label == "gold" else probs.argmax(-1)
     if method == "gradient" and gradient == "one_hot_norm":
         return one_hot_gradient_norm(model, batch, target)
-    if label == "predicted" or method in CLASS_FREE:
+    if label == "predicted" or not METHODS[method].explains_class:
         return importance(method, model, batch, alpha, probs, options)[0]
     if method == "gradient":
         return embedding_gradient_scores(model, batch, target, log_odds, _jain_wallace, detach_attention=True)

@@ -20,7 +20,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from attn_study.io import read_json, write_json_atomic
-from attn_study.sweep import state
+from attn_study.job import state
 from attn_study.sweep.naming import JOB_KEYS_ENV, SWEEP_RECORD, job_dir_name, swept_keys
 
 RECORD = SWEEP_RECORD  # sweep.json

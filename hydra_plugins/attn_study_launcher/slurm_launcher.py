@@ -5,7 +5,7 @@ killed for memory or time, node failure) and the whole multirun errors out while
 This one waits for all of them and records each lost job in its own run directory (``status.json``
 ``failed`` + ``error.txt`` naming the SLURM job and its state); the sweep record's end-of-launch
 summary then lists it and the launch exits non-zero. Jobs that raise inside Python record their own
-failure (``attn_study.run.run``). Timeouts: submitit requeues a job that reaches its time limit up to
+failure (``attn_study.job.run.run``). Timeouts: submitit requeues a job that reaches its time limit up to
 ``max_num_timeout`` times (``cluster.max_requeue``); the requeued job resumes training from
 ``checkpoints/last.ckpt``.
 """
@@ -20,7 +20,7 @@ from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from omegaconf import OmegaConf
 
-from attn_study.sweep import state
+from attn_study.job import state
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import BaseSubmititLauncher
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
-from attn_study.analysis.callback import analysis_mode
+from attn_study.analysis.measuring import analysis_mode
 from attn_study.families.jain_wallace.callback import JainWallace
 from attn_study.families.serrano_smith.callback import SerranoSmith
 from attn_study.families.sparsity.callback import Sparsity

@@ -14,12 +14,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attn_study.analyze import analyze
 from attn_study.errors import UserError
 from attn_study.families import REGISTRY
 from attn_study.families.jain_wallace.callback import JainWallace
+from attn_study.job.analyze import analyze
+from attn_study.job.run import run as run_job
 from attn_study.report.cli import build_report
-from attn_study.run import run as run_job
 from tests.helpers import REPO, TINY, compose_config, wandb_run_history, wandb_run_summary
 
 BOTH = [
@@ -163,7 +163,7 @@ def mode(path) -> int:
 def test_result_files_are_readable_by_the_group_and_others(umask_022, tmp_path):
     run = tmp_path / "run"
     cache = tmp_path / "cache"
-    from attn_study.run import run as run_job
+    from attn_study.job.run import run as run_job
 
     run_job(tiny(*BOTH, "logger=csv", f"paths.cache_dir={cache}"), run)
     files = [

@@ -10,10 +10,9 @@ from functools import partial
 import pytest
 import torch
 
-from attn_study.analysis.importance import (
-    GRADIENT_SLACK,
+from attn_study.analysis.importance.batches import GRADIENT_SLACK, equal_length_chunks
+from attn_study.analysis.importance.leave_one_out import (
     deletion_probabilities,
-    equal_length_chunks,
     leave_one_out,
     one_layer_rnn,
     signed_leave_one_out,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from attn_study.analysis.callback import analysis_mode
+from attn_study.analysis.measuring import analysis_mode
 from attn_study.analysis.importance import (
     gradient_importance,
     gradient_norm_importance,

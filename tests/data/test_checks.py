@@ -12,8 +12,8 @@ from attn_study.data.markers import Injection
 from attn_study.data.processed import Preprocessing
 from attn_study.data.synthetic import SyntheticSource
 from attn_study.errors import DataError, UserError
-from attn_study.run import run
-from attn_study.training import train_and_test
+from attn_study.job.attempt import train_and_test
+from attn_study.job.run import run
 from tests.data.canonical_files import write_user_csv
 from tests.helpers import TINY, compose_config, status
 

@@ -47,10 +47,10 @@ from sklearn.datasets import fetch_20newsgroups, load_files
 from sklearn.feature_extraction.text import CountVectorizer
 from sklearn.model_selection import train_test_split
 
-from attn_study.build import build_datamodule
 from attn_study.data.processed import ProcessedDataset
 from attn_study.data.text import collapse_nonword_runs
 from attn_study.data.twenty_news import fetch_order, strip_post
+from attn_study.job.components import build_datamodule
 from tests.data.canonical_files import write_cnn
 from tests.helpers import compose_config
 
@@ -688,7 +688,7 @@ def test_pair_tasks_train_as_their_qa_code(dataset, epochs, batch):
 
 
 def test_the_pair_models_optimiser_decays_the_attention_too(tmp_path):
-    from attn_study.build import build_model
+    from attn_study.job.components import build_model
 
     folder = tmp_path / "tasks_1-20_v1-2" / "en"
     folder.mkdir(parents=True)

@@ -9,15 +9,15 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from attn_study.build import build_datamodule
 from attn_study.data.example import RawExample
 from attn_study.data.processed import Preprocessing, build
 from attn_study.data.text import EOS, SOS, Vocab
 from attn_study.data.twenty_news import TwentyNewsSource
 from attn_study.data.twenty_news import jain_wallace_split as news_split
 from attn_study.errors import UserError
-from attn_study.run import run as run_job
-from attn_study.training import train_and_test
+from attn_study.job.attempt import train_and_test
+from attn_study.job.components import build_datamodule
+from attn_study.job.run import run as run_job
 from tests.data.canonical_files import write_news_tree
 from tests.helpers import TINY, compose_config, shared_data
 
@@ -237,13 +237,13 @@ def test_each_setting_of_the_recipe_takes_effect(tmp_path):
     adversary is the authors' (λ per adversary, K² diversity, their selection)."""
     import torch
 
-    from attn_study import assemble
-    from attn_study.build import build_analyses
+    from attn_study.job.components import build_analyses
+    from attn_study.job.plan import load_run
 
     cfg = recipe_config(*TINY, "trainer.max_epochs=4", "trainer.limit_train_batches=null", "logger=csv")
     run_dir = tmp_path / "run"
     run_job(cfg, run_dir)
-    trained = assemble.load(run_dir)
+    trained = load_run(run_dir)
     labels = trained.datamodule.split("train").labels
     weight = trained.module.class_weights.tolist()
     assert weight == pytest.approx([1.0, float((labels == 0).sum() / (labels == 1).sum())])

@@ -93,9 +93,9 @@ def test_missing_words_start_at_zero_as_the_authors_code_or_normal(tmp_path):
     torchtext's ``Vectors[word]`` gives Jain & Wallace's code; the found rows are the file's either way; through
     ``build_model`` too (the option reaches the model's embedding, past the config's check); a value not offered
     is one line naming it, from the config's check before any data is read."""
-    from attn_study.build import build_datamodule, build_model
     from attn_study.config import check_config
     from attn_study.errors import UserError
+    from attn_study.job.components import build_datamodule, build_model
     from tests.helpers import TINY, compose_config
 
     vocab = Vocab(["good", "bad", "meh"])

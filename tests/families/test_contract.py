@@ -16,10 +16,11 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
-from attn_study import assemble, saved
 from attn_study.families import REGISTRY
+from attn_study.job import saved
+from attn_study.job.plan import OtherRuns, load_run
+from attn_study.job.run import run as run_job
 from attn_study.report.cli import build_report
-from attn_study.run import run as run_job
 from tests.helpers import TINY, compose_config
 from tests.wandb_records import offline_runs, read_run
 
@@ -146,12 +147,12 @@ def test_the_wandb_run_holds_the_results(contract_run, logged, name):
 @pytest.mark.parametrize("name", list(REGISTRY))
 def test_statistics_do_not_depend_on_the_batch_size(contract_run, name, tmp_path):
     run_dir, _ = contract_run
-    loaded = assemble.load(run_dir)
+    loaded = load_run(run_dir)
     loaded.module.model.double()  # float64: what is left of a difference is the family's, not float32 rounding
     frames = []
     for size in (12, 5, 1):
         analysis = instantiate(loaded.cfg.analysis[name], batch_size=size, every_n_epochs=None)
-        analysis.other_runs = assemble.OtherRuns(run_dir)  # what the job's plan hands down (a base run, …)
+        analysis.other_runs = OtherRuns(run_dir)  # what the job's plan hands down (a base run, …)
         analysis.analyse(loaded.module.model, loaded.datamodule, tmp_path / str(size))
         frames.append(pd.read_parquet(tmp_path / str(size) / "analysis" / name / "instances.parquet"))
     numeric = [c for c in frames[0].columns if frames[0][c].dtype.kind in "fiub"]

@@ -87,10 +87,7 @@ def reaches(edges, start: str) -> set[str]:
 
 
 RUN_READING = (
-    "attn_study.saved",
-    "attn_study.run",
-    "attn_study.analyze",
-    "attn_study.build",
+    "attn_study.job",
     "attn_study.sweep",
     "attn_study.report",
     "attn_study.families",
@@ -118,7 +115,7 @@ def test_the_report_reaches_no_analysis_internals():
             m
             for m in reaches(edges, name)
             if (
-                m.startswith(("attn_study.analysis", "attn_study.models", "attn_study.build"))
+                m.startswith(("attn_study.analysis", "attn_study.models", "attn_study.job.components"))
                 and m != "attn_study.analysis.measures"
             )
             or m.endswith(".callback")

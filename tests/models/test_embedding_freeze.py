@@ -1,5 +1,5 @@
-"""``model.embeddings.freeze`` (conf/model/*.yaml; attn_study/build.py → models/classifier.py's embedding table →
-models/module.py's optimiser): frozen, the pretrained vectors a run reads are the table it tests, bit for bit, after
+"""``model.embeddings.freeze`` (conf/model/*.yaml; attn_study/job/components.py → models/classifier.py's embedding table
+→ models/module.py's optimiser): frozen, the pretrained vectors a run reads are the table it tests, bit for bit, after
 any number of training steps; not frozen, training moves them."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from attn_study.build import build_datamodule, build_model
+from attn_study.job.components import build_datamodule, build_model
 from tests.helpers import TINY, compose_config
 
 

@@ -274,7 +274,7 @@ def test_objectives_refuse_models_without_a_state_per_token():
     ],
 )
 def test_each_option_composes_trains_and_reports_conicity_with_its_interval(make_cfg, tmp_path, options, logged):
-    from attn_study.training import train_and_test
+    from attn_study.job.attempt import train_and_test
     from tests.helpers import TINY
 
     summary = train_and_test(make_cfg(*TINY, "logger=csv", *options), tmp_path / "run")

@@ -267,7 +267,7 @@ def test_config_composes(make_cfg):
 
 
 def test_end_to_end_run(make_cfg, tmp_path):
-    from attn_study.run import run as run_job
+    from attn_study.job.run import run as run_job
     from tests.helpers import accuracy_by_hand
 
     cfg = make_cfg(

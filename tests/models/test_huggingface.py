@@ -168,8 +168,8 @@ def test_what_needs_a_pooling_attention_is_refused_before_any_work(tmp_path):
     from hydra import compose, initialize_config_dir
 
     from attn_study.analysis.aggregation import AggregationOptions, check_aggregations
-    from attn_study.analyze_pretrained import analyze_pretrained
     from attn_study.cli import CONFIG_DIR
+    from attn_study.job.pretrained import analyze_pretrained
     from attn_study.models.huggingface import PretrainedClassifier, load_pretrained
 
     folder = save_checkpoint(tmp_path / "checkpoint")

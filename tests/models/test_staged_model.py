@@ -244,7 +244,7 @@ def test_the_peak_memory_is_counted_from_the_runs_start():
     before the reset does not count, one held after it does (Linux's VmHWM)."""
     import numpy as np
 
-    from attn_study import memory
+    from attn_study.job import memory
 
     big = np.ones(200 * 2**20 // 8)
     del big
@@ -350,8 +350,8 @@ def test_the_sparse_transformers_forward_pass_is_its_traces_in_training_too(name
 def test_transformer_self_attention_pooling_takes_the_models_projection(make_cfg):
     """``encoder.self_attention=pooling`` (Meister's Transformer) builds the self-attention from ``projection``:
     sparsegen-lin with the grid's λ; an unknown name is refused in one line naming the option."""
-    from attn_study.build import _encoder
     from attn_study.errors import UserError
+    from attn_study.job.components import _encoder
 
     cfg = make_cfg("experiment=meister_transformer", "projection=sparsegen_grid/lam0.5")
     enc = _encoder(cfg)(input_dim=6)

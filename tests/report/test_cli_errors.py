@@ -7,8 +7,8 @@ import pathlib
 
 import pytest
 
+from attn_study.job.run import run
 from attn_study.report import cli
-from attn_study.run import run
 from tests.helpers import TINY, compose_config
 
 

@@ -21,10 +21,10 @@ from attn_study.analysis.token_scores import TokenScores, wandb_rows
 from attn_study.families.jain_wallace.callback import JainWallace
 from attn_study.figures.tokens import NEGATIVE, POSITIVE, colour, coloured_text_html, shades
 from attn_study.io import write_json_atomic
+from attn_study.job.run import run as run_job
 from attn_study.report import explorer
 from attn_study.report.cli import build_report
 from attn_study.report.runs import collect
-from attn_study.run import run as run_job
 from tests.browser import browser_page
 from tests.helpers import TINY, compose_config
 from tests.wandb_records import offline_runs, run_tables

@@ -9,10 +9,10 @@ import shutil
 import numpy as np
 import pytest
 
-from attn_study import assemble
 from attn_study.errors import UserError
+from attn_study.job.plan import load_run
+from attn_study.job.run import run
 from attn_study.roar import job
-from attn_study.run import run
 from tests.helpers import TINY
 
 SMALL = [*TINY, "logger=none", "encoder=average", "encoder.hidden_size=8"]
@@ -47,7 +47,7 @@ def masks(run_dir):
 
 def test_each_recursive_step_keeps_the_earlier_masks_and_adds_its_own(chain):
     first, second = masks(chain / "r10"), masks(chain / "r20")
-    base = assemble.load(chain / "base")
+    base = load_run(chain / "base")
     for split in ("train", "dev", "test"):
         lengths = [len(ids) for ids in base.datamodule.split(split).ids]
         for n, a, b in zip(lengths, first[split]["positions"], second[split]["positions"]):
@@ -66,7 +66,7 @@ def test_each_recursive_step_keeps_the_earlier_masks_and_adds_its_own(chain):
 
 
 def test_a_finished_roar_run_reads_its_masked_data_back(chain):
-    loaded = assemble.load(chain / "r20")
+    loaded = load_run(chain / "r20")
     mask = loaded.datamodule.vocab.stoi["<mask>"]
     for split in ("train", "test"):
         ids = loaded.datamodule.split(split).ids
@@ -130,7 +130,7 @@ def test_truths_masks_are_the_same_for_any_batch_size_and_break_ties_by_each_ins
 
     import torch
 
-    from attn_study.build import build_datamodule
+    from attn_study.job.components import build_datamodule
     from attn_study.roar import masking
     from tests.helpers import compose_config
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from attn_study.run import run
+from attn_study.job.run import run
 
 # sweep=smoke_roar's task, whose known answer it promises: no negation, so a bag of words reads the label from the
 # sign of the 1 or 3 signal words; texts of 20–30 tokens, so the rationale is at most 3 / 20 = 15 % of an instance

@@ -182,7 +182,7 @@ def test_a_sibling_is_named_by_its_sweeps_record_not_by_this_processs_environmen
     job keys left in the environment): the sweep's own record decides how its jobs are named."""
     import json
 
-    from attn_study.saved import resolve_run
+    from attn_study.job.saved import resolve_run
     from attn_study.sweep.naming import JOB_KEYS_ENV, job_dir_name
 
     sweep = tmp_path / "sweep"

@@ -13,8 +13,8 @@ import pytest
 
 from attn_study.cli import train_main
 from attn_study.errors import UserError
-from attn_study.run import run
-from attn_study.sweep import state
+from attn_study.job import state
+from attn_study.job.run import run
 from tests.helpers import REPO, TINY, cli_env, entry_point, status, summary
 
 QUICK = [*TINY, "logger=csv", "encoder=average", "encoder.hidden_size=8"]
@@ -329,12 +329,12 @@ def test_a_complete_run_recorded_without_an_identity_is_another_configuration(ma
 def test_a_run_that_fills_the_disk_says_so_naming_its_directory_and_is_recorded_failed(make_cfg, tmp_path, monkeypatch):
     import errno
 
-    from attn_study import run as run_module
+    from attn_study.job import attempt
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(run_module, "train_and_test", full)
+    monkeypatch.setattr(attempt, "train_and_test", full)
     with pytest.raises(UserError, match=f"no space left on the device of {tmp_path}: .*hydra.run.dir") as err:
         run(make_cfg(*QUICK), tmp_path)
     assert "\n" not in str(err.value) and status(tmp_path)["state"] == "failed"

@@ -15,13 +15,12 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from attn_study import saved
-from attn_study.analyze import analyze
 from attn_study.cli import train_main
 from attn_study.errors import UserError
-from attn_study.preflight import out_of_space
-from attn_study.run import run
-from attn_study.sweep import state
+from attn_study.job import saved, state
+from attn_study.job.analyze import analyze
+from attn_study.job.checks import out_of_space
+from attn_study.job.run import run
 from tests.helpers import REPO, TINY, accuracy_by_hand, compose_config, conf_options, entry_point, status
 
 QUICK = [*TINY, "logger=csv", "encoder=average", "encoder.hidden_size=8"]
@@ -299,7 +298,7 @@ def test_a_data_path_that_does_not_exist_is_refused_before_any_data_is_read(tmp_
 
 def test_a_suggestion_no_chosen_component_reads_is_said_with_who_would(tmp_path, caplog):
     overrides = ["encoder=lstm", "encoder.hidden_size=8", "dataset.average_activation=tanh", "dataset.cnn_filters=4"]
-    with caplog.at_level("WARNING", logger="attn_study.run"):
+    with caplog.at_level("WARNING", logger="attn_study.job.run"):
         run(compose_config(*TINY, "logger=none", *overrides), tmp_path / "run", overrides=overrides)
     said = [r.getMessage() for r in caplog.records if "reads it" in r.getMessage()]
     assert said == [
@@ -315,7 +314,7 @@ def test_the_suggestion_a_chosen_component_reads_reaches_it_and_is_not_flagged(t
     cfg = compose_config(*TINY, "logger=none", *overrides)
     assert cfg.encoder.activation == "tanh" and cfg.encoder.hidden_size == 8
     assert compose_config(*TINY, "encoder=average").encoder.hidden_size == 256  # null: the encoder's own default
-    from attn_study.preflight import unread_settings
+    from attn_study.job.checks import unread_settings
 
     assert unread_settings(cfg, overrides) == []
 
@@ -323,14 +322,14 @@ def test_the_suggestion_a_chosen_component_reads_reaches_it_and_is_not_flagged(t
 def test_a_model_whose_every_weight_is_frozen_is_refused_before_training(tmp_path, monkeypatch):
     """No option of conf/ freezes every weight today (the decoder always trains); a model built so is refused, as
     a learning rate of 0 is, instead of being tested untrained."""
-    from attn_study import assemble
+    from attn_study.job import components
 
-    built = assemble.build_model
+    built = components.build_model
 
     def frozen(cfg, datamodule):
         return built(cfg, datamodule).requires_grad_(False)
 
-    monkeypatch.setattr(assemble, "build_model", frozen)
+    monkeypatch.setattr(components, "build_model", frozen)
     with pytest.raises(UserError, match=r"every weight of the model is frozen: training would change nothing"):
         run(compose_config(*QUICK), tmp_path / "run")
     assert not (tmp_path / "run" / "checkpoints").exists()
@@ -435,8 +434,8 @@ def test_a_base_run_on_other_texts_is_refused_before_training(complete_run, tmp_
 def test_every_smoke_sweep_also_composes_on_real_data(sweep):
     """A smoke sweep sizes the synthetic data only (``sweep.synthetic``): with ``dataset=sst`` it keeps SST's
     source and passes the schema (``dataset.source.n_train`` would be refused as no setting of SST's)."""
-    from attn_study.build import check_components
     from attn_study.config import check_config
+    from attn_study.job.components import check_components
 
     synthetic = compose_config(f"sweep={sweep}")
     size = OmegaConf.to_container(compose_config(f"sweep={sweep}").sweep.synthetic)
@@ -469,8 +468,8 @@ def test_every_option_of_every_group_passes_the_schema(option):
     """The table of kinds (attn_study/ranges.py) and the constructors' parameters know every setting the configs
     themselves use, and every one has a kind and range (attn_study/ranges.py) its default lies in: adding a setting
     to a YAML without them fails here."""
-    from attn_study.build import check_components
     from attn_study.config import check_config
+    from attn_study.job.components import check_components
     from attn_study.ranges import untyped
 
     cfg = compose_config(*option.split())
@@ -481,7 +480,7 @@ def test_every_option_of_every_group_passes_the_schema(option):
 
 def test_a_familys_number_at_its_bound_is_accepted_and_past_it_refused():
     """``finite``'s bound is inclusive: a weight of 0 (no penalty) is a setting, −1e-9 is not."""
-    from attn_study.analysis.callback import finite
+    from attn_study.analysis.checks import finite
 
     assert finite("analysis.jain_wallace.lam", 0) == 0.0
     assert finite("x", 2, low=2) == 2.0
@@ -492,7 +491,7 @@ def test_a_familys_number_at_its_bound_is_accepted_and_past_it_refused():
 def test_a_familys_count_and_probability_at_their_bounds():
     """``whole`` counts from 1 and is not optional unless asked; ``probability`` is open at both ends (a
     significance level of 0 or 1 decides nothing)."""
-    from attn_study.analysis.callback import probability, whole
+    from attn_study.analysis.checks import probability, whole
 
     assert whole("x", 1) == 1 and whole("x", None, optional=True) is None
     for value in (0, None):

@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attn_study import saved
 from attn_study.figures.common import wrap_label
+from attn_study.job import saved
 from attn_study.report.render import MISSING, captioned_table, embedded_png, format_number, mean_ci
 from attn_study.report.runs import Run
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from attn_study.analysis.aggregation import AggregationOptions
-from attn_study.analysis.callback import analysis_mode
+from attn_study.analysis.measuring import analysis_mode
 from attn_study.analysis.importance import ImportanceOptions, importance, predict
 from attn_study.cli import train_main
 from attn_study.errors import UserError

@@ -15,7 +15,6 @@ import torch
 from scipy import stats
 
 from attn_study.analysis.importance import integrated_gradients, kept_probabilities, kept_sub_batch, predict
-from attn_study.analysis.measures import bootstrap_ci_of
 from attn_study.families.faithfulness.measures import (
     chance_areas,
     hard_rationale_scores,
@@ -27,8 +26,9 @@ from attn_study.families.faithfulness.measures import (
     removal_curves,
     top_counts,
 )
+from attn_study.job.run import run as run_job
 from attn_study.models import attention, encoders
-from attn_study.run import run as run_job
+from attn_study.stats import bootstrap_ci_of
 from tests import reference as ref
 from tests.helpers import TINY, compose_config, tiny_model, token_batch
 
@@ -281,10 +281,10 @@ def test_known_rationales_rank_above_chance(trained):
 def test_the_trained_runs_curves_are_its_models(trained):
     """The end-to-end run's comprehensiveness and sufficiency of leave-one-out and attention at 20 % and 50 %,
     recomputed from the saved model instance by instance (tests/reference.py)."""
-    from attn_study import assemble
+    from attn_study.job.plan import load_run
 
     run, _ = trained
-    loaded = assemble.load(run)
+    loaded = load_run(run)
     model, split = loaded.model.double(), loaded.datamodule.split("test")
     frame = pd.read_parquet(run / "analysis" / "faithfulness" / "instances.parquet").set_index("index")
     for i in frame.index[:5]:
@@ -355,7 +355,7 @@ def test_every_curve_and_rationale_score_equals_its_definition_instance_by_insta
     """Comprehensiveness and sufficiency at every k, and AUPRC / AP / token F1 against known rationales, in the
     family's frame — batches of 2 whose rows are not the split's order — equal ERASER's definitions worked out
     for each instance alone, for the methods whose scores have no ties (tests/reference.py)."""
-    from attn_study.analysis.callback import analysis_mode
+    from attn_study.analysis.measuring import analysis_mode
     from attn_study.data.datamodule import collate
     from attn_study.families.faithfulness.callback import Faithfulness
     from tests.helpers import EOS_ID, SOS_ID, StubData
@@ -421,7 +421,7 @@ def test_rankings_left_to_the_tie_break_are_counted_and_iou_f1_has_its_interval(
     """Uniform attention scores every token alike: each instance of two tokens or more has its attention ranking
     decided by the random tie-break alone, and the summary counts them all (one-token texts are too short);
     IOU F1 is the F1 of the mean IOU precision and recall, inside its bootstrap interval."""
-    from attn_study.analysis.callback import analysis_mode
+    from attn_study.analysis.measuring import analysis_mode
     from attn_study.data.datamodule import collate
     from attn_study.families.faithfulness.callback import Faithfulness
     from tests.helpers import StubData
@@ -482,7 +482,7 @@ def test_soft_metrics_are_undefined_where_the_empty_text_is_as_confident_and_cli
     """z = b + s·[signal kept]/n with s < 0 < b: the prediction is class 1 and the empty text predicts it more
     confidently (d < 0): NaN, counted in the summary. A perturbation that lowers p(ŷ) below p(ŷ|∅) gives
     Soft-NC > 1 unclipped, 1 clipped."""
-    from attn_study.analysis.callback import analysis_mode
+    from attn_study.analysis.measuring import analysis_mode
     from attn_study.families.faithfulness.callback import Faithfulness
     from attn_study.families.faithfulness.measures import soft_scores
     from tests.helpers import StubData
@@ -580,7 +580,7 @@ def test_threshold_performance_is_scikit_learns_macro_f1_and_accuracy():
 
 def test_soft_and_auc_tp_columns_do_not_depend_on_the_batch():
     """Batches of 5, 2 and 1 rows (served out of order): the same per-instance soft metrics and predictions."""
-    from attn_study.analysis.callback import analysis_mode
+    from attn_study.analysis.measuring import analysis_mode
     from attn_study.data.datamodule import collate
     from attn_study.families.faithfulness.callback import Faithfulness
     from tests.helpers import StubData
@@ -652,10 +652,10 @@ def test_soft_metrics_and_auc_tp_end_to_end(trained):
     (worked out class by class) of the frame's predictions; leave-one-out finds the signal words — masking its top
     tokens costs more performance than masking random ones (a smaller AUC-TP) and its soft comprehensiveness is
     higher."""
-    from attn_study import assemble
+    from attn_study.job.plan import load_run
 
     run, summary = trained
-    loaded = assemble.load(run)
+    loaded = load_run(run)
     model, split = loaded.model.double(), loaded.datamodule.split("test")
     seed = int(loaded.cfg.analysis.faithfulness.seed)
     frame = pd.read_parquet(run / "analysis" / "faithfulness" / "instances.parquet").set_index("index")
@@ -808,7 +808,7 @@ def test_auc_tp_ranks_by_the_class_summed_scores_and_refuses_signed_methods():
     it differs from the predicted class's on a three-class model); a signed method, whose classes' scores sum to 0,
     is refused in one line."""
     from attn_study.analysis import importance
-    from attn_study.analysis.callback import analysis_mode
+    from attn_study.analysis.measuring import analysis_mode
     from attn_study.analysis.seeding import instance_draws
     from attn_study.errors import UserError
     from attn_study.families.faithfulness.callback import Faithfulness
@@ -900,7 +900,7 @@ def test_hard_rationale_k_is_checked_in_one_line(value):
 def test_hard_rationales_at_a_fixed_fraction_instance_by_instance():
     """``hard_rationale_k=0.5``: each instance's hard rationale is its top ⌈L/2⌉ tokens, token F1 2·hits / (⌈L/2⌉ +
     |truth|), worked out from each method's scores (tests/reference.py), instance by instance."""
-    from attn_study.analysis.callback import analysis_mode
+    from attn_study.analysis.measuring import analysis_mode
     from attn_study.data.datamodule import collate
     from attn_study.families.faithfulness.callback import Faithfulness
     from tests import reference as ref
@@ -931,11 +931,11 @@ def test_hard_rationales_at_a_fixed_fraction_instance_by_instance():
 def test_the_default_hard_rationale_k_is_the_synthetic_train_splits_share(trained):
     """End to end (the default ``hard_rationale_k=dataset``): the k recorded is the train split's mean rationale
     share, and each instance's hard rationale has ⌈k·L⌉ tokens."""
-    from attn_study import assemble
     from attn_study.families.faithfulness.measures import dataset_rationale_share
+    from attn_study.job.plan import load_run
 
     run, summary = trained
-    share = dataset_rationale_share(assemble.load(run).datamodule.split("train"))
+    share = dataset_rationale_share(load_run(run).datamodule.split("train"))
     assert 0 < share < 0.5 and summary["ff/rationale/hard_k"] == pytest.approx(share)
     frame = pd.read_parquet(run / "analysis" / "faithfulness" / "instances.parquet")
     np.testing.assert_array_equal(frame["hard_size"], np.ceil(frame["length"] * share - 1e-9))

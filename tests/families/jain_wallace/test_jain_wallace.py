@@ -10,13 +10,13 @@ import pytest
 import torch
 
 from attn_study.analysis.importance import predict
-from attn_study.analysis.measures import jsd, tvd
-from attn_study.analyze import analyze
 from attn_study.errors import UserError
 from attn_study.families.jain_wallace.adversarial import adversarial_attention, epsilon_max_jsd
 from attn_study.families.jain_wallace.permutation import permutation_tvd, permute_among_real
+from attn_study.job.analyze import analyze
+from attn_study.job.run import run as run_job
 from attn_study.models import encoders
-from attn_study.run import run as run_job
+from attn_study.stats import jsd, tvd
 from tests.helpers import TINY, tiny_model, token_batch
 
 SEQS = [[5, 6, 7, 8, 9, 10, 11, 12, 13], [12, 13, 14], [16, 17, 18, 19, 20, 2, 3], [4, 9]]
@@ -309,7 +309,7 @@ def test_correlations_equal_their_definition_instance_by_instance(num_classes, b
     the frame's length, prediction and largest weight too."""
     import numpy as np
 
-    from attn_study.analysis.callback import analysis_mode
+    from attn_study.analysis.measuring import analysis_mode
     from attn_study.families.jain_wallace.callback import JainWallace
     from tests import reference as ref
     from tests.helpers import StubData
@@ -343,7 +343,7 @@ def test_the_summary_of_a_hand_made_frame():
     adversarial statistics and the ε settings."""
     import numpy as np
 
-    from attn_study.analysis.callback import Measured
+    from attn_study.analysis.measuring import Measured
     from attn_study.families.jain_wallace.callback import JainWallace
 
     frame = pd.DataFrame(
@@ -391,7 +391,7 @@ def test_permutations_and_adversaries_are_each_instances_own():
     split's order — are those of that instance's own draws (seeding.instance_draws) worked out on it alone."""
     import numpy as np
 
-    from attn_study.analysis.callback import analysis_mode
+    from attn_study.analysis.measuring import analysis_mode
     from attn_study.analysis.seeding import instance_draws
     from attn_study.families.jain_wallace.callback import JainWallace
     from tests.helpers import StubData
@@ -413,10 +413,11 @@ def test_permutations_and_adversaries_are_each_instances_own():
             single = token_batch([text])
             enc, alpha, probs = predict(model, single)
             index = torch.tensor([i])
-            draws = instance_draws(index, enc.mask, 4, "permutation", (9,), dtype=alpha.dtype)
+            draws = instance_draws(index, enc.mask, 4, family.STREAMS["permutation"], (9,), dtype=alpha.dtype)
             change = permutation_tvd(model, enc, alpha, probs, draws)
             assert frame.loc[i, "perm_median_tvd"] == pytest.approx(float(change.quantile(0.5)), abs=1e-12)
-            noise = instance_draws(index, enc.mask, 4, "adversary_init", (3,), normal=True, dtype=alpha.dtype)
+            stream = family.STREAMS["adversary_init"]
+            noise = instance_draws(index, enc.mask, 4, stream, (3,), normal=True, dtype=alpha.dtype)
             _, tvds, jsds = adversarial_attention(
                 model, enc, alpha, probs, k=3, steps=15, lr=family.lr, lam=family.lam, epsilon=0.01, noise=noise
             )

@@ -22,8 +22,8 @@ from attn_study.families.sanity.callback import (
     spearman_rho,
     stage_modules,
 )
+from attn_study.job.run import run as run_job
 from attn_study.models import attention, encoders
-from attn_study.run import run as run_job
 from tests.helpers import TINY, compose_config, tiny_model
 
 
@@ -158,7 +158,7 @@ def test_a_method_blind_to_the_model_keeps_correlation_one_and_gradient_does_not
 
 
 def test_shuffled_labels_are_a_seeded_permutation_of_train_and_dev_only():
-    from attn_study.build import build_datamodule
+    from attn_study.job.components import build_datamodule
 
     def labels(seed):
         data = build_datamodule(compose_config(*TINY, f"seed={seed}"))
@@ -192,11 +192,11 @@ def test_randomised_labels_compare_with_a_model_trained_on_permuted_labels(tmp_p
     # by hand from the two saved models, each instance alone: the share of equal predictions and scipy's ρ
     # between the gradients (|∂ŷ/∂e_t · e_t|, each model explaining its own prediction); a repeated word's
     # importances are one tie (in float64 their last bits can differ by position)
-    from attn_study import assemble
+    from attn_study.job.plan import load_run
     from tests import reference as ref
 
-    trained, other = (assemble.load(tmp_path / name).model.double() for name in ("run", "shuffled"))
-    texts = [ids.tolist() for ids in assemble.load(tmp_path / "run").datamodule.split("test").ids]
+    trained, other = (load_run(tmp_path / name).model.double() for name in ("run", "shuffled"))
+    texts = [ids.tolist() for ids in load_run(tmp_path / "run").datamodule.split("test").ids]
     same = np.mean([ref.predicted(trained, t) == ref.predicted(other, t) for t in texts])
     assert summary["sn/labels/same_prediction/mean"] == pytest.approx(same)
     rho = [
@@ -374,7 +374,7 @@ def test_spearman_and_kendall_are_stored_under_their_own_keys_worked_by_hand(mon
     signed ranks (1, 2, 3, 4) vs (1, 2, 4, 3): ρ = 1 − 6·2/(4·15) = 0.8, τ = (5 − 1)/6 = 2/3; of |·|, |y| ranks
     (2, 1, 4, 3): ρ = 1 − 6·4/60 = 0.6, τ = (4 − 2)/6 = 1/3 — four different numbers, each under its key, and
     scipy's."""
-    from attn_study.analysis.callback import analysis_mode
+    from attn_study.analysis.measuring import analysis_mode
     from tests.helpers import StubData, token_batch
 
     model = tiny_model(double=True)
@@ -405,7 +405,7 @@ def test_spearman_and_kendall_are_stored_under_their_own_keys_worked_by_hand(mon
 def test_too_short_texts_and_constant_explanations_are_counted(monkeypatch):
     """Lengths 1, 2, 3: the one-token text is too short; the two-token text's explanation is constant (1, 1) before
     the randomisation, so its ρ is undefined and counted (it is long enough); the three-token text's ρ is defined."""
-    from attn_study.analysis.callback import analysis_mode
+    from attn_study.analysis.measuring import analysis_mode
     from tests.helpers import StubData, token_batch
 
     model = tiny_model(double=True)

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from attn_study.analysis.callback import Measured
+from attn_study.analysis.measuring import Measured
 from attn_study.analysis.erasure import erased_probabilities, renormalise_erased, zero_vector_logits
 from attn_study.analysis.importance import predict
 from attn_study.families.serrano_smith.callback import SerranoSmith
@@ -23,9 +23,9 @@ from attn_study.families.serrano_smith.erasure import (
     single_weight,
 )
 from attn_study.families.serrano_smith.keys import RANKINGS
+from attn_study.job.run import run as run_job
 from attn_study.models import attention, encoders, projection
 from attn_study.models.classifier import AttentionClassifier
-from attn_study.run import run as run_job
 from tests.helpers import TINY, tiny_model, token_batch
 
 # ------------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 import torch
 from scipy import stats
 
-from attn_study.analysis.callback import analysis_mode
+from attn_study.analysis.measuring import analysis_mode
 from attn_study.analysis.importance import predict
 from attn_study.data.datamodule import TextDataModule
 from attn_study.data.example import RawExample
@@ -22,12 +22,12 @@ from attn_study.data.processed import Preprocessing, build
 from attn_study.data.synthetic import SyntheticSource
 from attn_study.errors import DataError, UserError
 from attn_study.families.shortcuts.callback import Shortcuts, choice_accuracy, neutral_predictions
+from attn_study.job.run import run as run_job
 from attn_study.models import attention, encoders, objectives
 from attn_study.models.mitigation import shortcut_weights
 from attn_study.models.module import AttentionModule
 from attn_study.models.selector import SelectorPredictor, hard_top_k, random_subsets, relaxed_top_k
 from attn_study.report.cli import build_report
-from attn_study.run import run as run_job
 from tests.helpers import TINY, compose_config, launch, tiny_model, token_batch
 
 INJECT = {"count": 2, "tokens": ["<m1>", "<m2>"], "positions": "random", "seed": 3}
@@ -308,10 +308,10 @@ def test_shortcut_measures_on_injected_data(tmp_path):
     """End to end on the synthetic task with markers: the summary's marker numbers are those recomputed from the
     trained model itself, instance by instance (the markers' attention mass; whether one of the top 5 tokens is
     a marker; the accuracy)."""
-    from attn_study import assemble
+    from attn_study.job.plan import load_run
 
     summary = run_job(small("dataset=synthetic_markers", "analysis=[shortcuts]", "logger=none"), tmp_path / "r")
-    trained = assemble.load(tmp_path / "r")
+    trained = load_run(tmp_path / "r")
     split = trained.datamodule.split("test")
     mass, selected, correct = [], [], []
     frame = pd.read_parquet(tmp_path / "r" / "analysis" / "shortcuts" / "instances.parquet").set_index("index")
@@ -333,7 +333,7 @@ def test_shortcut_measures_on_injected_data(tmp_path):
 def test_an_explainer_reproduces_its_black_box_and_is_scored_post_hoc(tmp_path):
     """The explainer's post-hoc accuracy is recomputed by hand: the black box on each test text's selected
     tokens alone (in order) against the black box on the whole text."""
-    from attn_study import assemble
+    from attn_study.job.plan import load_run
 
     black_box = tmp_path / "black_box"
     run_job(small("logger=none"), black_box)
@@ -341,7 +341,7 @@ def test_an_explainer_reproduces_its_black_box_and_is_scored_post_hoc(tmp_path):
         small("model=selector", f"explainer.target={black_box}", "analysis=[shortcuts]", "logger=csv"),
         tmp_path / "explainer",
     )
-    explainer, box = assemble.load(tmp_path / "explainer"), assemble.load(black_box)
+    explainer, box = load_run(tmp_path / "explainer"), load_run(black_box)
     split = explainer.datamodule.split("test")
     agree = []
     for i in range(len(split)):

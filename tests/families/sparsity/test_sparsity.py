@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
-from attn_study.analysis.callback import analysis_mode
+from attn_study.analysis.measuring import analysis_mode
 from attn_study.analysis.erasure import erase_each
 from attn_study.analysis.importance import (
     distribution,
@@ -20,10 +20,10 @@ from attn_study.analysis.importance import (
     leave_one_out,
     predict,
 )
-from attn_study.analysis.measures import entropy
 from attn_study.families.sparsity.callback import Sparsity, pooled_over_rows
+from attn_study.job.run import run as run_job
 from attn_study.models import encoders, projection
-from attn_study.run import run as run_job
+from attn_study.stats import entropy
 from tests import reference as ref
 from tests.helpers import TINY, StubData, compose_config, tiny_model, token_batch
 
@@ -323,10 +323,10 @@ def test_sparsity_end_to_end_known_answers(trained):
 def test_the_bilstms_means_are_its_models_instance_by_instance(trained):
     """Every entropy and τ mean of the trained BiLSTM run (and the share of τ significant at p ≤ 0.05), recomputed
     from its saved model over the instances it analysed, each run alone in float64 (tests/reference.py)."""
-    from attn_study import assemble
+    from attn_study.job.plan import load_run
 
     run, summary = trained["lstm"]
-    loaded = assemble.load(run)
+    loaded = load_run(run)
     model, split = loaded.model.double(), loaded.datamodule.split("test")
     frame = pd.read_parquet(run / "analysis" / "sparsity" / "instances.parquet")
     values: dict[str, list] = {}
@@ -359,11 +359,11 @@ def test_the_bilstms_means_are_its_models_instance_by_instance(trained):
 def test_the_trained_runs_numbers_are_its_models(trained):
     """The end-to-end run's per-instance entropies and τ, and its summary's means, recomputed from the saved model
     instance by instance (tests/reference.py)."""
-    from attn_study import assemble
+    from attn_study.job.plan import load_run
 
     run, summary = trained["sparsemax"]
-    model = assemble.load(run).model.double()
-    split = assemble.load(run).datamodule.split("test")
+    model = load_run(run).model.double()
+    split = load_run(run).datamodule.split("test")
     frame = pd.read_parquet(run / "analysis" / "sparsity" / "instances.parquet").set_index("index")
     for i in frame.index[:6]:
         text = split.ids[i].tolist()

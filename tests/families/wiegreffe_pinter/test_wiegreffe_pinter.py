@@ -10,12 +10,14 @@ import pandas as pd
 import pytest
 import torch
 
-from attn_study import assemble, layout, saved
-from attn_study.analysis.callback import analysis_mode
+from attn_study import layout
+from attn_study.analysis.measuring import analysis_mode
 from attn_study.errors import UserError
 from attn_study.families.wiegreffe_pinter.callback import WiegreffePinter, compare
+from attn_study.job import saved
+from attn_study.job.plan import load_run
+from attn_study.job.run import run as run_job
 from attn_study.models import attention, projection
-from attn_study.run import run as run_job
 from tests.helpers import TINY, StubData, compose_config, tiny_model, token_batch
 
 SEQS = [[5, 6, 7, 8, 9], [12, 13, 14], [15], [16, 17, 18, 19, 20, 2, 3]]
@@ -40,7 +42,7 @@ def test_preloaded_attention_is_the_given_one_and_renormalised_after_a_deletion(
     fixed = fixed / fixed.sum(-1, keepdim=True)
     batch.update(fixed_attention=fixed, fixed_lengths=batch["lengths"].clone())
     assert torch.equal(model.attend(model.encode(batch)), fixed)
-    from attn_study.analysis.importance import sub_batch
+    from attn_study.analysis.importance.leave_one_out import sub_batch
 
     sub = sub_batch(batch, torch.tensor([0]), torch.tensor([1]))  # token 1 of instance 0 deleted
     kept = torch.cat([fixed[0, :1], fixed[0, 2:5]])
@@ -132,7 +134,7 @@ def test_a_preloaded_run_reproduces_its_source_attention_bit_for_bit(base_run, t
         ),
         tmp_path / "preloaded",
     )
-    source, preloaded = assemble.load(base_run), assemble.load(tmp_path / "preloaded")
+    source, preloaded = load_run(base_run), load_run(tmp_path / "preloaded")
     for batch in preloaded.datamodule.loader("test", batch_size=64):
         with torch.no_grad():
             assert torch.equal(
@@ -142,7 +144,7 @@ def test_a_preloaded_run_reproduces_its_source_attention_bit_for_bit(base_run, t
     assert summary.attention.source == str(base_run)
     assert pd.read_json(tmp_path / "preloaded" / "summary.json", typ="series")["wp/jsd/mean"] == 0.0
     # analysed again later: the run reads its source's attention back
-    from attn_study.analyze import analyze
+    from attn_study.job.analyze import analyze
 
     again = analyze(
         compose_config(
@@ -222,8 +224,8 @@ def test_smoke_wiegreffe_pinter_sweep_then_report(tmp_path):
     assert frontier.loc[frontier["role"].str.startswith("pre-loaded"), "jsd"].item() == 0.0
     assert (out / "wp_jsd_vs_tvd.png").is_file()
     # seed variance varies the model alone: the seed jobs read the base's very texts
-    base = assemble.load(next(sweep.glob("experiment=wiegreffe_pinter?base")))
-    other = assemble.load(next(sweep.glob("experiment=wiegreffe_pinter?seed1")))
+    base = load_run(next(sweep.glob("experiment=wiegreffe_pinter?base")))
+    other = load_run(next(sweep.glob("experiment=wiegreffe_pinter?seed1")))
     for split in ("train", "test"):
         assert all(
             np.array_equal(a, b) for a, b in zip(base.datamodule.split(split).ids, other.datamodule.split(split).ids)

@@ -4,15 +4,14 @@ explainer's black box, a teacher's outputs)."""
 from __future__ import annotations
 
 import logging
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
 from attn_study import layout
+from attn_study.data.digest import text_digests
 from attn_study.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -80,7 +79,7 @@ def require_complete(run_dir: Path, option: str, force: bool = False) -> None:
     """A run another builds on (or that is analysed) must be complete: its numbers and its checkpoint are
     final only then. ``force`` accepts any other state (said in the log), never a directory that does not exist
     or that no attn-study run made."""
-    from attn_study.sweep import state
+    from attn_study.job import state
 
     if not Path(run_dir).is_dir():
         raise UserError(f"{option}={run_dir}: no such directory; give the directory of a run made by attn-study")
@@ -120,17 +119,6 @@ def check_same_data(saved: SavedRun, datamodule, option: str, this_run: str | Pa
                 f"{len(mine)}, first difference at position {first}: another dataset, filter or "
                 "seed); use the same dataset options"
             )
-
-
-def text_digests(split) -> list[str]:
-    """Per instance of a processed split, its uid and a digest of its token ids (and query): what two runs
-    must share to be compared instance by instance."""
-    queries = getattr(split, "query_ids", None) or [None] * len(split.uids)
-    return [
-        f"{uid}:{zlib.crc32(np.asarray(ids, dtype=np.int64).tobytes()):08x}"
-        f"{'' if q is None else f':{zlib.crc32(np.asarray(q, dtype=np.int64).tobytes()):08x}'}"
-        for uid, ids, q in zip(split.uids, split.ids, queries)
-    ]
 
 
 SIBLING = "sibling:"

@@ -9,10 +9,11 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from attn_study import layout, saved, stopping, tracking
+from attn_study import layout, tracking
 from attn_study.config import family_names
 from attn_study.errors import UserError
 from attn_study.families import REGISTRY
+from attn_study.job import saved, stopping
 from attn_study.models.selector import soft_token_attention
 from attn_study.sweep.record import wandb_group
 
@@ -53,7 +54,7 @@ def analysis_record(run_cfg: DictConfig, run_dir: Path, labels: list[str]) -> di
     """The config an ``attn-study-analyze`` run logs: the analysed run's (``sweep/name`` when it was a sweep
     job), its class names and this code's version, and the link to it — ``analyze/of``, the W&B id of its
     training run, and ``analyze/run``, its directory's name."""
-    from attn_study.sweep import state
+    from attn_study.job import state
 
     group = OmegaConf.select(run_cfg, "logger.wandb.group")
     return tracking.logged_config(
@@ -66,12 +67,12 @@ def analysis_record(run_cfg: DictConfig, run_dir: Path, labels: list[str]) -> di
 
 def analyze(cfg: DictConfig) -> dict:
     """Test the run at ``cfg.ckpt_path`` with ``cfg.analysis``; return the rebuilt run summary."""
-    from attn_study import assemble
-    from attn_study.build import component
-    from attn_study.loggers import build_loggers
-    from attn_study.preflight import ensure_writable, out_of_space
-    from attn_study.summary import rebuild_summary
-    from attn_study.sweep import state
+    from attn_study.job import state
+    from attn_study.job.checks import ensure_writable, out_of_space
+    from attn_study.job.components import component
+    from attn_study.job.loggers import build_loggers
+    from attn_study.job.plan import build_plan, check_plan
+    from attn_study.job.summary import rebuild_summary
 
     run_dir, ckpt = saved.locate(cfg.ckpt_path)
     force = bool(cfg.get("force"))
@@ -80,7 +81,7 @@ def analyze(cfg: DictConfig) -> dict:
     ensure_writable(run_dir, "ckpt_path (a copy of the run directory you can write to)")
     run_cfg = analysis_config(cfg, run_dir)
     try:
-        plan = assemble.check(run_cfg)
+        plan = check_plan(run_cfg)
     except UserError as err:
         if "analysis." in str(err).split(":")[0]:  # the families' options, as given here
             raise
@@ -89,7 +90,7 @@ def analyze(cfg: DictConfig) -> dict:
         ) from None
     if not plan.analyses:
         raise UserError(f"attn-study-analyze: no analysis chosen; give analysis=[…] from {list(REGISTRY)}")
-    assemble.build(plan, run_dir, training=False)
+    build_plan(plan, run_dir, training=False)
     datamodule, module, analyses = plan.datamodule, plan.module, plan.analyses
     saved.load_state(module, ckpt)
     loggers = build_loggers(run_cfg, run_dir) if cfg.use_loggers else []
@@ -127,7 +128,7 @@ def tidy(run_dir: Path) -> None:
     family folder (``analysis/.<family>.partial``, where a family writes before renaming it into place) and a
     ``summary.json`` with the keys of the family folders present — each family's folder and its part of the summary
     both the new results (it finished) or both the old (it did not)."""
-    from attn_study.summary import rebuild_summary
+    from attn_study.job.summary import rebuild_summary
 
     for partial in (Path(run_dir) / layout.ANALYSIS).glob(".*.partial"):
         shutil.rmtree(partial, ignore_errors=True)

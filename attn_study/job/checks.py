@@ -10,12 +10,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import torch
 from omegaconf import DictConfig
 
 from attn_study import families, keys
 from attn_study.errors import UserError
-from attn_study.models.objectives import objective
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +52,10 @@ def out_of_space(error: BaseException, path: Path, option: str) -> UserError | N
 def check_options(cfg: DictConfig) -> None:
     """What the schema cannot see, before anything is read: the epochs leave a checkpoint to choose, the
     monitored key is one the run logs, a Transformer's heads divide its width, a GPU asked for exists."""
+    import torch
+
+    from attn_study.models.objectives import objective
+
     trainer = cfg.get("trainer") or {}
     epochs = trainer.get("max_epochs")
     callbacks = cfg.get("callbacks") or {}
@@ -97,6 +99,8 @@ def check_options(cfg: DictConfig) -> None:
 
 def monitored_keys(cfg: DictConfig) -> set[str]:
     """The per-epoch dev keys a run logs (what model selection and early stopping can watch)."""
+    from attn_study.models.objectives import objective
+
     keys_ = {"val/loss", "val/acc", "val/f1", "val/auroc"} | objective(cfg.get("training")).monitored
     if (cfg.get("explainer") or {}).get("target"):
         keys_.add("val/fidelity")

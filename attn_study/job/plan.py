@@ -1,10 +1,10 @@
 """A job's plan, made once, and the one way a job stands on another run.
 
-- :func:`check` — everything the config alone tells, before anything is read or written: the recipe, every setting's
-  kind and range, the constructors' parameters, what the schema cannot see, the families' own options (their
+- :func:`check_plan` — everything the config alone tells, before anything is read or written: the recipe, every
+  setting's kind and range, the constructors' parameters, what the schema cannot see, the families' own options (their
   callbacks are built here, once). A :class:`Plan` results.
-- :func:`build` — the plan's data (read and checked), its model, the runs it stands on and the analyses checked
-  against them, before any training. Training (``training.py``) and analysing again (``analyze.py``) take the plan,
+- :func:`build_plan` — the plan's data (read and checked), its model, the runs it stands on and the analyses checked
+  against them, before any training. Training (``attempt.py``) and analysing again (``analyze.py``) take the plan,
   never the config again: nothing is checked or built twice.
 - :class:`OtherRuns` — a run built on another (``attention.source``, ``training.base``, ``explainer.target``,
   ``roar.source``, a family's base, label run or explained run): resolve, require complete, load, check the same
@@ -17,19 +17,19 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig
 
-from attn_study import layout, saved
-from attn_study.build import build_analyses, build_datamodule, build_model, check_components
+from attn_study import layout
 from attn_study.config import check_config
-from attn_study.data.checks import check_data, check_embeddings
-from attn_study.data.datamodule import TextDataModule
 from attn_study.errors import UserError
-from attn_study.models.module import AttentionModule
-from attn_study.models.selector import soft_token_attention
-from attn_study.preflight import check_options, check_positions, check_recipe
-from attn_study.roar import job as roar_job
+from attn_study.job.checks import check_options, check_recipe
+
+if TYPE_CHECKING:  # the heavy parts (torch, Lightning) are imported once a plan is built, not to check one
+    from attn_study.data.datamodule import TextDataModule
+    from attn_study.job.saved import SavedRun
+    from attn_study.models.module import AttentionModule
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +50,16 @@ class OtherRuns:
 
     def config(self, option: str, value) -> DictConfig:
         """The recorded config of the run ``option=value`` names (:meth:`directory`)."""
+        from attn_study.job import saved
+
         return saved.run_config(self.directory(option, value))
 
-    def load(self, option: str, value, data: TextDataModule | None = None) -> saved.SavedRun:
+    def load(self, option: str, value, data: TextDataModule | None = None) -> SavedRun:
         """The run ``option=value`` names (:meth:`directory`) with its data and model (its best checkpoint, or the
         checkpoint ``value`` names), in eval mode; with ``data``, refused unless it holds ``data``'s vocabulary and
         instances in the same order."""
+        from attn_study.job import saved
+
         run_dir, ckpt = self._located(option, value)
         cfg = saved.run_config(run_dir)
         datamodule, module, _ = _data_and_model(cfg, run_dir, OtherRuns(run_dir, self.force))
@@ -68,6 +72,8 @@ class OtherRuns:
 
     def _located(self, option: str, value) -> tuple[Path, Path]:
         """(run directory, checkpoint) of ``option=value``, the run required complete (unless ``force``)."""
+        from attn_study.job import saved
+
         if not value:
             raise UserError(f"{option} is not set: give the directory of the run it builds on")
         path = saved.resolve_run(str(value), option, self.this_run)
@@ -76,7 +82,7 @@ class OtherRuns:
         return saved.locate(path, option)
 
 
-def load(run: str | Path, option: str = "ckpt_path", force: bool = False) -> saved.SavedRun:
+def load_run(run: str | Path, option: str = "ckpt_path", force: bool = False) -> SavedRun:
     """The finished run at ``run`` (its directory or a checkpoint in it) with its data and best model, in eval mode:
     :meth:`OtherRuns.load` from nowhere in particular (a sibling cannot be named)."""
     path = Path(run).expanduser().resolve()
@@ -85,8 +91,8 @@ def load(run: str | Path, option: str = "ckpt_path", force: bool = False) -> sav
 
 @dataclass
 class Plan:
-    """A job: its checked config and built analyses (:func:`check`); once :func:`build` has run, its data, model,
-    the runs it stands on and what the data checks found."""
+    """A job: its checked config and built analyses (:func:`check_plan`); once :func:`build_plan` has run, its data,
+    model, the runs it stands on and what the data checks found."""
 
     cfg: DictConfig
     analyses: list = field(default_factory=list)
@@ -98,17 +104,19 @@ class Plan:
     roar: dict | None = None  # what the data was masked by (attn_study.roar.job.prepare); None: not a ROAR run
 
 
-def check(cfg: DictConfig) -> Plan:
+def check_plan(cfg: DictConfig) -> Plan:
     """:class:`Plan` of ``cfg``, refused in one line (``UserError``) at the first thing the config alone says is
     wrong; nothing is read or written."""
     check_recipe(cfg, warn=False)
     check_config(cfg)
+    from attn_study.job.components import build_analyses, check_components  # the constructors: Lightning, torch
+
     check_components(cfg)
     check_options(cfg)
     return Plan(cfg, build_analyses(cfg))  # their constructors check the families' options
 
 
-def build(plan: Plan, run_dir: str | Path, training: bool = True) -> Plan:
+def build_plan(plan: Plan, run_dir: str | Path, training: bool = True) -> Plan:
     """``plan`` with its data, model and the runs it stands on, and its analyses checked against them (each given
     the plan's :class:`OtherRuns`); with ``training``, also what only training needs: a model with something to
     train, the targets it trains towards (a model-consistent adversary's base outputs, an explainer's black box)
@@ -130,6 +138,13 @@ def _data_and_model(cfg: DictConfig, run_dir: Path, other_runs: OtherRuns):
     """(datamodule, module, (data metrics, warnings, references, roar)): the data set up, masked (``roar``) and
     checked, the model built on it, and the run it is built on attached to its batches (``attention.source``,
     ``training.base``), refused in one line when the model has no attention over tokens to build on."""
+    from attn_study.data.checks import check_data
+    from attn_study.job import saved
+    from attn_study.job.checks import check_positions
+    from attn_study.job.components import build_datamodule, build_model
+    from attn_study.models.selector import soft_token_attention
+    from attn_study.roar import job as roar_job
+
     datamodule = build_datamodule(cfg)
     datamodule.setup()
     shuffled = datamodule.shuffle_labels(cfg.seed) if cfg.dataset.get("shuffle_labels") else None
@@ -154,6 +169,9 @@ def _attach_reference(reference: tuple[str, str] | None, datamodule, other_runs:
     """For a run built on another (``saved.reference_option``): that run, loaded and checked to hold the same
     instances, its attention attached to ``datamodule``'s batches; its :func:`saved.record` of every split (attention
     and outputs from one pass)."""
+    from attn_study.job import saved
+    from attn_study.models.selector import soft_token_attention
+
     if reference is None:
         return None
     option, value = reference
@@ -169,6 +187,9 @@ def _training_targets(plan: Plan, other_runs: OtherRuns) -> None:
     """What only training needs of the plan: weights to train, the outputs it trains towards (a model-consistent
     adversary's base run; an explainer's black box, ``explainer.target``), the share of the vocabulary with a
     pretrained vector (a warning below a threshold)."""
+    from attn_study.data.checks import check_embeddings
+    from attn_study.job import saved
+
     module, datamodule = plan.module, plan.datamodule
     if not any(p.requires_grad for p in module.parameters()):
         raise UserError(

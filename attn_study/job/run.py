@@ -3,7 +3,7 @@ configuration's results) or attempted (``training.train_and_test``: train, selec
 with the analyses as callbacks of that test, write ``summary.json``), its state recorded throughout.
 
 Run directory contract (docs/architecture.md): ``.hydra/`` (written by Hydra), ``status.json`` (the
-state: running / complete / failed, see ``attn_study.sweep.state``), ``summary.json``,
+state: running / complete / failed, see ``attn_study.job.state``), ``summary.json``,
 ``checkpoints/``, ``csv/metrics.csv``, ``wandb/`` (offline run), ``analysis/<family>/``,
 ``error.txt`` on failure.
 """
@@ -17,17 +17,15 @@ import shutil
 import time
 from pathlib import Path
 
-import torch
 from omegaconf import DictConfig
 
-from attn_study import assemble, layout, stopping
+from attn_study import layout
 from attn_study.config import config_differences
 from attn_study.errors import UserError
 from attn_study.io import read_json
-from attn_study.loggers import finish_wandb
-from attn_study.preflight import ensure_writable, out_of_space, unread_settings
-from attn_study.sweep import state
-from attn_study.training import train_and_test
+from attn_study.job import state, stopping
+from attn_study.job.checks import ensure_writable, out_of_space, unread_settings
+from attn_study.job.plan import check_plan
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +39,7 @@ def run(
 ) -> dict | None:
     """One job with its state in ``run_dir``: the way both ``attn-study`` and every sweep job run.
 
-    - the config is checked first, once (``assemble.check``: the plan the attempt builds and trains), and that
+    - the config is checked first, once (``check_plan``: the plan the attempt builds and trains), and that
       ``run_dir`` can be written; any refusal changes nothing in ``run_dir``;
     - complete already with the same config identity → skipped (its summary returned) unless
       ``force=true``; complete with a *different* identity → refused, the results are left alone; a
@@ -53,13 +51,13 @@ def run(
       once the attempt goes ahead, so a refused relaunch never relabels the results;
     - an exception → ``failed`` with the traceback in ``error.txt``; re-raised, unless ``keep_going``
       (sweeps), where it is logged in one line and ``None`` returned so the other jobs go on;
-    - SIGTERM / SIGINT (``attn_study.stopping``) → ``interrupted`` noted in ``status.json``, the state left
+    - SIGTERM / SIGINT (``attn_study.job.stopping``) → ``interrupted`` noted in ``status.json``, the state left
       ``running`` so that the next launch resumes it.
     """
     run_dir = Path(run_dir)
     elsewhere = "hydra.sweep.dir" if keep_going else "hydra.run.dir"
     try:
-        plan = assemble.check(cfg)  # the config, once: refused here, before any state changes
+        plan = check_plan(cfg)  # the config, once: refused here, before any state changes
     except UserError as err:
         return _refuse(str(err), keep_going)
     for line in unread_settings(cfg, overrides):
@@ -96,6 +94,8 @@ def run(
     state.write_record(run_dir, cfg, overrides, hydra)
     running = state.mark_running(run_dir, ident, previous, resumed=resume)
     details: dict = {}
+    from attn_study.job.attempt import train_and_test  # Lightning and torch: once a run goes ahead
+
     try:
         with stopping.on_stop(lambda signal_name: state.mark_interrupted(run_dir, running, signal_name)):
             summary = train_and_test(
@@ -109,7 +109,7 @@ def run(
     except UserError as err:  # refused once the data was read (a missing file, too long a text), before training
         if details.get("stage") is not None or not fresh:
             return _failed(err, run_dir, running, keep_going, elsewhere)
-        finish_wandb(exit_code=1)
+        _finish_wandb()
         _remove_fresh(run_dir)
         return _refuse(str(err), keep_going)
     except Exception as err:  # recorded in the run dir; a sweep goes on with its other jobs
@@ -122,13 +122,20 @@ def run(
 def _failed(err: Exception, run_dir: Path, running: dict, keep_going: bool, elsewhere: str) -> None:
     """An attempt that failed: ``failed`` with the traceback in ``error.txt``; re-raised unless ``keep_going``."""
     err = out_of_space(err, run_dir, elsewhere) or err
-    finish_wandb(exit_code=1)
+    _finish_wandb()
     with contextlib.suppress(OSError):  # a full disk may not take the record either
         state.mark_failed(run_dir, running, err)
     if not keep_going:
         raise err
     log.error("job failed: %s (traceback: %s)", f"{type(err).__name__}: {err}".splitlines()[0], run_dir / layout.ERROR)
     return None
+
+
+def _finish_wandb() -> None:
+    """End a W&B run a failed attempt left open (so the next job of an in-process sweep starts its own)."""
+    from attn_study.job.loggers import finish_wandb
+
+    finish_wandb(exit_code=1)
 
 
 def _remove_fresh(run_dir: Path) -> None:
@@ -166,6 +173,8 @@ def _unfinished_state_refusal(run_dir: Path, previous: dict, force: bool, elsewh
 
 def _unreadable_checkpoint(last: Path) -> str | None:
     """Why the resume point cannot be resumed from (a truncated or damaged file: deleted by nothing), or None."""
+    import torch
+
     try:
         torch.load(last, map_location="cpu", weights_only=False)
     except Exception as err:

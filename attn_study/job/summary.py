@@ -11,9 +11,9 @@ import numpy as np
 import torch
 
 from attn_study import families, layout, tracking
-from attn_study.analysis.measures import summarise
 from attn_study.io import read_json, write_json_atomic
-from attn_study.loggers import describe_locations
+from attn_study.job.loggers import describe_locations
+from attn_study.stats import summarise
 
 
 def training_summary(trainer: L.Trainer, module, datamodule, tested: dict) -> dict:

@@ -1,4 +1,4 @@
-"""One attempt of a run: build its plan (``assemble.build``: the data, the model, the runs it stands on, the
+"""One attempt of a run: build its plan (``build_plan``: the data, the model, the runs it stands on, the
 analyses), train (resuming from a checkpoint), test the checkpoint best on dev — the analyses run as callbacks of
 that test — and publish the summary (``summary.publish``)."""
 
@@ -14,38 +14,39 @@ from lightning.pytorch.plugins import TorchCheckpointIO
 from lightning.pytorch.plugins.environments import SLURMEnvironment
 from omegaconf import DictConfig
 
-from attn_study import assemble, layout, memory, saved, tracking
-from attn_study.build import build_callbacks, component, model_seed
+from attn_study import layout, tracking
 from attn_study.io import atomic_open
-from attn_study.loggers import build_loggers, check_wandb_login
+from attn_study.job import memory, saved, state
+from attn_study.job.checks import check_recipe
+from attn_study.job.components import build_callbacks, component, model_seed
+from attn_study.job.loggers import build_loggers, check_wandb_login
+from attn_study.job.plan import Plan, build_plan, check_plan
+from attn_study.job.summary import finite_summary, publish, training_summary
 from attn_study.models.selector import soft_token_attention
-from attn_study.preflight import check_recipe
 from attn_study.progress import training_bar
-from attn_study.summary import finite_summary, publish, training_summary
-from attn_study.sweep import state
 
 log = logging.getLogger(__name__)
 
 
 def train_and_test(
-    plan: assemble.Plan | DictConfig,
+    plan: Plan | DictConfig,
     run_dir: str | Path,
     resume_from: Path | None = None,
     details: dict | None = None,
     attempt: int = 1,
     wandb_id: str | None = None,
 ) -> dict:
-    """Build ``plan`` (``assemble.check``'s: its config checked once, there; a config given instead is checked into
+    """Build ``plan`` (``check_plan``'s: its config checked once, there; a config given instead is checked into
     one) and train its model (continuing from
     ``resume_from``, a Lightning checkpoint, when given), test the checkpoint best on dev, analyse, write and return
     the summary. ``details``, when given, receives the class names and where the loggers wrote; ``attempt`` is this
     attempt's number; ``wandb_id`` the W&B run to log to (the run's own over its attempts; None: a new one)."""
-    plan = plan if isinstance(plan, assemble.Plan) else assemble.check(plan)
+    plan = plan if isinstance(plan, Plan) else check_plan(plan)
     cfg, run_dir = plan.cfg, Path(run_dir)
     started = time.time()
     memory.reset_peak()
     _prepare(cfg, run_dir)
-    assemble.build(plan, run_dir)
+    build_plan(plan, run_dir)
     module, datamodule = plan.module, plan.datamodule
     loggers = build_loggers(cfg, run_dir, wandb_id)
     labels = [str(name) for name in datamodule.data.label_names]

@@ -11,18 +11,14 @@ already done" from "different experiment in the same directory".
 
 from __future__ import annotations
 
-import functools
-import json
 import math
 import os
 import secrets
 import shutil
 import socket
 import string
-import subprocess
 import time
 import traceback
-from importlib import metadata
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -31,23 +27,9 @@ from attn_study import layout
 from attn_study.io import read_json, write_json_atomic, write_text_atomic
 from attn_study.layout import ATTEMPT_OUTPUTS, ATTENTION, CHECKPOINTS, ERROR, RECORD, STATUS, WANDB
 from attn_study.sweep.naming import NOT_RESULTS
+from attn_study.tracking import code_version, flatten, numerics
 
 # outputs of an unfinished attempt, removed before the next attempt starts
-
-
-def flatten(container: dict) -> dict:
-    """``{'a': {'b': 1}}`` → ``{'a/b': 1}`` (lists and empty dicts stay leaves)."""
-    out: dict = {}
-
-    def walk(node, prefix):
-        if isinstance(node, dict) and node:
-            for k, v in node.items():
-                walk(v, f"{prefix}{k}/")
-        else:
-            out[prefix.rstrip("/")] = node
-
-    walk(container, "")
-    return out
 
 
 #: settings derived from others or naming only (a run's name): never part of its identity, in old records ignored
@@ -174,49 +156,6 @@ def new_run_id() -> str:
     """A W&B run id (8 characters of [a-z0-9]); a run keeps it over every attempt that resumes it."""
     alphabet = string.ascii_lowercase + string.digits
     return "".join(secrets.choice(alphabet) for _ in range(8))
-
-
-@functools.lru_cache(maxsize=1)
-def code_version() -> dict:
-    """The code this process runs (:func:`describe_code` of the folder the package is imported from)."""
-    return describe_code(Path(__file__).resolve().parents[2])
-
-
-def numerics() -> dict:
-    """What rounds the run's floating point: torch's ``version`` and the CPU vector instructions its kernels use
-    (``cpu_capability``: ``AVX512``, ``AVX2``, …). A seed gives the same numbers again where these and the code
-    are the same; across instruction sets sums round in another order (docs/runs.md)."""
-    import torch
-
-    return {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
-
-
-def describe_code(source: Path) -> dict:
-    """attn_study's package ``version`` and git ``commit`` — of the checkout at ``source`` (``dirty``: it had
-    uncommitted changes to tracked files), else the commit pip recorded when installing from git — or
-    ``"unknown"`` where neither is known."""
-    try:
-        version = metadata.version("attn_study")
-    except metadata.PackageNotFoundError:
-        version = "unknown"
-    commit, dirty = "unknown", None
-    if (source / ".git").exists():
-        try:
-            git = ["git", "-C", str(source)]
-            commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True)
-            changes = subprocess.run(
-                [*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=10
-            )
-            commit, dirty = commit.stdout.strip(), bool(changes.stdout.strip())
-        except (OSError, subprocess.SubprocessError):
-            commit = "unknown"
-    if commit == "unknown":
-        try:
-            installed = json.loads(metadata.distribution("attn_study").read_text("direct_url.json") or "{}")
-            commit = installed.get("vcs_info", {}).get("commit_id") or "unknown"
-        except (metadata.PackageNotFoundError, ValueError):
-            pass
-    return {"version": version, "commit": commit, "dirty": dirty}
 
 
 def mark_complete(run_dir: Path, running: dict, **extra) -> dict:

@@ -13,8 +13,8 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from attn_study import stopping
 from attn_study.errors import UserError
+from attn_study.job import stopping
 
 
 def applicable() -> list[str]:
@@ -37,12 +37,12 @@ def analyze_pretrained(cfg: DictConfig, out_dir: str | Path) -> dict:
     """Run ``cfg.analysis`` on the checkpoint at ``cfg.hf_model``; returns the rebuilt summary."""
     from hydra import compose
 
-    from attn_study.analyze import tidy
-    from attn_study.build import build_analyses, component
     from attn_study.config import check_config
     from attn_study.data.pretrained import PretrainedTextData
+    from attn_study.job.analyze import tidy
+    from attn_study.job.components import build_analyses, component
+    from attn_study.job.summary import rebuild_summary
     from attn_study.models.huggingface import PretrainedClassifier, load_pretrained
-    from attn_study.summary import rebuild_summary
 
     data_cfg = compose("config", overrides=[str(o) for o in (cfg.get("hf_data") or [])] + ["analysis=[]"])
     seed = data_cfg.seed if cfg.get("seed") is None else cfg.seed
