@@ -322,6 +322,13 @@ def test_a_run_with_its_output_in_a_file_says_what_informs_and_no_noise(tmp_path
         assert noise not in output, noise
     for information in ("synthetic/test: 32 read, 32 kept", "analysis:  jain_wallace on test", "results:"):
         assert information in output, information
+    # the answer on screen: the headline statistics with their intervals, as summary.json holds them
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    shown = [line.split() for line in done.stdout.splitlines() if line.startswith("  jw/tau_grad/mean")]
+    assert len(shown) == 1, done.stdout[-2000:]
+    value, low, high = (f"{summary[f'jw/tau_grad/{part}']:.3f}" for part in ("mean", "ci_low", "ci_high"))
+    assert shown[0] == ["jw/tau_grad/mean", value, f"[{low},", f"{high}]"]
+    assert f"  test/acc {summary['test/acc']:.3f}".split() in [line.split() for line in done.stdout.splitlines()]
 
 
 def test_trainer_debug_bounds_the_analyses_too():

@@ -402,3 +402,29 @@ def test_each_analyze_logs_inside_the_run_beside_the_earlier_ones(trained, tmp_p
     assert analysis_config(cfg, run_dir).logger.csv.version == "analyze_1"
     (run_dir / "csv" / "analyze_1").mkdir()
     assert analysis_config(cfg, run_dir).logger.csv.version == "analyze_2"
+
+
+def test_the_answer_on_screen_is_each_familys_headline_with_its_interval():
+    """``summary.answer``: the test metrics, the dev score chosen by, each family's HEADLINE_KEYS with their 95 %
+    interval (only the families asked for), and a dash for an undefined value."""
+    from attn_study.job.summary import answer
+
+    summary = {
+        "test/acc": 0.8159,
+        "test/f1": 0.8,
+        "test/auroc": None,
+        "val/auroc_best": 0.9,
+        "jw/tau_grad/mean": 0.3434,
+        "jw/tau_grad/ci_low": 0.33,
+        "jw/tau_grad/ci_high": 0.35649,
+        "ff/attention/comprehensiveness/aopc/mean": 0.00012,
+        "ff/attention/comprehensiveness/aopc/ci_low": -0.001,
+        "ff/attention/comprehensiveness/aopc/ci_high": 0.0011,
+    }
+    lines = [line.split() for line in answer(summary).splitlines()]
+    assert lines[1:5] == [["test/acc", "0.816"], ["test/f1", "0.800"], ["test/auroc", "—"], ["val/auroc_best", "0.900"]]
+    assert ["jw/tau_grad/mean", "0.343", "[0.330,", "0.356]"] in lines
+    assert ["ff/attention/comprehensiveness/aopc/mean", "0.00012", "[-0.001,", "0.001]"] in lines
+    only = [line.split()[0] for line in answer(summary, ["jain_wallace"]).splitlines()[1:]]
+    assert "jw/tau_grad/mean" in only and not any(k.startswith("ff/") for k in only)
+    assert answer({}) == ""

@@ -72,7 +72,7 @@ def analyze(cfg: DictConfig) -> dict:
     from attn_study.job.components import component
     from attn_study.job.loggers import build_loggers
     from attn_study.job.plan import build_plan, check_plan
-    from attn_study.job.summary import rebuild_summary
+    from attn_study.job.summary import answer, rebuild_summary
 
     run_dir, ckpt = saved.locate(cfg.ckpt_path)
     force = bool(cfg.get("force"))
@@ -120,7 +120,9 @@ def analyze(cfg: DictConfig) -> dict:
         if complete and soft_token_attention(module.model) and not (run_dir / layout.ATTENTION).is_file():
             saved.write_attention(module.model, datamodule, run_dir / layout.ATTENTION)
         tracking.finish(loggers)
-        return rebuild_summary(run_dir)
+        summary = rebuild_summary(run_dir)
+        print(answer(summary, [analysis.name for analysis in analyses]), flush=True)
+        return summary
 
 
 def tidy(run_dir: Path) -> None:

@@ -21,7 +21,7 @@ from attn_study.job.checks import check_recipe
 from attn_study.job.components import build_callbacks, component, model_seed
 from attn_study.job.loggers import build_loggers, check_wandb_login
 from attn_study.job.plan import Plan, build_plan, check_plan
-from attn_study.job.summary import finite_summary, publish, training_summary
+from attn_study.job.summary import answer, finite_summary, publish, training_summary
 from attn_study.models.selector import soft_token_attention
 from attn_study.progress import training_bar
 
@@ -76,7 +76,7 @@ def train_and_test(
         details["torch_threads"] = torch.get_num_threads()
         if plan.roar is not None:  # what the data was masked by (ROAR: attn_study/roar/)
             details["roar"] = plan.roar
-    print(locations, flush=True)
+    print(answer(summary), locations, sep="\n", flush=True)
     return summary
 
 

@@ -69,16 +69,9 @@ def build_loggers(cfg: DictConfig, run_dir: Path, wandb_id: str | None = None) -
     return loggers
 
 
-def describe_locations(run_dir: Path, loggers: list, summary: dict) -> str:
-    def number(key):
-        value = summary.get(key)
-        return "undefined" if value is None else f"{value:.4f}"
-
-    chosen_by = next((k for k in summary if k.startswith("val/") and k.endswith("_best")), "val/acc_best")
-    lines = [
-        f"test/acc {number('test/acc')}  ({chosen_by} {number(chosen_by)})",
-        f"results:  {run_dir / 'summary.json'}",
-    ]
+def describe_locations(run_dir: Path, loggers: list) -> str:
+    """Where the run's results went: its ``summary.json`` and, with W&B, the offline run and how to upload it."""
+    lines = [f"results:  {run_dir / 'summary.json'}"]
     for lg in loggers:
         if isinstance(lg, WandbLogger):
             wandb_dir = Path(lg.experiment.dir).parent

@@ -69,7 +69,7 @@ def publish(summary: dict, loggers: list, run_dir: Path, step: int) -> str:
     removed. Returns where everything went, for the console."""
     write_json_atomic(run_dir / layout.SUMMARY, summary)
     tracking.publish_summary(loggers, summary, step, families.HEADLINE_KEYS)
-    locations = describe_locations(run_dir, loggers, summary)
+    locations = describe_locations(run_dir, loggers)
     tracking.finish(loggers)
     Path(run_dir / layout.CHECKPOINTS / layout.LAST).unlink(missing_ok=True)  # resume point, no longer needed
     return locations
@@ -90,3 +90,40 @@ def rebuild_summary(run_dir: Path) -> dict:
     summary["undefined"] = undefined
     write_json_atomic(path, summary)
     return summary
+
+
+def shown(value) -> str:
+    """A number as the console shows it: 3 decimals, or 3 significant digits where that would print 0.000; a dash
+    for an undefined value."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not np.isfinite(value):
+        return "—"
+    if isinstance(value, int):  # a count
+        return f"{value}"
+    return f"{value:.3f}" if abs(value) >= 0.0005 or value == 0 else f"{value:.3g}"
+
+
+def answer(summary: dict, names: list[str] | None = None) -> str:
+    """The result on screen, as Lightning prints its test metrics: the test accuracy, F1 and AUROC with the dev score
+    the checkpoint was chosen by, then each family's headline statistics (its ``keys.py``'s ``HEADLINE_KEYS``) with
+    their 95 % bootstrap interval where they have one (``…/ci_low``, ``…/ci_high`` beside ``…/mean``). ``names``:
+    the families to show (default: every family ``summary`` holds keys of); '' when there is nothing to show."""
+    rows = [(k, summary.get(k), None) for k in tracking.TRAINING_HEADLINE if k in summary]
+    rows += [(k, summary[k], None) for k in summary if k.startswith("val/") and k.endswith("_best")]
+    for name, family in families.REGISTRY.items():
+        if (names is not None and name not in names) or not any(k.startswith(f"{family.namespace}/") for k in summary):
+            continue
+        for k in family.headline:
+            if k in summary:
+                stem = k.removesuffix("/mean")
+                interval = (
+                    (summary.get(f"{stem}/ci_low"), summary.get(f"{stem}/ci_high")) if k.endswith("/mean") else None
+                )
+                rows.append((k, summary[k], interval))
+    if not rows:
+        return ""
+    width = max(len(k) for k, _, _ in rows)
+    lines = [f"  {'result'.ljust(width)}  {'value':>7}   95% interval"]
+    for k, value, interval in rows:
+        band = f"[{shown(interval[0])}, {shown(interval[1])}]" if interval and None not in interval else ""
+        lines.append(f"  {k.ljust(width)}  {shown(value):>7}   {band}".rstrip())
+    return "\n".join(lines)

@@ -60,6 +60,12 @@ TRACKED = (
     ff("gradient", "auprc", "mean"),
 )
 
+#: the few statistics a team sorts runs by (W&B's headline/…, the console's answer): every method's comprehensiveness
+#: and sufficiency AOPC (the random ranking is their floor) — those the run computed
+HEADLINE_KEYS = tuple(
+    ff(method, measure, "aopc", "mean") for method in FF_METHODS for measure in ("comprehensiveness", "sufficiency")
+)
+
 #: the per-instance columns by which an instance disagrees most (the explorer's ★, W&B's coloured sample): another
 #: method ranking the tokens unlike attention (low τ), else attention's tokens mattering least (low comprehensiveness)
 DISAGREEMENT = tuple(
