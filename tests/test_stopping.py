@@ -12,11 +12,10 @@ import threading
 
 import pytest
 
-from attn_study import stopping
-from attn_study.analyze import analyze
 from attn_study.families.serrano_smith.callback import SerranoSmith
-from attn_study.run import run
-from attn_study.sweep import state
+from attn_study.job import state, stopping
+from attn_study.job.analyze import analyze
+from attn_study.job.run import run
 from tests.helpers import REPO, TINY, cli_env, compose_config, status
 
 
@@ -98,9 +97,15 @@ def test_a_stop_runs_the_newest_cleanup_first(tmp_path, monkeypatch, capsys):
     assert stopping._cleanups == []
 
 
+def with_stopping(script: str) -> str:
+    """``script`` run with ``stopping`` imported: the module this file tests, wherever it lives."""
+    return f"import importlib\nstopping = importlib.import_module({stopping.__name__!r})\n{script}"
+
+
+#: a process whose newest cleanup raises, stopped while its main thread waits — in ``time.sleep`` (the main thread's
+#: handler runs at once) or inside a torch call that never returns (only the watcher thread can act)
 STOPPED_WITH_A_FAILING_CLEANUP = """
-import time
-from attn_study import stopping
+import sys, time
 
 stopping.install("attn-study", "launch it again")
 
@@ -115,17 +120,25 @@ def marking(signal_name):
 
 
 with stopping.on_stop(marking), stopping.on_stop(failing):
+    if sys.argv[1] == "stuck":
+        import torch
+
+        print("ready", flush=True)
+        torch.futures.Future().wait()
     print("ready", flush=True)
     time.sleep(120)
 """
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_failing_cleanup_leaves_the_others_the_line_and_the_exit_status(sig):
+@pytest.mark.parametrize(
+    ("sig", "waiting"), [(signal.SIGTERM, "sleeping"), (signal.SIGINT, "sleeping"), (signal.SIGTERM, "stuck")]
+)
+def test_a_failing_cleanup_leaves_the_others_the_line_and_the_exit_status(sig, waiting):
     """A real process stopped by a signal whose newest cleanup raises: the older cleanup still runs, the one line is
-    said (no traceback) and the status is 128 + the signal's number."""
+    said (no traceback) and the status is 128 + the signal's number — also with its main thread stuck in a torch
+    call (the watcher thread stops it)."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", STOPPED_WITH_A_FAILING_CLEANUP],
+        [sys.executable, "-c", with_stopping(STOPPED_WITH_A_FAILING_CLEANUP), waiting],
         cwd=REPO,
         env=cli_env(),
         stdout=subprocess.PIPE,
@@ -143,3 +156,22 @@ def test_a_failing_cleanup_leaves_the_others_the_line_and_the_exit_status(sig):
     assert out.splitlines() == [f"failing cleanup {name}", f"marking cleanup {name}"]
     assert err.splitlines() == [f"attn-study: stopped by {name}; launch it again"]
     assert proc.returncode == 128 + sig
+
+
+def test_a_process_that_installed_the_handlers_ends_by_itself_when_its_work_is_done():
+    """The watcher thread never keeps a finished process alive (installed twice, one watcher)."""
+    script = (
+        "import threading\n"
+        "stopping.install('attn-study', 'again')\n"
+        "stopping.install('attn-study', 'again')\n"
+        "print(sum(t.name == 'attn-study-signals' for t in threading.enumerate()))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", with_stopping(script)],
+        cwd=REPO,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "1\n", "")
