@@ -183,6 +183,21 @@ def finish(loggers) -> None:
             wandb.finish()
 
 
+def stopped(loggers, signal_name: str, code: int) -> None:
+    """Each logger finalised as stopped, and the W&B run ended with ``run/stopped_by`` in its summary and exit status
+    ``code`` (128 + the signal's number: W&B then shows it failed, never still running); each failure one line."""
+    import sys
+
+    for lg in loggers:
+        with reported(logger_name(lg), "the stop"):
+            lg.finalize("failed")
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and wandb.run is not None:
+        with reported("W&B", "the stop"):
+            wandb.run.summary["run/stopped_by"] = signal_name
+            wandb.finish(exit_code=code)
+
+
 def logger_name(logger) -> str:
     """What a person calls the logger: ``W&B``, ``CSV``, else its class."""
     from lightning.pytorch.loggers import CSVLogger, WandbLogger

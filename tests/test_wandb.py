@@ -6,8 +6,11 @@ to their training run, names that tell experiments apart, the code version."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import signal
 import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -163,12 +166,62 @@ def test_an_analyze_run_is_linked_to_its_training_run(trained, tmp_path):
     analyze(cfg)
     training, analysed = (read_run(p) for p in offline_runs(run_dir))
     assert analysed.run.job_type == "analyze" and analysed.run.run_group == training.run.run_group == "team-sweep"
-    assert analysed.run.display_name == f"{training.run.display_name}-analyze-jain_wallace"
+    assert re.fullmatch(
+        re.escape(f"{training.run.display_name}-analyze-jain_wallace-") + r"\d{8}-\d{6}", analysed.run.display_name
+    )
     assert not [row for row in analysed.history if "epoch" in row]  # its media: in its one history row
     assert analysed.config["analyze/of"] == training.run.run_id == status(run_dir)["wandb_id"]
     assert analysed.config["analyze/run"] == "run"
     assert analysed.config["encoder/name"] == "average" and analysed.config["data/labels"] == ["negative", "positive"]
     assert "jw/tau_grad/mean" in analysed.summary and "jw/tau_grad/mean" not in analysed.history_keys
+
+
+def test_a_run_of_its_own_and_its_analyses_share_a_group_and_two_analyses_are_named_apart(tmp_path):
+    """A run outside a sweep groups under its directory's name, and each attn-study-analyze of it joins that group
+    under a name of its own (two analyses of the same families are two W&B runs a team tells apart)."""
+    import time
+
+    from attn_study.job.analyze import analyze
+
+    run_dir = tmp_path / "solo"
+    run(compose_config(*TINY, "logger=wandb", "encoder=average", "encoder.hidden_size=8"), run_dir)
+    for _ in range(2):
+        options = ["analysis.jain_wallace.tests=[correlation]", "analysis.jain_wallace.max_instances=4"]
+        analyze(compose_config(f"ckpt_path={run_dir}", *options, name="analyze"))
+        time.sleep(1.1)  # the names tell analyses apart to the second
+    training, *analyses = (read_run(p) for p in offline_runs(run_dir))
+    assert training.run.run_group == "solo" and [a.run.run_group for a in analyses] == ["solo", "solo"]
+    names = [a.run.display_name for a in analyses]
+    prefix = f"{training.run.display_name}-analyze-jain_wallace-"
+    assert len(set(names)) == 2 and all(n.startswith(prefix) for n in names)
+
+
+def test_a_stopped_analysis_ends_its_wandb_run_as_stopped(trained, tmp_path):
+    """SIGTERM during attn-study-analyze: the W&B run ends (exit status 143, ``run/stopped_by``), not left running."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(trained[0], run_dir)
+    script = (
+        "import sys, time\n"
+        "from attn_study.families.jain_wallace.callback import JainWallace\n"
+        "def slow(self, *a, **k):\n"
+        "    print('measuring', flush=True); time.sleep(120)\n"
+        "JainWallace.measure = slow\n"
+        "from attn_study.cli import analyze_main\n"
+        f"sys.argv = ['attn-study-analyze', 'ckpt_path={run_dir}', 'analysis.jain_wallace.max_instances=4']\n"
+        "analyze_main()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    for line in proc.stdout:
+        if line.strip() == "measuring":
+            break
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143 and "stopped by SIGTERM" in err
+    stopped = [read_run(p) for p in offline_runs(run_dir)][-1]
+    assert stopped.run.job_type == "analyze" and stopped.summary["run/stopped_by"] == "SIGTERM"
+    assert stopped.exit_code == 143
 
 
 def test_a_resumed_run_continues_its_wandb_run(tmp_path, monkeypatch):

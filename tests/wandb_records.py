@@ -56,6 +56,7 @@ class OfflineRun:
     summary: dict = field(default_factory=dict)
     metrics: dict = field(default_factory=dict)  # name → MetricRecord
     globs: list = field(default_factory=list)
+    exit_code: int | None = None  # the run's exit status (None: it never ended)
 
     @property
     def history_keys(self) -> set[str]:
@@ -93,6 +94,8 @@ def read_run(path: Path) -> OfflineRun:
             out.summary.update({_key(u): json.loads(u.value_json) for u in record.summary.update})
             for item in record.summary.remove:
                 out.summary.pop(_key(item), None)
+        elif kind == "exit":
+            out.exit_code = record.exit.exit_code
         elif kind == "metric":
             if record.metric.name:
                 out.metrics[record.metric.name] = record.metric

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import signal
+import time
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -33,9 +35,10 @@ def analysis_config(cfg: DictConfig, run_dir: Path) -> DictConfig:
             run_cfg.trainer.accelerator = "cpu" if cfg.device == "cpu" else "gpu"
         if run_cfg.get("logger") and "wandb" in run_cfg.logger:  # the training run's tags and group, its own name
             run_cfg.logger.wandb.job_type = "analyze"
-            run_cfg.logger.wandb.name = f"{run_cfg.logger.wandb.name}-analyze-{family_names(chosen.analysis)}"
-            if run_cfg.logger.wandb.get("group") is None:  # a sweep job recorded before its group was
-                run_cfg.logger.wandb.group = wandb_group(run_dir.parent)
+            when = time.strftime("%Y%m%d-%H%M%S")  # two analyses of one run are two W&B runs, named apart
+            run_cfg.logger.wandb.name = f"{run_cfg.logger.wandb.name}-analyze-{family_names(chosen.analysis)}-{when}"
+            if run_cfg.logger.wandb.get("group") is None:  # the training run's: its sweep's, else its directory's
+                run_cfg.logger.wandb.group = wandb_group(run_dir.parent) or run_dir.name
         if run_cfg.get("logger") and "csv" in run_cfg.logger:  # training's csv/metrics.csv and earlier analyses' stay
             run_cfg.logger.csv.version = next_version(run_dir / layout.CSV, "analyze")
     return run_cfg
@@ -105,7 +108,11 @@ def analyze(cfg: DictConfig) -> dict:
         enable_checkpointing=False,
         enable_progress_bar=False,
     )
-    with stopping.on_stop(lambda _signal: tidy(run_dir)):
+    def stop(signal_name: str) -> None:  # what a signal leaves: a consistent record, loggers ended as stopped
+        tidy(run_dir)
+        tracking.stopped(loggers, signal_name, 128 + int(getattr(signal, signal_name)))
+
+    with stopping.on_stop(stop):
         try:
             trainer.test(module, datamodule=datamodule, verbose=False)
         except Exception as err:  # a family that failed: the folders it and the later ones left are the old ones

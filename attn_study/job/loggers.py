@@ -64,6 +64,8 @@ def build_loggers(cfg: DictConfig, run_dir: Path, wandb_id: str | None = None) -
         if name == "wandb":
             check_wandb_login(node)
             extra = {"id": wandb_id, "resume": "allow"} if wandb_id else {}
+            if node.get("group") is None:  # a run of its own: its group is its directory (its analyses join it)
+                extra["group"] = Path(run_dir).name
         loggers.append(component(node, drop=(), option=f"logger.{name}", save_dir=str(run_dir), **extra))
         log.debug("logger %s enabled", name)
     return loggers
