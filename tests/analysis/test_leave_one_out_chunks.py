@@ -21,7 +21,7 @@ from attn_study.models import encoders
 from tests.helpers import tiny_model, token_batch
 
 RECURRENT = {
-    "lstm": partial(encoders.RNNEncoder, hidden_size=4),
+    "lstm": partial(encoders.RNNEncoder, hidden_size=6),  # 6 units: 24 gate values split in 5 would show
     "gru": partial(encoders.RNNEncoder, hidden_size=4, cell="gru"),
     "lstm_one_direction": partial(encoders.RNNEncoder, hidden_size=4, bidirectional=False),
 }
