@@ -29,6 +29,8 @@ from tqdm.auto import tqdm
 EVERY = 30.0
 #: what starts every line an analysis prints
 PREFIX = "analysis:  "
+#: the family bar's width in columns (tqdm would squeeze it to one between a long label and the time left)
+BAR = 24
 
 
 def duration(seconds: float) -> str:
@@ -109,7 +111,7 @@ class Progress:
         self.work, self.work_done = (float(work) if work else None), 0.0
         self.every = EVERY if every is None else float(every)
         self.stream, self.clock = stream or sys.stdout, clock
-        self.started = self.said = clock()
+        self.started = self.said = self.updated = clock()  # updated: when the last batch ended
         self.seconds: dict[str, float] = dict.fromkeys(steps, 0.0)  # per step, the seconds it took so far
         self.step_done: dict[str, int] = dict.fromkeys(steps, 0)  # per step, the instances it has done
         self.current: str | None = None  # the step under way
@@ -123,7 +125,8 @@ class Progress:
                 unit="inst",
                 leave=False,
                 dynamic_ncols=True,
-                bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} inst [{elapsed}{postfix}]",  # the time left: ours
+                # the time left: ours; the bar BAR columns wide, whatever the label and the terminal's width
+                bar_format="{l_bar}{bar:" + str(BAR) + "}| {n_fmt}/{total_fmt} inst [{elapsed}{postfix}]",
             )
             if interactive
             else None
@@ -151,18 +154,28 @@ class Progress:
         with self._lock:
             self.done += int(instances)
             self.work_done += float(work)
+            self.updated = self.clock()
             if self.bar is not None:
                 self.bar.update(int(instances))
                 self._postfix()
         self.beat()
 
     def left(self, now: float) -> float | None:
-        """Seconds left at the rate so far: per unit of ``work`` done (tokens, or squared lengths) where it is known,
-        else per instance (None before anything is done)."""
-        elapsed = now - self.started
+        """Seconds left: the rate of the batches done so far — the seconds until the last of them ended, per unit of
+        ``work`` done (tokens, or squared lengths) where it is known, else per instance — times what is left, less the
+        seconds the batch under way has taken since (so the time left counts down while a batch runs, instead of
+        growing with time no finished batch has paid for yet); 0 once every instance is done, never below; None
+        before any batch is done."""
+        if self.done >= self.total:
+            return 0.0
+        if not self.done:
+            return None
+        paid, under_way = self.updated - self.started, now - self.updated
         if self.work is not None and self.work_done > 0:
-            return elapsed / self.work_done * max(self.work - self.work_done, 0.0)
-        return elapsed / self.done * (self.total - self.done) if self.done else None
+            expected = paid / self.work_done * max(self.work - self.work_done, 0.0)
+        else:
+            expected = paid / self.done * (self.total - self.done)
+        return max(expected - under_way, 0.0)
 
     def _postfix(self) -> None:
         left = self.left(self.clock())

@@ -33,12 +33,12 @@ def test_in_a_log_a_line_every_30_seconds_with_instances_done_and_time_left():
     clock.now = 45.0
     bar.beat()  # 14 s since the last line
     clock.now = 61.0
-    bar.beat()  # the ticker's call: no instance more, the time left grows with the time spent
+    bar.beat()  # the ticker's call: no instance more, the time left counts down from the last batch's estimate
     clock.now = 100.0
     bar.update(800)  # done: the family's own lines follow
     assert out.getvalue().splitlines() == [
         "analysis:  sanity/cascading on test: 200/1000 instances, 31.0 s, about 2 min 04 s left",
-        "analysis:  sanity/cascading on test: 200/1000 instances, 1 min 01 s, about 4 min 04 s left",
+        "analysis:  sanity/cascading on test: 200/1000 instances, 1 min 01 s, about 1 min 34 s left",
     ]
 
 
@@ -123,7 +123,7 @@ def test_in_a_log_the_line_names_the_step_under_way():
     assert out.getvalue().splitlines() == [
         "analysis:  faithfulness/removal on test: 0/10 instances, 31.0 s; now removal",
         "analysis:  faithfulness/removal on test: 0/10 instances, 1 min 02 s; now gradient",
-        "analysis:  faithfulness/removal on test: 4/10 instances, 1 min 33 s, about 2 min 20 s left",
+        "analysis:  faithfulness/removal on test: 4/10 instances, 1 min 33 s, about 1 min 02 s left",
     ]
 
 
@@ -246,3 +246,40 @@ def test_a_duration_at_each_boundary_reads_in_the_larger_unit_once_it_rounds_to_
     """Below a minute one decimal of seconds, below an hour minutes and seconds, then hours and minutes — each unit
     chosen by the rounded value, so no duration reads "60.0 s" or "60 min 00 s"."""
     assert duration(seconds) == said
+
+
+def test_the_time_left_counts_down_through_a_batch_and_reads_0_once_all_are_done():
+    """Batches of 100 instances, 10 s each: while the next runs, the time left falls second by second from what the
+    finished ones predict (it does not swell with time no finished batch has paid for: 90 s left at 10 s, not 180 s
+    at 20 s); once the last is done it is 0, whatever the work announced."""
+    clock = FakeClock()
+    bar = Progress("faithfulness on test", 1000, interactive=False, stream=io.StringIO(), clock=clock, work=1000)
+    clock.now = 10.0
+    bar.update(100, work=100)
+    assert bar.left(10.0) == pytest.approx(90.0)
+    assert [bar.left(t) for t in (12.0, 15.0, 19.0)] == pytest.approx([88.0, 85.0, 81.0])
+    clock.now = 20.0
+    bar.update(100, work=100)
+    assert bar.left(20.0) == pytest.approx(80.0)
+    assert bar.left(500.0) == 0.0  # a batch far slower than the others: 0, never negative
+    clock.now = 30.0
+    bar.update(800, work=700)  # the last batch, its work short of the total: done is done
+    assert bar.left(30.0) == 0.0 and bar.left(31.0) == 0.0
+
+
+def test_the_family_bar_keeps_its_columns_beside_a_long_label_and_time_left():
+    out = Terminal()
+    bar = Progress("faithfulness/removal+rationale+soft on test", 10, interactive=True, stream=out)
+    bar.bar.close()
+    from tqdm import tqdm
+
+    from attn_study.progress import BAR
+
+    drawn = tqdm(total=10, desc=bar.label, file=out, ncols=120, bar_format=bar.bar.bar_format)
+    drawn.set_postfix_str("about 3 min 10 s left, now integrated_gradients")
+    drawn.update(5)
+    drawn.refresh()
+    line = out.getvalue().split("\r")[-1]
+    assert BAR >= 20 and line.count("#") + line.count(" ") >= BAR and "|" in line
+    cells = line.split("%|", 1)[1].split("|", 1)[0]
+    assert len(cells) == BAR, line
