@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from attn_study.analysis.measures import probability_drop
+from attn_study.stats import probability_drop
 
 
 def renormalise_erased(alpha: torch.Tensor, removed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -14,8 +14,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator
 
-from attn_study.analysis.measures import bootstrap_ci
 from attn_study.io import atomic_open
+from attn_study.stats import bootstrap_ci
 
 DPI = 120
 # the paper's colours for two classes: purple = predicted negative (0), orange = predicted positive (1)

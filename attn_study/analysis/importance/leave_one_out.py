@@ -7,9 +7,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attn_study.analysis.measures import probability_drop, tvd
 from attn_study.models.classifier import AttentionClassifier, PairAttentionClassifier
 from attn_study.models.encoders import CNNEncoder, RNNEncoder, direction_weights, run_direction
+from attn_study.stats import probability_drop, tvd
 
 from .batches import GRADIENT_SLACK, TEXT_FIELDS, equal_length_chunks, predict, token_mask
 

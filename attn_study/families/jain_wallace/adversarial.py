@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from attn_study.analysis.measures import LN2, jsd, tvd
+from attn_study.stats import LN2, jsd, tvd
 
 DIVERSITY = ("pairs", "k_squared")
 OUTPUT_DISTANCES = ("tvd", "l1")
@@ -57,7 +57,7 @@ class _Divergences(torch.autograd.Function):
         ∂D/∂a_k = ½ (log a_k − log(a_k + α)) + (w/2) Σ_{j≠k} (log a_k − log(a_k + a_j)),
 
     every logarithm computed once in the forward pass: about half the work of differentiating
-    :func:`~attn_study.analysis.measures.jsd` by autograd, the adversary's hot loop. Unlike ``jsd`` the terms
+    :func:`~attn_study.stats.jsd` by autograd, the adversary's hot loop. Unlike ``jsd`` the terms
     are not clamped to [0, ln 2] (the clamp only acts on rounding errors). ``adv`` (B, K, T), ``alpha`` (B, T);
     α is a constant (no gradient).
     """

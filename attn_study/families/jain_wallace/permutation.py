@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from attn_study.analysis.measures import tvd
+from attn_study.stats import tvd
 
 
 def permute_among_real(alpha: torch.Tensor, mask: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:

@@ -12,8 +12,8 @@ import torch
 
 from attn_study.analysis.erasure import erased_probabilities, zero_vector_logits
 from attn_study.analysis.importance import grad_context
-from attn_study.analysis.measures import jsd
 from attn_study.models.outputs import log_odds
+from attn_study.stats import jsd
 
 from .keys import RANKINGS
 
