@@ -27,15 +27,9 @@ import torch
 from attn_study.errors import UserError
 from attn_study.models.classifier import AttentionClassifier, PairAttentionClassifier
 
-#: aggregation method → what it scores (the importance registry's names)
-AGGREGATIONS = {
-    "raw": "Σ_i α_i A_l[i, j]: one layer's attention (mean over heads, or one head), through the pooling α",
-    "rollout": "Σ_i α_i R[i, j], R = Π_l (0.5·Ā_l + 0.5·I) (Abnar & Zuidema 2020)",
-    "flow": "max-flow from token j through the residual-adjusted layer graph to the pooled vector "
-    "(Abnar & Zuidema 2020)",
-    "norms": "Σ_i α_i ‖Σ_h A_l^h[i, j] f^h(x_j)‖, f the value transformation and output projection "
-    "(Kobayashi et al. 2020)",
-}
+#: the aggregations computed here, by the importance registry's names (each described by its record:
+#: ``attn_study.analysis.importance.methods``)
+AGGREGATIONS = ("raw", "rollout", "flow", "norms")
 
 #: integer capacities for scipy's max-flow: c ↦ round(c·2^29); every capacity and every flow is ≤ 1, so ≤ 2^29
 #: fits int32 with room, and a flow is within (edges of a minimum cut)·2^-30 of the exact one

@@ -2,8 +2,8 @@
 
 - ``on_test_end``: the family's full analysis on ``split`` (the test split by default) of the model
   just tested; per-instance rows, summary and figures go to ``<out_dir>/analysis/<family>/``
-  (written into a hidden partial folder, renamed into place when complete) and the summary to every
-  logger of the trainer (figures, tables and histograms too when one is a ``WandbLogger``).
+  (``folder.py``) and the summary to every logger of the trainer (figures, tables and histograms too when one
+  is a ``WandbLogger``: ``logged.py``).
 - ``on_validation_epoch_end``, every ``every_n_epochs`` epochs: ``val_tests`` (a subset of the tests)
   on a fixed subsample of ``val_split`` (``val_max_instances`` instances drawn with
   ``subsample_seed``); each statistic is logged as ``val/<key>`` (e.g. ``val/jw/tau_grad/mean``) and
@@ -12,174 +12,34 @@
   the full analysis. The tracking runs in eval mode on a forked RNG: training is the same with it or
   without it.
 
-A family implements ``measure`` (per-instance rows: a loop over :meth:`AnalysisCallback.measuring`'s batches,
-each method or sub-test a timed step), ``summarise`` (the flat key → value summary) and ``artefacts`` (figures);
-see ``families/jain_wallace/callback.py``. The model and data it needs are described in ``protocol.py``.
+The base owns the measuring loop (:meth:`AnalysisCallback.measure`); a family writes its hooks, ``summarise`` (the
+flat key → value summary) and ``artefacts`` (figures) — see :class:`AnalysisCallback`. The model and data it needs
+are described in ``protocol.py``; what else it may need of a model in ``needs.py``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
-import logging
-import os
-import shutil
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
-import pandas as pd
 import torch
 from lightning.pytorch.callbacks import Callback
-from lightning.pytorch.loggers import WandbLogger
 
-from attn_study import keys, layout, ranges
+from attn_study import keys
+from attn_study.analysis.batch_size import TokenBudget
+from attn_study.analysis.checks import whole
+from attn_study.analysis.folder import write_analysis
+from attn_study.analysis.logged import log_analysis
+from attn_study.analysis.measuring import Measured, Measuring, analysis_mode, instance_work
+from attn_study.analysis.needs import Need
 from attn_study.analysis.protocol import analysis_data, staged_model
-from attn_study.analysis.token_scores import TokenScores, coloured_cells
+from attn_study.analysis.seeding import SHARED_STREAMS, instance_draws
 from attn_study.errors import UserError
-from attn_study.figures.training import epochs_figure
-from attn_study.io import publish_mode, write_csv_atomic, write_json_atomic, write_parquet_atomic
-from attn_study.layout import EPOCHS_CSV, EPOCHS_FIGURE, EPOCHS_PARQUET, INSTANCES, SUMMARY, TOKENS
 from attn_study.progress import Progress, seconds_lines
-from attn_study.tracking import final_values, histogram, logger_name, reported
-
-log = logging.getLogger(__name__)
-
-
-@dataclass
-class Measured:
-    """What ``measure`` returns: one row per instance, seconds per sub-test, family extras (e.g. the adversarial
-    attentions shown in heatmaps), and each instance's text with the per-token importances the family computed
-    (written as ``tokens.parquet``: ``token_scores.py``)."""
-
-    frame: pd.DataFrame
-    seconds: dict
-    extras: dict = field(default_factory=dict)
-    tokens: TokenScores = field(default_factory=TokenScores)
-
-
-def instance_work(lengths: torch.Tensor, quadratic: bool) -> float:
-    """What the time left is counted in: Σ T over the instances' lengths T, or Σ T² for a family whose work per
-    instance is T × T (``QUADRATIC``)."""
-    return float((lengths**2 if quadratic else lengths).sum())
-
-
-class Measuring:
-    """What a family's ``measure`` loops over (``AnalysisCallback.measuring``): iterating gives the batches on the
-    device; ``step(name)`` times a method or sub-test (``seconds``: per step, in the order the family named them);
-    ``record`` keeps each instance's row (:func:`record_rows`) and ``frame()`` gives the rows in ``indices``'s
-    order."""
-
-    def __init__(
-        self, progress: Progress, data, split: str, indices: np.ndarray, batch_size: int, device, quadratic: bool
-    ):
-        self.progress, self.indices, self.quadratic = progress, indices, quadratic
-        self.split_data = data.split(split)
-        self.rows: dict[int, dict] = {}
-        self._batches = lambda: data.loader(split, batch_size=batch_size, indices=indices)
-        self._device = device
-
-    def __iter__(self):
-        for batch in self._batches():
-            self.progress.begin_batch(len(batch["index"]))
-            yield {k: v.to(self._device) for k, v in batch.items()}
-            self.progress.update(len(batch["index"]), work=instance_work(batch["lengths"].double(), self.quadratic))
-
-    def step(self, name: str):
-        """Time the block as step ``name`` (``progress.Progress.step``)."""
-        return self.progress.step(name)
-
-    @property
-    def seconds(self) -> dict:
-        return dict(self.progress.seconds)
-
-    def record(self, batch: dict, probs, columns: dict) -> None:
-        record_rows(self.rows, self.split_data, batch, probs, columns)
-
-    def named_rows(self) -> dict[int, dict]:
-        """``rows``, each instance's begun with :func:`instance_row`: for a family that fills them column by column."""
-        self.rows.update({int(i): instance_row(self.split_data, i) for i in self.indices})
-        return self.rows
-
-    def frame(self) -> pd.DataFrame:
-        return pd.DataFrame([self.rows[int(i)] for i in self.indices])
-
-
-@contextlib.contextmanager
-def analysis_mode(model):
-    """Eval mode, no parameter gradients (gradients w.r.t. inputs only), autograd on — also inside
-    Lightning's inference mode — and the global RNG state restored afterwards."""
-    was_training = model.training
-    params = list(model.parameters())
-    flags = [p.requires_grad for p in params]
-    device = params[0].device if params else torch.device("cpu")
-    devices = [device] if device.type == "cuda" else []
-    with torch.inference_mode(False), torch.random.fork_rng(devices=devices):
-        model.eval()
-        for p in params:
-            p.requires_grad_(False)
-        try:
-            yield model
-        finally:
-            for p, flag in zip(params, flags):
-                p.requires_grad_(flag)
-            model.train(was_training)
-
-
-def instance_row(split_data, i: int) -> dict:
-    """The columns that name instance ``i`` of a split in every family's per-instance frame: its position
-    (``index``), ``uid`` and gold ``label``."""
-    i = int(i)
-    return {"index": i, "uid": split_data.uids[i], "label": int(split_data.labels[i])}
-
-
-#: per-instance columns that are counts: written as integers
-INTEGER_COLUMNS = ("length", "rationale_size", "support")
-
-
-def record_rows(rows: dict, split_data, batch: dict, probs, columns: dict) -> None:
-    """``rows[i]`` for each instance ``i`` of ``batch``: :func:`instance_row`, the prediction, its probability
-    and every per-instance column of ``columns`` (name → (B,) tensor), counts as integers."""
-    values = {name: column.detach().double().cpu().tolist() for name, column in columns.items()}
-    pred, conf = probs.argmax(-1).tolist(), probs.max(-1).values.tolist()
-    for r, i in enumerate(batch["index"].tolist()):
-        rows[i] = {
-            **instance_row(split_data, i),
-            "prediction": pred[r],
-            "probability": conf[r],
-            **{name: v[r] for name, v in values.items()},
-        }
-        for name in INTEGER_COLUMNS:
-            if name in values:
-                rows[i][name] = int(rows[i][name])
-
-
-def checked(option: str, value, allowed) -> None:
-    """A one-line ``UserError`` naming ``option`` when ``value`` is outside ``allowed`` (an ``attn_study.ranges``
-    range): a family's options are refused as every other numeric option of the config is, in the same words."""
-    ranges.require(option, value, UserError, allowed)
-
-
-def whole(option: str, value, low: int = 1, optional: bool = False) -> int | None:
-    """``value``, a whole number ≥ ``low`` (null allowed when ``optional``): ``abc``, ``1.5`` and ``2.0`` are
-    refused, never read as something else."""
-    checked(option, value, ranges.whole(low, optional=optional))
-    return None if value is None else int(value)
-
-
-def finite(option: str, value, low: float = 0.0) -> float:
-    """``value``, a finite number ≥ ``low`` — a learning rate, a penalty's weight, a scale: NaN, an infinity and a
-    word are refused."""
-    checked(option, value, ranges.number(low))
-    return float(value)
-
-
-def probability(option: str, value) -> float:
-    """``value`` in (0, 1) — a significance level, a threshold."""
-    checked(option, value, ranges.number(0, 1, above=True, below=True))
-    return float(value)
 
 
 def _positive_or_none(option: str, value) -> int | None:
@@ -187,13 +47,46 @@ def _positive_or_none(option: str, value) -> int | None:
 
 
 class AnalysisCallback(Callback):
-    """One test family as a Lightning callback (see the module docstring)."""
+    """One test family as a Lightning callback (see the module docstring).
+
+    The base runs every pass over instances (:meth:`measure`, for the full analysis and for tracking alike): the
+    batches, a timer and a progress bar per step, the rows. The family fills in the hooks it needs of this loop —
+    Quantus's ``evaluate_instance``, per batch and per sub-test::
+
+        run = Measuring(...)                     # model, data, split, tests, rows, tokens, extras, state
+        begin(run)                               # once, inside the progress: per-pass state (randomised models, ε)
+        for batch in run:                        # the batches on the model's device
+            prepared = prepare(run, batch)       # timed as the step PREPARE (when set): predict, encode, score
+            for test in run.tests:               # unless the batch lacks a field of BATCH_FIELDS[test]
+                measure_<test>(run, batch, prepared)   # timed as the step <test> when step_names() names it
+            record(run, batch, prepared)         # the batch's rows (run.record, or the family's own)
+        frame = end(run)                         # the per-instance frame (default: run.frame())
+        Measured(frame, run.seconds, run.extras, run.tokens)
+
+    - ``measure_<test>``: one per name of ``TESTS`` (checked when the class is defined), found by the test's name.
+    - ``step_names(model, tests)``: the timed steps, in the order the summary lists their seconds
+      (``<ns>/seconds/<step>``) and the progress shows them; by default ``PREPARE`` then the tests. A hook times finer
+      steps itself with ``run.step(name)`` (each importance method; sanity's randomisation); a test not among the
+      steps is then not timed as one (sanity's, whose seconds are its methods').
+    - ``label(model, tests)``: the progress bar's ``<family>/<label> on <split>`` (default: none).
+    - ``NEEDS``: what the family needs of a model beyond the stages (``needs.Need``: attention over tokens, a soft
+      attention), refused in one line before anything runs; ``check_model`` refuses what depends on its options.
+    - ``STREAMS``: the family's own random streams, name → number: :meth:`draws` gives each instance its draws
+      from (``seed``, the instance, the number) (``seeding.py``), so a copied family draws without any shared edit.
+
+    Besides the loop, a family writes ``summarise`` (the flat ``<prefix>/…`` summary) and ``artefacts`` (figures),
+    and names its options in its constructor (checked with ``checks.py``).
+    """
 
     name: ClassVar[str] = ""  # the family: config option, folder analysis/<name>/ (its folder under families/)
-    TESTS: ClassVar[tuple[str, ...]] = ()  # its sub-tests
+    TESTS: ClassVar[tuple[str, ...]] = ()  # its sub-tests, each measured by the hook measure_<test>
     DEFAULT_TESTS: ClassVar[tuple[str, ...] | None] = None  # those run when tests is not given (None: all TESTS)
     VAL_TESTS: ClassVar[tuple[str, ...]] = ()  # the default subset tracked during training
     TRACKABLE: ClassVar[tuple[str, ...] | None] = None  # the sub-tests that can be tracked (None: all TESTS)
+    PREPARE: ClassVar[str | None] = None  # the step prepare() is timed as (None: it times its own steps, if any)
+    BATCH_FIELDS: ClassVar[dict[str, tuple[str, ...]]] = {}  # test → batch fields it reads (else skipped there)
+    NEEDS: ClassVar[tuple[Need, ...]] = ()  # what it needs of a model (needs.py)
+    STREAMS: ClassVar[dict[str, int]] = {}  # its own random streams: name → number (seeding.py)
     # from the family's own keys.py (beside its callback.py), read when the class is defined:
     NAMESPACE: ClassVar[str] = ""  # its key prefix
     TRACKED: ClassVar[tuple[str, ...]] = ()  # keys drawn against the epoch
@@ -214,8 +107,19 @@ class AnalysisCallback(Callback):
         """A family's callback in ``attn_study/families/<name>/callback.py`` is named ``<name>`` and takes its
         ``NAMESPACE``, ``TRACKED``, ``HEADLINE_KEYS`` (else its ``TRACKED``) and ``DISAGREEMENT`` from the sibling
         ``keys.py`` — so a copied family folder is its own family, whatever its callback says (a class may still set
-        any of them itself)."""
+        any of them itself). Every test has its hook ``measure_<test>``, and the family's streams are numbers of
+        their own: a ``TypeError`` names what is missing, when the class is defined."""
         super().__init_subclass__(**kwargs)
+        missing = [test for test in cls.TESTS if not callable(getattr(cls, f"measure_{test}", None))]
+        if missing:
+            raise TypeError(f"{cls.__name__}: no hook {', '.join(f'measure_{t}' for t in missing)} for TESTS {missing}")
+        numbers = list(cls.STREAMS.values())
+        shared = sorted(set(numbers) & set(SHARED_STREAMS.values()))
+        if len(set(numbers)) != len(numbers) or shared or not all(isinstance(n, int) and n >= 0 for n in numbers):
+            raise TypeError(
+                f"{cls.__name__}.STREAMS={cls.STREAMS}: give each stream a number ≥ 0 of its own, none of the shared "
+                f"code's {SHARED_STREAMS}"
+            )
         parts = cls.__module__.split(".")
         if parts[:2] != ["attn_study", "families"] or len(parts) != 4:
             return
@@ -266,7 +170,7 @@ class AnalysisCallback(Callback):
                 else f"{option}: {self.name} measures nothing during training; leave it null"
             )
         self.out_dir = None if out_dir is None else Path(out_dir)
-        self.other_runs = None  # how the job stands on another run (assemble.OtherRuns), handed down by its plan
+        self.other_runs = None  # how the job stands on another run (job.plan.OtherRuns), handed down by its plan
         self.checked = False  # against the model and data (by the plan, before training)
         self.summary: dict = {}
         self.history: list[dict] = []  # per tracked epoch: {"epoch", key: value}
@@ -286,13 +190,32 @@ class AnalysisCallback(Callback):
             raise UserError(f"{self._option(option)}: unknown {unknown}; choose from {list(allowed)}")
         return [t for t in allowed if t in chosen]
 
-    # -- what a family implements ----------------------------------------------------------------
+    # -- what a family implements: the hooks of the measuring loop (class docstring) ---------------
+
+    def step_names(self, model, tests: list[str]) -> list[str]:
+        """The timed steps of a pass running ``tests``, in the order their seconds are listed."""
+        return ([self.PREPARE] if self.PREPARE else []) + list(tests)
+
+    def label(self, model, tests: list[str]) -> str:
+        """What the progress bar names the pass after the family (``<family>/<label>``; empty: the family alone)."""
+        return ""
+
+    def begin(self, run: Measuring) -> None:
+        """Once per pass, before its first batch: the pass's own state (``run.state``, ``run.extras``)."""
+
+    def prepare(self, run: Measuring, batch: dict):
+        """Per batch, before its tests: what they share (the prediction, the methods' scores); the tests get it."""
+
+    def record(self, run: Measuring, batch: dict, prepared) -> None:
+        """Per batch, after its tests: its instances' rows (``run.record``), unless the tests filled ``run.rows``."""
+
+    def end(self, run: Measuring):
+        """Once, after the last batch: the per-instance frame (``run.frame()``, or the family's reading of it)."""
+        return run.frame()
 
     def check_model(self, model) -> None:
-        """Raise a ``UserError`` when the family cannot analyse ``model`` (called before training)."""
-
-    def measure(self, model, data, split: str, indices: np.ndarray, tests: list[str]) -> Measured:
-        raise NotImplementedError
+        """Raise a ``UserError`` when the family cannot analyse ``model`` for a reason its options decide (what it
+        needs of every model is ``NEEDS``; called before training)."""
 
     def summarise(self, measured: Measured, tests: list[str]) -> dict:
         """The flat ``<prefix>/…`` summary of the ``tests`` that ``measured`` holds."""
@@ -301,6 +224,13 @@ class AnalysisCallback(Callback):
     def artefacts(self, measured: Measured, out_dir: Path, data) -> dict[str, Path]:
         """Figures and pages written into ``out_dir``: ``{name: path}``."""
         return {}
+
+    def draws(
+        self, batch: dict, mask: torch.Tensor, stream: str, leading: tuple[int, ...] = (), **kwargs
+    ) -> torch.Tensor:
+        """The batch's instances' own random draws from the family's stream ``stream`` (``STREAMS``) and ``seed``:
+        ``seeding.instance_draws`` (``normal``, ``dtype`` passed on)."""
+        return instance_draws(batch["index"], mask, self.seed, self.STREAMS[stream], leading, **kwargs)
 
     # -- another run the family builds on (a shuffled-label run, the explained run, a base run) ------
 
@@ -323,14 +253,19 @@ class AnalysisCallback(Callback):
         if self.other_runs is None:
             raise UserError(
                 f"analysis.{self.name} builds on another run, and this callback was given no way to stand on one: "
-                "run it through attn-study or attn-study-analyze (or set its other_runs: attn_study.assemble.OtherRuns)"
+                "run it through attn-study or attn-study-analyze (or set its other_runs: attn_study.job.plan.OtherRuns)"
             )
         return self.other_runs
 
     # -- running ---------------------------------------------------------------------------------
 
     def check(self, model, data=None) -> None:
-        """Everything that can be checked before training: the model, and the splits it will read."""
+        """Everything that can be checked before training: what the family needs of the model (``NEEDS``, then
+        ``check_model``), and the splits it will read."""
+        for need in self.NEEDS:
+            refusal = need.refusal(self.name, model)
+            if refusal:
+                raise UserError(refusal)
         self.check_model(model)
         if data is None:
             return
@@ -352,42 +287,59 @@ class AnalysisCallback(Callback):
         return np.sort(np.random.default_rng(seed).choice(n, size=max_instances, replace=False))
 
     def batch_size_for(self, data, split: str, indices: np.ndarray, device: torch.device) -> int:
-        """``batch_size``, or when it is null the device's choice (see the class attributes), said once."""
+        """``batch_size``, or when it is null the device's choice (``batch_size.TokenBudget`` of the class
+        attributes), said once."""
         if self.batch_size is not None:
             return self.batch_size
+        budget = TokenBudget(
+            self.CPU_TOKENS, self.CPU_MAX_BATCH, self.GPU_BYTES_PER_TOKEN, self.GPU_MAX_BATCH, self.QUADRATIC
+        )
         lengths = np.asarray(data.split(split).lengths)[np.asarray(indices, dtype=np.int64)]
-        longest = max(int(lengths.max()) if len(lengths) else 1, 1)
-        if device.type == "cuda":
-            free = torch.cuda.mem_get_info(device)[0]
-            tokens, cap = free // 2 // self.GPU_BYTES_PER_TOKEN, self.GPU_MAX_BATCH
-            where = f"half of {free / 2**30:.0f} GiB free"
-        else:
-            tokens, cap, where = self.CPU_TOKENS, self.CPU_MAX_BATCH, "CPU"
-        size = max(1, min(cap, int(tokens // (longest * longest if self.QUADRATIC else longest))))
+        size, how = budget.batch_size(lengths, device)
         said = (split, device.type, size)
         if said not in self._announced:
             self._announced.add(said)
             print(
-                f"analysis:  {self.name} on {split}: batch_size={size} (auto: {where}, {tokens} tokens, longest "
-                f"text {longest}{'²' if self.QUADRATIC else ''}; set {self._option('batch_size')} to choose)",
+                f"analysis:  {self.name} on {split}: batch_size={size} ({how}; set {self._option('batch_size')} to "
+                "choose)",
                 flush=True,
             )
         return size
 
     @contextlib.contextmanager
-    def measuring(self, model, data, split: str, indices: np.ndarray, steps, label: str = ""):
-        """One pass over the instances ``indices`` of ``split`` (a :class:`Measuring`): their batches on the model's
-        device — ``batch_size`` of them, or as many as the device's token budget holds —, a timer per step
-        (``steps``, the family's methods and sub-tests) and the per-instance rows, shown by a
-        ``progress.Progress`` ``<family>/<label> on <split>`` (bars on a terminal, a line every 30 s in a log)."""
+    def measuring(self, model, data, split: str, indices: np.ndarray, tests: list[str]):
+        """One pass over the instances ``indices`` of ``split`` running ``tests`` (a :class:`Measuring`): their
+        batches on the model's device — ``batch_size`` of them, or as many as the device's token budget holds —, a
+        timer per step (:meth:`step_names`) and the per-instance rows, shown by a ``progress.Progress``
+        ``<family>/<label> on <split>`` (bars on a terminal, a line every 30 s in a log)."""
         device = next(model.parameters()).device
         size = self.batch_size_for(data, split, indices, device)
+        label = self.label(model, tests)
         desc = f"{self.name}/{label}" if label else self.name
         lengths = torch.as_tensor(data.split(split).lengths[np.asarray(indices, dtype=np.int64)], dtype=torch.float64)
+        steps = self.step_names(model, tests)
         with Progress(
             f"{desc} on {split}", len(indices), steps=steps, work=instance_work(lengths, self.QUADRATIC)
         ) as progress:
-            yield Measuring(progress, data, split, indices, size, device, self.QUADRATIC)
+            yield Measuring(progress, model, data, split, indices, tests, size, self.QUADRATIC)
+
+    def measure(self, model, data, split: str, indices: np.ndarray, tests: list[str]) -> Measured:
+        """``tests`` on the instances ``indices`` of ``split``: one pass of the family's hooks (class docstring), each
+        batch encoded once and every test reading it — a test's numbers are a function of the instance and the seed
+        alone, so the order of tests and batches changes none of them."""
+        timed = set(self.step_names(model, tests))
+        with self.measuring(model, data, split, indices, tests) as run:
+            self.begin(run)
+            for batch in run:
+                with run.step(self.PREPARE) if self.PREPARE else contextlib.nullcontext():
+                    prepared = self.prepare(run, batch)
+                for test in run.tests:
+                    if all(name in batch for name in self.BATCH_FIELDS.get(test, ())):
+                        with run.step(test) if test in timed else contextlib.nullcontext():
+                            getattr(self, f"measure_{test}")(run, batch, prepared)
+                self.record(run, batch, prepared)
+            frame = self.end(run)
+        return Measured(frame, run.seconds, run.extras, run.tokens)
 
     def analyse(self, model, data, out_dir: Path, loggers=(), step: int = 0) -> dict:
         """The full analysis of ``model`` on ``split``: results into ``<out_dir>/analysis/<family>/``
@@ -403,7 +355,18 @@ class AnalysisCallback(Callback):
             print(line, flush=True)
         summary = self.summarise(measured, self.tests)
         tokens = measured.tokens.table(measured.frame, data)
-        folder, artefacts = self._write(Path(out_dir), measured, summary, data, tokens)
+        folder, artefacts = write_analysis(
+            Path(out_dir),
+            self.name,
+            measured.frame,
+            summary,
+            tokens,
+            lambda partial: self.artefacts(measured, partial, data),
+            self.history,
+            self.history_rows,
+            self.TRACKED,
+            f"{self.name} during training ({self.val_split} subsample)",
+        )
         self.summary = summary
         log_analysis(
             loggers,
@@ -431,37 +394,6 @@ class AnalysisCallback(Callback):
         rows = measured.frame.assign(epoch=epoch)
         self.history_rows += rows.to_dict("records")
         return {keys.during_training(k): float(v) for k, v in stats.items()}
-
-    def _write(self, out_dir: Path, measured: Measured, summary: dict, data, tokens=None) -> tuple[Path, dict]:
-        root = out_dir / layout.ANALYSIS
-        final, partial = root / self.name, root / f".{self.name}.partial"
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir(parents=True)
-        publish_mode(partial)
-        write_parquet_atomic(measured.frame, partial / INSTANCES)
-        if tokens is not None:
-            write_parquet_atomic(tokens, partial / TOKENS)
-        write_json_atomic(partial / SUMMARY, summary)
-        artefacts = self.artefacts(measured, partial, data)
-        if self.history:
-            epochs = pd.DataFrame(self.history)
-            write_csv_atomic(epochs, partial / EPOCHS_CSV)
-            write_parquet_atomic(pd.DataFrame(self.history_rows), partial / EPOCHS_PARQUET)
-            figure = epochs_figure(
-                epochs,
-                self.TRACKED,
-                partial / EPOCHS_FIGURE,
-                title=f"{self.name} during training ({self.val_split} subsample)",
-            )
-            if figure is not None:
-                artefacts["epochs"] = figure
-        else:  # analysed again after training: keep what was tracked while it trained
-            for name in (EPOCHS_CSV, EPOCHS_PARQUET, EPOCHS_FIGURE):
-                if (final / name).is_file():
-                    shutil.copy2(final / name, partial / name)
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(partial, final)
-        return final, {name: final / Path(path).name for name, path in artefacts.items()}
 
     # -- Lightning hooks -------------------------------------------------------------------------
 
@@ -496,79 +428,3 @@ class AnalysisCallback(Callback):
             self.history_rows + [r for r in state_dict.get("history_rows", []) if r["epoch"] not in known],
             key=lambda r: r["epoch"],
         )
-
-
-def log_analysis(
-    loggers,
-    prefix: str,
-    summary: dict,
-    frame: pd.DataFrame,
-    artefacts: dict,
-    data=None,
-    split: str = "test",
-    step=0,
-    tokens: pd.DataFrame | None = None,
-    disagreement: tuple[tuple[str, str], ...] = (),
-    headline_keys: tuple[str, ...] = (),
-) -> None:
-    """The summary to every logger as final values (``tracking.final_values``: W&B's run summary, another
-    logger's history at ``step``); to W&B also the figures and the per-instance table (:func:`readable`; with
-    ``tokens``, the family's ``tokens.parquet`` table, an ``explanations`` column of coloured text for a bounded
-    number of instances: ``token_scores.coloured_cells``) in the history's last row (the last epoch's; every
-    family's in the same row), and histograms of the table's numeric columns in the run summary. Called once the
-    results are on disk: a logger's failure is one error line (``tracking.reported``), never the analysis's."""
-    for lg in loggers:
-        with reported(logger_name(lg), f"{prefix}/ results"):
-            final_values(lg, summary, step, headline_keys)
-            if isinstance(lg, WandbLogger):
-                import wandb
-
-                payload = {
-                    f"{prefix}/figures/{name}": wandb.Image(str(path))
-                    for name, path in artefacts.items()
-                    if Path(path).suffix == ".png"
-                }
-                table = readable(frame, data, split)
-                if tokens is not None:
-                    cells = coloured_cells(frame, tokens, disagreement)
-                    table["explanations"] = [None if c is None else wandb.Html(c, inject=False) for c in cells]
-                payload[f"{prefix}/instances"] = wandb.Table(dataframe=table)
-                for name, path in artefacts.items():
-                    if Path(path).suffix == ".html":
-                        payload[f"{prefix}/{name}"] = wandb.Html(Path(path).read_text())
-                histograms = {}
-                for column in frame.select_dtypes("number").columns:
-                    values = frame[column].to_numpy(dtype=float)
-                    values = values[np.isfinite(values)]
-                    if len(values) and column not in ("index", "label", "prediction"):
-                        histograms[f"{prefix}/hist/{column}"] = histogram(values)
-                lg.experiment.log(payload, commit=False)  # every family's media in the run's last history row
-                lg.experiment.summary.update(histograms)
-
-
-def readable(frame: pd.DataFrame, data=None, split: str = "test") -> pd.DataFrame:
-    """The per-instance table as a person reads it: ``label`` and ``prediction`` as class names (where the data
-    has them), and each instance's ``text`` (its tokens; a pair task's ``query`` too) after its id."""
-    table = frame.copy()
-    names = list(getattr(getattr(data, "data", None), "label_names", None) or [])
-
-    def name(value) -> str:
-        try:
-            k = int(value)
-        except (TypeError, ValueError):
-            return str(value)
-        return names[k] if 0 <= k < len(names) else str(value)
-
-    for column in ("label", "prediction"):
-        if names and column in table:
-            table[column] = [name(v) for v in table[column]]
-    vocab = getattr(data, "vocab", None) if data is not None else None
-    if vocab is None or "index" not in table or not len(table):
-        return table
-    rows = data.split(split)
-    at = list(table.columns).index("uid") + 1 if "uid" in table else 1
-    indices = table["index"].to_numpy(int)
-    table.insert(at, "text", [" ".join(vocab.decode(rows.ids[i])) for i in indices])
-    if getattr(rows, "query_ids", None) is not None:
-        table.insert(at + 1, "query", [" ".join(vocab.decode(rows.query_ids[i])) for i in indices])
-    return table

@@ -238,10 +238,10 @@ def test_raw_attention_of_a_chosen_layer_and_head_through_the_pooling_attention(
 
 
 def test_jain_wallace_correlates_the_chosen_layer_attention_and_refuses_it_without_a_transformer():
-    from attn_study.analysis.callback import analysis_mode
     from attn_study.analysis.importance import gradient_importance
-    from attn_study.analysis.measures import kendall_tau_b
+    from attn_study.analysis.measuring import analysis_mode
     from attn_study.families.jain_wallace.callback import JainWallace
+    from attn_study.stats import kendall_tau_b
     from tests.helpers import StubData, token_batch
 
     model = transformer_model(2)
@@ -263,7 +263,7 @@ def test_jain_wallace_correlates_the_chosen_layer_attention_and_refuses_it_witho
 
 
 def test_faithfulness_ranks_by_an_aggregation_on_a_transformer_and_refuses_it_elsewhere():
-    from attn_study.analysis.callback import analysis_mode
+    from attn_study.analysis.measuring import analysis_mode
     from attn_study.families.faithfulness.callback import Faithfulness
     from tests.helpers import StubData, token_batch
 

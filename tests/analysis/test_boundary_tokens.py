@@ -13,17 +13,17 @@ import pytest
 import torch
 from scipy import stats
 
-from attn_study.analysis.callback import analysis_mode
 from attn_study.analysis.erasure import erase_each
 from attn_study.analysis.importance import leave_one_out, predict
+from attn_study.analysis.measuring import analysis_mode
 from attn_study.families.faithfulness.measures import removal_curves
 from attn_study.families.jain_wallace.adversarial import adversarial_attention
 from attn_study.families.jain_wallace.callback import JainWallace
 from attn_study.families.jain_wallace.permutation import permute_among_real
 from attn_study.families.sparsity.callback import Sparsity
+from attn_study.job.run import run as run_job
 from attn_study.layout import ATTENTION
 from attn_study.models import attention, encoders, projection
-from attn_study.run import run as run_job
 from tests.helpers import StubData, compose_config, tiny_model, token_batch
 
 TEXTS = [[5, 6, 7, 8, 9, 10, 11], [12, 13, 14], [15], [16, 17, 18, 19, 20, 4], [4, 9]]

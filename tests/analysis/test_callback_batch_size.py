@@ -92,6 +92,6 @@ def test_a_family_measures_in_batches_of_the_size_it_chose():
 
     model, data = tiny_model(), Recording(batch)
     for family in (Sparsity(), JainWallace(), Sparsity(batch_size=2)):
-        with family.measuring(model, data, "test", np.arange(3), steps=["predict"]) as run:
+        with family.measuring(model, data, "test", np.arange(3), family.tests) as run:
             assert sum(len(b["index"]) for b in run) == 3
     assert asked == [32, 364, 2]

@@ -141,7 +141,7 @@ def test_recurrent_leave_one_out_runs_only_past_the_deletion_and_equals_re_runni
     """One-layer LSTMs and GRUs take the shortcut (each direction re-run from the state beside the deletion, an
     LSTM's cells recovered from its outputs); their deletions equal running the model on the shorter text, with
     and without <sos>/<eos>, for the probabilities of every deletion."""
-    from attn_study.analysis.importance import deletion_probabilities, one_layer_rnn
+    from attn_study.analysis.importance.leave_one_out import deletion_probabilities, one_layer_rnn
 
     model = tiny_model(ENCODERS[name], num_classes=3, double=True)
     assert one_layer_rnn(model.encoder) and not one_layer_rnn(tiny_model(ENCODERS["lstm_two_layers"]).encoder)
@@ -160,7 +160,7 @@ def test_recurrent_leave_one_out_runs_only_past_the_deletion_and_equals_re_runni
 
 
 def test_equal_length_chunks_cover_every_index_once_one_length_each():
-    from attn_study.analysis.importance import equal_length_chunks
+    from attn_study.analysis.importance.batches import equal_length_chunks
 
     lengths = torch.tensor([5, 3, 5, 9, 3, 3, 5, 1])
     chunks = equal_length_chunks(lengths, chunk_size=2)
@@ -219,7 +219,7 @@ def test_deleting_any_token_of_a_run_of_equal_tokens_gives_exactly_one_value(nam
 
 
 def test_each_deletion_points_to_the_first_of_its_run_of_equal_tokens():
-    from attn_study.analysis.importance import deletion_index, same_sequence
+    from attn_study.analysis.importance.leave_one_out import deletion_index, same_sequence
 
     batch = token_batch([[5, 6, 6, 6, 7], [4, 4], [8, 9, 9, 8]])
     inst, pos, _ = deletion_index(batch)

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 import torch
 
-from attn_study.analysis.measuring import analysis_mode
 from attn_study.analysis.importance import (
     gradient_importance,
     gradient_norm_importance,
@@ -19,6 +18,7 @@ from attn_study.analysis.importance import (
     input_x_gradient,
     predict,
 )
+from attn_study.analysis.measuring import analysis_mode
 from attn_study.families.faithfulness.callback import Faithfulness
 from attn_study.families.jain_wallace.callback import JainWallace
 from attn_study.families.serrano_smith.callback import SerranoSmith

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from attn_study.analysis.callback import analysis_mode
-from attn_study.analysis.measures import jsd
+from attn_study.analysis.measuring import analysis_mode
 from attn_study.analysis.seeding import instance_draws
 from attn_study.families.jain_wallace.adversarial import adversary_objective
 from attn_study.families.jain_wallace.callback import JainWallace
 from attn_study.families.serrano_smith.callback import SerranoSmith
 from attn_study.models import encoders, projection
+from attn_study.stats import jsd
 from tests.helpers import StubData, tiny_model, token_batch
 
 SEQS = [
@@ -31,21 +31,36 @@ SEQS = [
 
 def test_draws_depend_on_the_instance_alone():
     batch = token_batch(SEQS)
-    whole = instance_draws(batch["index"], batch["mask"], 3, "permutation", (4,))
+    whole = instance_draws(batch["index"], batch["mask"], 3, 2, (4,))
     assert whole.shape == (len(SEQS), 4, 13)
     assert torch.all(whole[~batch["mask"][:, None, :].expand_as(whole)] == 0)
-    # instance 3 alone, in a batch of its own width: the same numbers
+    # instance 3 alone, in a batch of its own width: the same numbers, numpy's default_rng([seed, index, stream])
     alone = token_batch([SEQS[3]])
     alone["index"] = torch.tensor([3])
     torch.testing.assert_close(
-        instance_draws(alone["index"], alone["mask"], 3, "permutation", (4,))[0], whole[3, :, :7], rtol=0, atol=0
+        instance_draws(alone["index"], alone["mask"], 3, 2, (4,))[0], whole[3, :, :7], rtol=0, atol=0
     )
+    expected = np.random.default_rng([3, 3, 2]).random((4, 7))
+    torch.testing.assert_close(whole[3, :, :7], torch.from_numpy(expected), rtol=0, atol=0)
     # another seed, another stream: other numbers; normal draws are normal-looking
-    assert not torch.equal(instance_draws(batch["index"], batch["mask"], 4, "permutation", (4,)), whole)
-    assert not torch.equal(instance_draws(batch["index"], batch["mask"], 3, "adversary_init", (4,)), whole)
-    normal = instance_draws(batch["index"], batch["mask"], 3, "adversary_init", (200,), normal=True)
+    assert not torch.equal(instance_draws(batch["index"], batch["mask"], 4, 2, (4,)), whole)
+    assert not torch.equal(instance_draws(batch["index"], batch["mask"], 3, 3, (4,)), whole)
+    normal = instance_draws(batch["index"], batch["mask"], 3, 3, (200,), normal=True)
     real = normal[batch["mask"][:, None, :].expand_as(normal)]
     assert abs(float(real.mean())) < 0.05 and abs(float(real.std()) - 1) < 0.05
+
+
+def test_every_stream_keeps_its_published_number():
+    """The streams were numbered once (a renumbered stream changes every published result drawn from it): the shared
+    importance method ``random`` 1; faithfulness's tie-breaks 0 and soft masks 6; Jain & Wallace's permutations 2 and
+    adversary initialisations 3; Serrano & Smith's random item 4 and random ranking 5."""
+    from attn_study.analysis.seeding import SHARED_STREAMS
+    from attn_study.families.faithfulness.callback import Faithfulness
+
+    assert SHARED_STREAMS == {"random_importance": 1}
+    assert Faithfulness.STREAMS == {"ties": 0, "soft": 6}
+    assert JainWallace.STREAMS == {"permutation": 2, "adversary_init": 3}
+    assert SerranoSmith.STREAMS == {"random_item": 4, "random_ranking": 5}
 
 
 FAMILIES = {

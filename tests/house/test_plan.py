@@ -1,5 +1,25 @@
-"""The house's plan, read from the source: no import cycle (function-local imports count), the report reads
-no analysis internals, models read no runs, and every family's files sit in its own folder."""
+"""The house's plan, read from the source: every import, followed transitively (function-local imports count).
+
+The shared code stands in layers, from the ground up (:data:`LAYERS`):
+
+1. the ground: statistics (``stats/``) and the house's vocabulary — errors, io, keys, layout, names, options,
+   progress, ranges — and ``tracking`` (what the loggers get); they import nothing of the package but each other;
+2. ``figures/``: the house style;
+3. ``data/`` and ``models/``: the datasets and the staged models;
+4. ``analysis/``: what every family uses — the base callback, the importance methods, the erasures.
+
+Above them, not layered against each other: the families (``families/``), the run side (``job/``, ``roar/``,
+``sweep/``, ``config``, ``cli``) and the report (``report/``). The rules:
+
+- a module of a layer reaches (transitively) nothing above its own layer: 0 arrows running back up;
+- 0 circles;
+- no module outside ``families/`` imports a family's folder (shared code asks the registry), and the base
+  callback reaches not even the registry — so a copied family folder is a family of its own;
+- the report reaches no measuring code, and every family's files sit in its own folder.
+
+The package's root ``attn_study/__init__.py`` (Hydra's resolvers), which every import runs, is left out of the
+graph: an import of ``attn_study.keys`` is an arrow to ``keys``, not to the root.
+"""
 
 from __future__ import annotations
 
@@ -37,9 +57,15 @@ def imports_of(path: Path) -> set[str]:
     return found
 
 
+ROOT = "attn_study"
+
+
 def graph() -> dict[str, set[str]]:
+    """Module → the package's modules it imports (the root package left out: the module docstring)."""
     modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
-    return {name: {m for m in imports_of(path) if m in modules and m != name} for name, path in modules.items()}
+    return {
+        name: {m for m in imports_of(path) if m in modules and m not in (name, ROOT)} for name, path in modules.items()
+    }
 
 
 def package_edges(edges: dict[str, set[str]]) -> dict[str, set[str]]:
@@ -86,25 +112,81 @@ def reaches(edges, start: str) -> set[str]:
     return seen
 
 
-RUN_READING = (
-    "attn_study.job",
-    "attn_study.sweep",
-    "attn_study.report",
-    "attn_study.families",
-    "attn_study.analysis",
+#: the shared code's layers, from the ground up: (name, the modules and packages in it) — the module docstring
+LAYERS = (
+    (
+        "ground",
+        (
+            "attn_study.errors",
+            "attn_study.io",
+            "attn_study.keys",
+            "attn_study.layout",
+            "attn_study.names",
+            "attn_study.options",
+            "attn_study.progress",
+            "attn_study.ranges",
+            "attn_study.stats",
+            "attn_study.tracking",
+        ),
+    ),
+    ("figures", ("attn_study.figures",)),
+    ("data and models", ("attn_study.data", "attn_study.models")),
+    ("analysis", ("attn_study.analysis",)),
 )
 
 
-def test_models_import_no_run_reading_code():
+def layer_of(module: str, layers=LAYERS) -> int | None:
+    """The index of ``module``'s layer (a module in it or under a package in it), None above every layer."""
+    for index, (_, members) in enumerate(layers):
+        if any(module == m or module.startswith(m + ".") for m in members):
+            return index
+    return None
+
+
+def arrows_up(edges: dict[str, set[str]], layers=LAYERS) -> list[tuple[str, str]]:
+    """(module, what it reaches above its own layer) for every module of a layer, following imports transitively."""
+    found = []
+    for module in sorted(edges):
+        own = layer_of(module, layers)
+        if own is None:
+            continue
+        for reached in sorted(reaches(edges, module)):
+            layer = layer_of(reached, layers)
+            if layer is None or layer > own:
+                found.append((module, reached))
+    return found
+
+
+def test_every_module_of_the_package_is_placed_or_above_the_layers():
+    """Each layer names modules and packages that exist (a renamed one would leave its layer empty)."""
     edges = graph()
-    for name in [m for m in edges if m.startswith("attn_study.models")]:
-        bad = sorted(m for m in reaches(edges, name) if m.startswith(RUN_READING))
-        assert not bad, f"{name} imports {bad}"
+    for name, members in LAYERS:
+        for member in members:
+            assert any(m == member or m.startswith(member + ".") for m in edges), (name, member)
+
+
+def test_no_arrow_runs_back_up_from_a_layer():
+    """Statistics, figures, models and the analyses' shared code — and tracking — reach nothing above their layer:
+    not a family, the registry, the run side, the report."""
+    assert arrows_up(graph()) == []
+
+
+def test_the_layer_rule_finds_an_arrow_up_however_deep():
+    layers = (("low", ("p.low",)), ("high", ("p.high",)))
+    edges = {"p.low.a": {"p.low.b"}, "p.low.b": {"p.top"}, "p.top": {"p.high.c"}, "p.high.c": {"p.low.a"}}
+    assert arrows_up(edges, layers) == [  # p.top is above every layer, p.high above p.low
+        ("p.high.c", "p.top"),
+        ("p.low.a", "p.high.c"),
+        ("p.low.a", "p.top"),
+        ("p.low.b", "p.high.c"),
+        ("p.low.b", "p.top"),
+    ]
+    assert arrows_up({"p.high.c": {"p.low.a"}, "p.low.a": set()}, layers) == []
 
 
 def test_the_report_reaches_no_analysis_internals():
     """The report's own modules and each family's report part read summaries and per-instance tables only: no
-    measuring code (``attn_study.analysis`` but its statistics, ``measures``; a family's callback; models)."""
+    measuring code (``attn_study.analysis``; a family's callback; models; the statistics of ``stats`` they may)."""
     edges = graph()
     readers = [m for m in edges if m.startswith("attn_study.report")]
     readers += [
@@ -114,10 +196,7 @@ def test_the_report_reaches_no_analysis_internals():
         bad = sorted(
             m
             for m in reaches(edges, name)
-            if (
-                m.startswith(("attn_study.analysis", "attn_study.models", "attn_study.job.components"))
-                and m != "attn_study.analysis.measures"
-            )
+            if m.startswith(("attn_study.analysis", "attn_study.models", "attn_study.job.components"))
             or m.endswith(".callback")
         )
         assert not bad, f"{name} reaches {bad}"
@@ -140,7 +219,7 @@ def test_every_family_module_sits_in_its_folder():
 def test_shared_code_imports_no_family_and_the_base_callback_not_even_the_registry():
     """Outside ``families/`` no module imports a family's folder (its keys, callback or report): shared code asks
     the registry. The callbacks' base class takes a family's namespace and tracked keys from the family's own
-    ``keys.py``, so it imports not even the registry (a copied folder is then its own family)."""
+    ``keys.py``, so it reaches not even the registry, however deep (a copied folder is then its own family)."""
     edges = graph()
     names = set(REGISTRY)
     for module, imported in edges.items():
@@ -148,7 +227,9 @@ def test_shared_code_imports_no_family_and_the_base_callback_not_even_the_regist
             continue
         reached = sorted(m for m in imported if m.split(".")[:3][-1] in names and m.startswith("attn_study.families."))
         assert reached == [], f"{module} imports {reached}"
-    assert not any(m.startswith("attn_study.families") for m in edges["attn_study.analysis.callback"])
+    base = reaches(edges, "attn_study.analysis.callback")
+    assert "attn_study.figures.tokens" in base  # through measuring and token_scores: the walk goes deep
+    assert sorted(m for m in base if m.startswith("attn_study.families")) == []
 
 
 #: the literals outside ``families/`` that spell a family's name, each for a reason other than the family: a

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import torch
 
-from attn_study.analysis.aggregation import AGGREGATIONS, AggregationOptions, check_aggregations, layer_shape
-from attn_study.analysis.callback import AnalysisCallback, Measured, whole
-from attn_study.analysis.importance import ImportanceOptions, importance, predict, token_mask
-from attn_study.analysis.measures import UNDEFINED, kendall_tau_b, snap_ties, summarise, undefined_code
-from attn_study.analysis.token_scores import TokenScores
+from attn_study.analysis.aggregation import AggregationOptions, check_aggregations, layer_shape
+from attn_study.analysis.callback import AnalysisCallback
+from attn_study.analysis.checks import whole
+from attn_study.analysis.importance import METHODS, ImportanceOptions, importance, predict, token_mask
+from attn_study.analysis.measuring import Measured
+from attn_study.analysis.needs import TOKEN_ATTENTION, Need
 from attn_study.errors import UserError
+from attn_study.stats import UNDEFINED, kendall_tau_b, snap_ties, summarise, undefined_code
 
 from .figures import tau_matrix_figure
 from .keys import AG_METHODS, FIGURE, ag, pair_column, pairs
@@ -35,7 +37,7 @@ def available(model) -> list[str]:
     for method in AG_METHODS:
         if method == "grad_norm":
             continue
-        if method in AGGREGATIONS and (shape is None or (method == "norms" and not shape[2])):
+        if METHODS[method].layer_attention and (shape is None or (method == "norms" and not shape[2])):
             continue
         if method == "attention" and not getattr(model, "pooling_attention", True):
             continue
@@ -52,6 +54,7 @@ class Agreement(AnalysisCallback):
     TESTS = ("agreement",)
     VAL_TESTS = ()
     TRACKABLE = ()
+    NEEDS = (Need(TOKEN_ATTENTION, "scores tokens", "model=flat"),)
 
     def __init__(
         self,
@@ -81,11 +84,6 @@ class Agreement(AnalysisCallback):
         return available(model) if self.methods is None else self.methods
 
     def check_model(self, model) -> None:
-        if not getattr(model, "token_attention", True):
-            raise UserError(
-                f"analysis=agreement scores tokens, and {type(model).__name__}'s final attention is over sentences; "
-                "use model=flat"
-            )
         methods = self.chosen(model)
         check_aggregations(model, methods, self.aggregation, self._option("methods"))
         if len(methods) < 2:
@@ -94,33 +92,44 @@ class Agreement(AnalysisCallback):
 
     # -- measuring -------------------------------------------------------------------------------
 
-    def measure(self, model, data, split, indices, tests) -> Measured:
-        methods = self.chosen(model)
+    def step_names(self, model, tests) -> list[str]:
+        return ["predict", *self.chosen(model), "tau"]
+
+    def label(self, model, tests) -> str:
+        return f"{len(self.chosen(model))} methods"
+
+    def begin(self, run) -> None:
+        run.extras["methods"] = self.chosen(run.model)
+
+    def prepare(self, run, batch) -> dict:
+        """Every method's scores, each its own step, kept per token (tokens.parquet), and whether τ is undefined
+        for them (``UNDEFINED``)."""
         options = ImportanceOptions(
             chunk_size=self.internal_batch_size, ig_steps=self.ig_steps, seed=self.seed, aggregation=self.aggregation
         )
-        tokens = TokenScores()  # every method's scores per token (tokens.parquet)
-        steps = ["predict", *methods, "tau"]
-        with self.measuring(model, data, split, indices, steps, f"{len(methods)} methods") as run:
-            for batch in run:
-                with run.step("predict"):
-                    _, alpha, probs = predict(model, batch)
-                text = token_mask(batch)
-                scores, columns = {}, {"length": text.sum(1).double()}
-                for method in methods:
-                    with run.step(method):
-                        scores[method], extra = importance(method, model, batch, alpha, probs, options)
-                        columns.update(extra)
-                        columns[f"{method}_undefined"] = undefined_code(scores[method], text).double()
-                tokens.add(batch, **scores)
-                with run.step("tau"):
-                    # ties to 1e-9 of the row's scale (NaN kept: a text past flow's bound stays undefined)
-                    tied = {m: torch.where(torch.isnan(x), x.double(), snap_ties(x, text)) for m, x in scores.items()}
-                    for a, b in pairs(methods):
-                        columns[pair_column(a, b)] = kendall_tau_b(tied[a], tied[b], text)[0]
-                run.record(batch, probs, columns)
-        frame, seconds = run.frame(), run.seconds
-        return Measured(frame, seconds, {"methods": methods}, tokens)
+        with run.step("predict"):
+            _, alpha, probs = predict(run.model, batch)
+        text = token_mask(batch)
+        scores, columns = {}, {"length": text.sum(1).double()}
+        for method in run.extras["methods"]:
+            with run.step(method):
+                scores[method], extra = importance(method, run.model, batch, alpha, probs, options)
+                columns.update(extra)
+                columns[f"{method}_undefined"] = undefined_code(scores[method], text).double()
+        run.tokens.add(batch, **scores)
+        return {"probs": probs, "text": text, "scores": scores, "columns": columns}
+
+    def measure_agreement(self, run, batch, prepared) -> None:
+        """τ-b of every pair of methods, timed as the step ``tau``."""
+        text, scores, columns = prepared["text"], prepared["scores"], prepared["columns"]
+        with run.step("tau"):
+            # ties to 1e-9 of the row's scale (NaN kept: a text past flow's bound stays undefined)
+            tied = {m: torch.where(torch.isnan(x), x.double(), snap_ties(x, text)) for m, x in scores.items()}
+            for a, b in pairs(run.extras["methods"]):
+                columns[pair_column(a, b)] = kendall_tau_b(tied[a], tied[b], text)[0]
+
+    def record(self, run, batch, prepared) -> None:
+        run.record(batch, prepared["probs"], prepared["columns"])
 
     # -- summaries -------------------------------------------------------------------------------
 

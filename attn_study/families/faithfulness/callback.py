@@ -14,15 +14,14 @@ import pandas as pd
 import torch
 
 from attn_study import ranges
-from attn_study.analysis.aggregation import AGGREGATIONS, AggregationOptions, check_aggregations
-from attn_study.analysis.callback import AnalysisCallback, Measured, checked, whole
-from attn_study.analysis.importance import (
-    ImportanceOptions,
-    importance,
-    predict,
-    token_mask,
-)
-from attn_study.analysis.measures import (
+from attn_study.analysis.aggregation import AggregationOptions, check_aggregations
+from attn_study.analysis.callback import AnalysisCallback
+from attn_study.analysis.checks import checked, whole
+from attn_study.analysis.importance import METHODS, ImportanceOptions, importance, predict, token_mask
+from attn_study.analysis.measuring import Measured
+from attn_study.analysis.needs import TOKEN_ATTENTION, Need
+from attn_study.errors import UserError
+from attn_study.stats import (
     MEAN_STATS,
     UNDEFINED,
     bootstrap_ci_of,
@@ -30,12 +29,9 @@ from attn_study.analysis.measures import (
     summarise,
     undefined_code,
 )
-from attn_study.analysis.seeding import instance_draws
-from attn_study.analysis.token_scores import TokenScores
-from attn_study.errors import UserError
 
 from .figures import faithfulness_figure
-from .keys import FF_METHODS, ff, ff_fraction
+from .keys import ff, ff_fraction
 from .measures import (
     AUC_TP_COUNTS,
     CLASS_SUM_ZERO,
@@ -73,6 +69,10 @@ class Faithfulness(AnalysisCallback):
     VAL_TESTS = ("removal", "rationale")
     AUC_TP_MEASURES = ("macro_f1", "accuracy")
     AUC_TP_CLASSES = ("sum", "predicted")
+    BATCH_FIELDS = {"rationale": ("rationale",)}  # data with known rationales
+    NEEDS = (Need(TOKEN_ATTENTION, "ranks tokens", "model=flat"),)
+    # never renumber one (analysis.seeding): the rankings' tie-breaking keys, the soft metrics' Bernoulli masks
+    STREAMS = {"ties": 0, "soft": 6}
 
     def __init__(
         self,
@@ -121,8 +121,9 @@ class Faithfulness(AnalysisCallback):
         self.hard_rationale_k = self._hard_k(hard_rationale_k)
         checked(self._option("iou_threshold"), iou_threshold, ranges.number(0, 1, above=True, note="an IOU"))
         self.iou_threshold = float(iou_threshold)
-        default = [m for m in FF_METHODS if m not in AGGREGATIONS]  # those need encoder=transformer: asked for by name
-        self.methods = self._choose("methods", default if methods is None else methods, FF_METHODS)
+        # a Transformer's layer attention needs encoder=transformer: asked for by name
+        default = [name for name, method in METHODS.items() if not method.layer_attention]
+        self.methods = self._choose("methods", default if methods is None else methods, list(METHODS))
         self.fractions = tuple(float(f) for f in fractions)
         if not self.fractions or any(not 0 < f < 1 for f in self.fractions):
             raise UserError(f"{self._option('fractions')}={list(fractions)}: give fractions of the length in (0, 1)")
@@ -181,11 +182,6 @@ class Faithfulness(AnalysisCallback):
 
     def check_model(self, model) -> None:
         self.check_class_sum(self.tests)
-        if not getattr(model, "token_attention", True):
-            raise UserError(
-                f"analysis=faithfulness ranks tokens, and {type(model).__name__}'s final attention is "
-                "over sentences; use model=flat"
-            )
         check_aggregations(model, self.methods, AggregationOptions(), self._option("methods"))
 
     # -- measuring -------------------------------------------------------------------------------
@@ -201,62 +197,77 @@ class Faithfulness(AnalysisCallback):
             extra.update(more)
         return out, extra
 
-    def measure(self, model, data, split, indices, tests) -> Measured:
-        self.check_class_sum(tests)
-        hard_k = None  # the hard rationales' k (``rationale_k``), once the data shows rationales
-        tokens = TokenScores()  # every method's scores per token but the random ranking's (tokens.parquet)
-        steps = ["predict", *self.methods, *tests]
-        with self.measuring(model, data, split, indices, steps, "+".join(tests)) as run:
-            for batch in run:
-                with run.step("predict"):
-                    _, alpha, probs = predict(model, batch)
-                scores, columns = self.scores(model, batch, alpha, probs, run)
-                tokens.add(batch, **{method: values for method, values in scores.items() if method != "random"})
-                text = token_mask(batch)
-                columns["length"] = text.sum(1)
-                for method, values in scores.items():  # rankings left to the random tie-break alone (counted)
-                    columns[f"{method}_constant"] = (undefined_code(values, text) >= UNDEFINED.index("nan")).double()
-                if "attention" in scores:  # how each method ranks the tokens against attention: τ-b per instance
-                    for method in scores.keys() - {"attention", "random"}:
-                        columns[f"{method}_tau_attention"] = kendall_tau_b(scores["attention"], scores[method], text)[0]
-                tiebreak = instance_draws(batch["index"], batch["mask"], self.seed, "faithfulness_ties")
-                orders = {m: ranking(torch.nan_to_num(s.double(), nan=0.0), text, tiebreak) for m, s in scores.items()}
-                for test in tests:
-                    if test == "rationale" and "rationale" not in batch:
-                        continue
-                    with run.step(test):
-                        if test == "removal":
-                            self._measure_removal(model, batch, probs, orders, columns)
-                        elif test == "soft":
-                            self._measure_soft(model, batch, probs, scores, columns)
-                        elif test == "auc_tp":
-                            self._measure_auc_tp(model, batch, scores, orders, tiebreak, columns)
-                        else:
-                            hard_k = self.rationale_k(data) if hard_k is None else hard_k
-                            self._measure_rationale(batch, alpha, scores, orders, hard_k, columns)
-                run.record(batch, probs, columns)
-        return Measured(run.frame(), run.seconds, extras={"hard_k": hard_k}, tokens=tokens)
+    def step_names(self, model, tests) -> list[str]:
+        return ["predict", *self.methods, *tests]
 
-    def _measure_removal(self, model, batch, probs, orders, columns) -> None:
+    def label(self, model, tests) -> str:
+        return "+".join(tests)
+
+    def begin(self, run) -> None:
+        self.check_class_sum(run.tests)
+        run.extras["hard_k"] = None  # the hard rationales' k (``rationale_k``), once the data shows rationales
+
+    def prepare(self, run, batch) -> dict:
+        """Every method's scores (each its own step) kept per token but the random ranking's (tokens.parquet); the
+        rankings they give, ties broken by each instance's own draws; how each ranks the tokens against attention."""
+        with run.step("predict"):
+            _, alpha, probs = predict(run.model, batch)
+        scores, columns = self.scores(run.model, batch, alpha, probs, run)
+        run.tokens.add(batch, **{method: values for method, values in scores.items() if method != "random"})
+        text = token_mask(batch)
+        columns["length"] = text.sum(1)
+        for method, values in scores.items():  # rankings left to the random tie-break alone (counted)
+            columns[f"{method}_constant"] = (undefined_code(values, text) >= UNDEFINED.index("nan")).double()
+        if "attention" in scores:  # how each method ranks the tokens against attention: τ-b per instance
+            for method in [m for m in scores if m not in ("attention", "random")]:  # in the methods' order
+                columns[f"{method}_tau_attention"] = kendall_tau_b(scores["attention"], scores[method], text)[0]
+        tiebreak = self.draws(batch, batch["mask"], "ties")
+        orders = {m: ranking(torch.nan_to_num(s.double(), nan=0.0), text, tiebreak) for m, s in scores.items()}
+        return {
+            "alpha": alpha,
+            "probs": probs,
+            "scores": scores,
+            "orders": orders,
+            "tiebreak": tiebreak,
+            "columns": columns,
+        }
+
+    def record(self, run, batch, prepared) -> None:
+        run.record(batch, prepared["probs"], prepared["columns"])
+
+    def measure_removal(self, run, batch, prepared) -> None:
         """ERASER's comprehensiveness and sufficiency per removed fraction and their AOPC, per method."""
-        curves = removal_curves(model, batch, probs, orders, self.fractions, self.internal_batch_size)
+        columns = prepared["columns"]
+        curves = removal_curves(
+            run.model, batch, prepared["probs"], prepared["orders"], self.fractions, self.internal_batch_size
+        )
         for method, (comp, suff) in curves.items():
             for j, fraction in enumerate(self.fractions):
                 columns[f"{method}_comp_{ff_fraction(fraction)}"] = comp[:, j]
                 columns[f"{method}_suff_{ff_fraction(fraction)}"] = suff[:, j]
             columns[f"{method}_comp_aopc"], columns[f"{method}_suff_aopc"] = comp.mean(1), suff.mean(1)
 
-    def _measure_soft(self, model, batch, probs, scores, columns) -> None:
+    def measure_soft(self, run, batch, prepared) -> None:
         """Soft comprehensiveness and sufficiency (Zhao & Aletras) per method, and the empty input's drop."""
+        columns = prepared["columns"]
         soft, columns["empty_drop"] = soft_scores(
-            model, batch, probs, scores, self.seed, self.soft_samples, self.internal_batch_size, self.soft_clip
+            run.model,
+            batch,
+            prepared["probs"],
+            prepared["scores"],
+            self.seed,
+            self.STREAMS["soft"],
+            self.soft_samples,
+            self.internal_batch_size,
+            self.soft_clip,
         )
         for method, (comp, suff) in soft.items():
             columns[f"{method}_soft_comp"], columns[f"{method}_soft_suff"] = comp, suff
 
-    def _measure_auc_tp(self, model, batch, scores, orders, tiebreak, columns) -> None:
+    def measure_auc_tp(self, run, batch, prepared) -> None:
         """The class predicted with each threshold's top tokens masked (Atanasova et al.'s AUC-TP points)."""
-        tp_orders = orders
+        model, scores, tiebreak, columns = run.model, prepared["scores"], prepared["tiebreak"], prepared["columns"]
+        tp_orders = prepared["orders"]
         if self.auc_tp_classes == "sum":  # Atanasova et al.: each method's scores summed over the classes
             text = token_mask(batch)
             tp_orders = {
@@ -270,12 +281,15 @@ class Faithfulness(AnalysisCallback):
             for j, fraction in enumerate(self.auc_tp_fractions):
                 columns[f"{method}_tp_{ff_fraction(fraction)}"] = classes[:, j]
 
-    def _measure_rationale(self, batch, alpha, scores, orders, hard_k, columns) -> None:
+    def measure_rationale(self, run, batch, prepared) -> None:
         """Agreement with the known rationale: AUPRC, AP, hard-rationale token F1 and IOU parts, per method."""
+        if run.extras["hard_k"] is None:
+            run.extras["hard_k"] = self.rationale_k(run.data)
+        alpha, scores, orders, columns = (prepared[k] for k in ("alpha", "scores", "orders", "columns"))
         text = token_mask(batch)
         truth = batch["rationale"] & text
         columns["rationale_size"] = truth.sum(1)
-        sizes = hard_rationale_sizes(text, truth, hard_k)
+        sizes = hard_rationale_sizes(text, truth, run.extras["hard_k"])
         columns["hard_size"] = sizes
         columns["chance_auprc"], columns["chance_ap"] = chance_areas(text.sum(1), truth.sum(1))
         columns["attention_rationale_mass"] = (alpha * truth).sum(1)  # Σ α_t over the rationale's tokens

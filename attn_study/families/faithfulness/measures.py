@@ -2,7 +2,7 @@
 rationales: attention against the attribution methods it is usually compared with, on one model.
 
 Per test instance, ŷ the predicted class and p(ŷ|·) its probability, each method scores the text's
-tokens (``keys.FF_METHODS`` says how, and whether the gradient flows through the attention); ties are
+tokens (each method's record, ``importance.METHODS``, says how, and whether it flows through the attention); ties are
 broken by a random key drawn from (``seed``, instance index). For each fraction k (``fractions``,
 ERASER's 1, 5, 10, 20, 50 %) the rationale r_k is the top ⌈k·L⌉ tokens (L: the text's length;
 ``<sos>``/``<eos>`` are never ranked nor removed) and
@@ -39,6 +39,7 @@ import torch
 from scipy import stats
 
 from attn_study.analysis.importance import (
+    METHODS,
     by_length,
     grad_context,
     gradient_importance,
@@ -47,11 +48,11 @@ from attn_study.analysis.importance import (
     rows_of,
     token_mask,
 )
-from attn_study.analysis.measures import (
+from attn_study.analysis.seeding import instance_draws
+from attn_study.stats import (
     bootstrap_ci_of,
     probability_drop,
 )
-from attn_study.analysis.seeding import instance_draws
 
 #: an integrated-gradients completeness gap above this (in probability) flags a path the quadrature missed
 GAP_TOLERANCE = 0.05
@@ -310,6 +311,7 @@ def soft_scores(
     probs: torch.Tensor,
     scores: dict,
     seed: int,
+    stream: int,
     samples: int = 1,
     chunk_size: int = 512,
     clip: bool = True,
@@ -327,14 +329,15 @@ def soft_scores(
 
     (S(·) = 1 − max(0, p(ŷ|x) − p(ŷ|·))), each drop averaged over ``samples`` masks, clipped to [0, 1] with
     ``clip`` (x' may lower p(ŷ) below p(ŷ|∅), and a small d makes the ratio unbounded); NaN where d = 0 (the
-    empty text predicts ŷ as confidently: nothing to normalise by). The masks are uniform draws u (stream
-    ``faithfulness_soft`` of the instance) compared with q, the same draws for every method and both metrics."""
+    empty text predicts ŷ as confidently: nothing to normalise by). The masks are uniform draws u (the instance's
+    own, from ``seed`` and ``stream``: ``analysis.seeding``) compared with q, the same draws for every method and both
+    metrics."""
     text, mask = token_mask(batch), batch["mask"]
     b, t = mask.shape
     top = probs.argmax(-1)
     empty = probability_drop(probs, empty_probabilities(model, batch, chunk_size), top)  # p(ŷ|x) − p(ŷ|∅)
     dim = model.embed(batch).shape[-1]
-    draws = instance_draws(batch["index"], mask, seed, "faithfulness_soft", leading=(samples, dim))
+    draws = instance_draws(batch["index"], mask, seed, stream, leading=(samples, dim))
     draws = draws.permute(0, 1, 3, 2)  # (B, S, T, d)
     keep = []  # per method: q for comprehensiveness, then sufficiency (B, T)
     for values in scores.values():
@@ -383,8 +386,8 @@ def threshold_predictions(
     return {name: predicted[m].T for m, name in enumerate(orders)}
 
 
-#: methods whose scores for the classes sum to zero: signed scores of a distribution (Σ_c p_c = 1)
-CLASS_SUM_ZERO = ("input_x_gradient", "integrated_gradients", "loo")
+#: methods whose scores for the classes sum to zero: signed scores of a class's probability (Σ_c p_c = 1)
+CLASS_SUM_ZERO = tuple(name for name, method in METHODS.items() if method.signed and method.explains_class)
 
 
 def class_gradient_norms(model, batch: dict) -> torch.Tensor:
@@ -407,8 +410,9 @@ def class_gradient_norms(model, batch: dict) -> torch.Tensor:
 
 def class_summed_scores(method: str, model, batch: dict, scores: torch.Tensor) -> torch.Tensor:
     """Atanasova et al.'s saliency summed over the classes, Σ_c s(x, c), s(x, c) the method's score for class c
-    (``keys.FF_METHODS`` with ŷ replaced by c): ``gradient`` Σ_c |∂p_c/∂e_t · e_t|, ``grad_norm`` Σ_c ‖∂p_c/∂e_t‖₂;
-    a method that explains no class (attention, random, a Transformer's layer attention) keeps its ``scores``.
+    (its record's formula, ``importance.METHODS``, with ŷ replaced by c): ``gradient`` Σ_c |∂p_c/∂e_t · e_t|,
+    ``grad_norm`` Σ_c ‖∂p_c/∂e_t‖₂; a method that explains no class (attention, random, a Transformer's layer
+    attention) keeps its ``scores``.
     ``CLASS_SUM_ZERO``'s sum is 0 whatever the input: refused before (``Faithfulness.__init__``)."""
     if method == "gradient":
         return gradient_importance(model, batch, detach_attention=True, normalise=False, classes="sum")

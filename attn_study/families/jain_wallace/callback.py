@@ -8,9 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from attn_study.analysis.aggregation import AggregationOptions, aggregated_importance, check_aggregations
-from attn_study.analysis.callback import AnalysisCallback, Measured, finite, probability, whole
+from attn_study.analysis.callback import AnalysisCallback
+from attn_study.analysis.checks import finite, probability, whole
 from attn_study.analysis.importance import gradient_importance, leave_one_out, predict, token_mask
-from attn_study.analysis.measures import (
+from attn_study.analysis.measuring import Measured
+from attn_study.analysis.needs import SOFT_ATTENTION, TOKEN_ATTENTION, Need
+from attn_study.errors import UserError
+from attn_study.figures.heatmaps import attention_heatmaps_html
+from attn_study.stats import (
     MEAN_STATS,
     dropped_counts,
     entropy,
@@ -19,11 +24,6 @@ from attn_study.analysis.measures import (
     undefined_code,
     undefined_reason,
 )
-from attn_study.analysis.seeding import instance_draws
-from attn_study.analysis.token_scores import TokenScores
-from attn_study.errors import UserError
-from attn_study.figures.heatmaps import attention_heatmaps_html
-from attn_study.models.selector import hard_selection
 
 from . import keys
 from .adversarial import (
@@ -53,6 +53,18 @@ class JainWallace(AnalysisCallback):
 
     TESTS = ("correlation", "permutation", "adversarial")
     VAL_TESTS = ("correlation", "permutation")
+    PREPARE = "predict"
+    # the battery compares attention with token importance: a soft attention over tokens (not a HAN's sentences;
+    # not a selector's hard k-token mask, whose ties and zeros make τ and adversaries meaningless)
+    NEEDS = (
+        Need(TOKEN_ATTENTION, "needs attention over tokens", "analysis=serrano_smith (or model=flat)"),
+        Need(
+            SOFT_ATTENTION,
+            "compares a soft attention with token importance",
+            "analysis=[shortcuts] or [faithfulness]",
+        ),
+    )
+    STREAMS = {"permutation": 2, "adversary_init": 3}  # never renumber one (analysis.seeding)
 
     def __init__(
         self,
@@ -122,20 +134,7 @@ class JainWallace(AnalysisCallback):
         self.heatmaps = whole(self._option("heatmaps"), heatmaps, 0)
 
     def check_model(self, model) -> None:
-        """The battery compares attention with token importance: a soft attention over tokens (not a HAN's
-        sentences; not a selector's hard k-token mask, whose ties and zeros make τ and adversaries
-        meaningless — its family is analysis=[shortcuts] or [faithfulness])."""
-        if not getattr(model, "token_attention", True):
-            raise UserError(
-                f"analysis=jain_wallace needs attention over tokens, and {type(model).__name__}'s final "
-                "attention is over sentences; use analysis=serrano_smith (or model=flat)"
-            )
-        if hard_selection(model):
-            raise UserError(
-                "analysis=jain_wallace compares a soft attention with token importance; a selector's "
-                "attention is its k selected tokens (all tied, the rest 0): use analysis=[shortcuts] "
-                "or [faithfulness]"
-            )
+        """A pretrained checkpoint's attention (no pooling α) is compared through its layers, and not perturbed."""
         if not getattr(model, "pooling_attention", True):  # a pretrained checkpoint: no α to compare or perturb
             if self.attention_scores == "pooling":
                 raise UserError(
@@ -153,46 +152,51 @@ class JainWallace(AnalysisCallback):
 
     # -- measuring -------------------------------------------------------------------------------
 
-    def measure(self, model, data, split, indices, tests) -> Measured:
-        epsilon = self.epsilon if self.epsilon is not None else (0.01 if data.num_classes == 2 else 0.05)
+    def begin(self, run) -> None:
+        """ε (the adversary's bound on the output's change; by default 0.01 for two classes, else 0.05), the ε the
+        adversaries are selected at, and the first instances' adversaries kept for the heatmaps."""
+        epsilon = self.epsilon if self.epsilon is not None else (0.01 if run.data.num_classes == 2 else 0.05)
         select = self.select_epsilon if self.select_epsilon is not None else epsilon
-        keep_adv: dict[int, dict] = {}
-        tokens = TokenScores()  # α, and per test its importances or adversary, per token (tokens.parquet)
-        # one pass: each batch is encoded once and every test reads that encoding (each test's numbers are a
-        # function of the instance and the seed alone, so the order of tests and batches changes none of them)
-        with self.measuring(model, data, split, indices, ["predict", *tests]) as run:
-            rows = run.named_rows()
-            for batch in run:
-                with run.step("predict"):
-                    enc, alpha, probs = predict(model, batch)
-                    ids = batch["index"].tolist()
-                    self._record_prediction(rows, ids, alpha, probs, token_mask(batch))
-                    if getattr(model, "pooling_attention", True):  # a pretrained classifier's α: its [CLS] token
-                        tokens.add(batch, attention=alpha)
-                for test in tests:
-                    with run.step(test):
-                        if test == "correlation":
-                            tokens.add(batch, **self._record_correlations(rows, ids, model, batch, alpha, probs))
-                        elif test == "permutation":
-                            draws = instance_draws(
-                                batch["index"],
-                                enc.mask,
-                                self.seed,
-                                "permutation",
-                                (self.permutations,),
-                                dtype=alpha.dtype,
-                            )
-                            change = permutation_tvd(model, enc, alpha, probs, draws, self.perturbations_per_eval)
-                            for row, value in zip(ids, change.quantile(0.5, dim=1).tolist()):
-                                rows[row]["perm_median_tvd"] = value
-                        else:
-                            adversary = self._record_adversaries(
-                                rows, ids, keep_adv, model, enc, batch, alpha, probs, epsilon, select
-                            )
-                            tokens.add(batch, adversarial=adversary)
-        frame, seconds = run.frame(), run.seconds
-        extras = {"epsilon": epsilon, "select_epsilon": select, "adversaries": keep_adv}
-        return Measured(frame, seconds, extras, tokens)
+        run.extras.update(epsilon=epsilon, select_epsilon=select, adversaries={})
+        run.named_rows()
+
+    def prepare(self, run, batch):
+        """The prediction, its columns, and α per token (tokens.parquet; a pretrained classifier's α is its [CLS]
+        token's, not kept)."""
+        enc, alpha, probs = predict(run.model, batch)
+        self._record_prediction(run.rows, batch["index"].tolist(), alpha, probs, token_mask(batch))
+        if getattr(run.model, "pooling_attention", True):
+            run.tokens.add(batch, attention=alpha)
+        return enc, alpha, probs
+
+    def measure_correlation(self, run, batch, prepared) -> None:
+        _, alpha, probs = prepared
+        ids = batch["index"].tolist()
+        run.tokens.add(batch, **self._record_correlations(run.rows, ids, run.model, batch, alpha, probs))
+
+    def measure_permutation(self, run, batch, prepared) -> None:
+        enc, alpha, probs = prepared
+        draws = self.draws(batch, enc.mask, "permutation", (self.permutations,), dtype=alpha.dtype)
+        change = permutation_tvd(run.model, enc, alpha, probs, draws, self.perturbations_per_eval)
+        for row, value in zip(batch["index"].tolist(), change.quantile(0.5, dim=1).tolist()):
+            run.rows[row]["perm_median_tvd"] = value
+
+    def measure_adversarial(self, run, batch, prepared) -> None:
+        enc, alpha, probs = prepared
+        extras, ids = run.extras, batch["index"].tolist()
+        adversary = self._record_adversaries(
+            run.rows,
+            ids,
+            extras["adversaries"],
+            run.model,
+            enc,
+            batch,
+            alpha,
+            probs,
+            extras["epsilon"],
+            extras["select_epsilon"],
+        )
+        run.tokens.add(batch, adversarial=adversary)
 
     @staticmethod
     def _record_prediction(rows, ids, alpha, probs, mask):
@@ -253,15 +257,7 @@ class JainWallace(AnalysisCallback):
             epsilon=epsilon,
             init_scale=self.init_scale,
             lam_per_adversary=self.lam_per_adversary,
-            noise=instance_draws(
-                batch["index"],
-                enc.mask,
-                self.seed,
-                "adversary_init",
-                (self.adversaries,),
-                normal=True,
-                dtype=alpha.dtype,
-            ),
+            noise=self.draws(batch, enc.mask, "adversary_init", (self.adversaries,), normal=True, dtype=alpha.dtype),
             diversity=self.diversity,
             output_distance=self.multiclass_output_distance if num_classes > 2 else "tvd",
         )

@@ -38,13 +38,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attn_study.analysis import importance as registry
-from attn_study.analysis.callback import AnalysisCallback, Measured, whole
-from attn_study.analysis.importance import ImportanceOptions, predict, token_mask
-from attn_study.analysis.measures import kendall_tau_b, snap_ties, summarise
+from attn_study.analysis.callback import AnalysisCallback
+from attn_study.analysis.checks import whole
+from attn_study.analysis.importance import METHODS, ImportanceOptions, importance, predict, token_mask
+from attn_study.analysis.measuring import Measured
+from attn_study.analysis.needs import TOKEN_ATTENTION, Need
 from attn_study.analysis.protocol import staged_model
-from attn_study.analysis.token_scores import TokenScores
 from attn_study.errors import UserError
+from attn_study.stats import kendall_tau_b, snap_ties, summarise
 
 from .figures import sanity_figure
 from .keys import LABELS, STAGES, STATISTICS, sn
@@ -150,6 +151,7 @@ class Sanity(AnalysisCallback):
     TESTS = ("cascading", "labels")
     VAL_TESTS = ()
     TRACKABLE = ()
+    NEEDS = (Need(TOKEN_ATTENTION, "explains tokens", "model=flat"),)
 
     def __init__(
         self,
@@ -170,7 +172,7 @@ class Sanity(AnalysisCallback):
                 f"{self._option('tests')} has labels and {self._option('label_run')} is not set: give the run "
                 "trained with dataset.shuffle_labels=true on the same data"
             )
-        self.methods = self._choose("methods", methods, list(registry.METHODS))
+        self.methods = self._choose("methods", methods, list(METHODS))
         chosen = [str(s) for s in stages]
         unknown = sorted(set(chosen) - set(STAGES))
         if unknown or not chosen:
@@ -184,11 +186,6 @@ class Sanity(AnalysisCallback):
         self.internal_batch_size = whole(self._option("internal_batch_size"), internal_batch_size)
 
     def check_model(self, model) -> None:
-        if not getattr(model, "token_attention", True):
-            raise UserError(
-                f"analysis=sanity explains tokens, and {type(model).__name__}'s final attention is over sentences; "
-                "use model=flat"
-            )
         missing = [s for s in self.stages if not stage_modules(model, s)]
         if missing:
             raise UserError(
@@ -218,35 +215,57 @@ class Sanity(AnalysisCallback):
         other = self.load_other_run("label_run", self._label_run_dir(), data)
         return staged_model(other.module).to(next(model.parameters()).device)
 
-    def measure(self, model, data, split, indices, tests) -> Measured:
-        options = ImportanceOptions(chunk_size=self.internal_batch_size, ig_steps=self.ig_steps, seed=self.seed)
-        tokens = TokenScores()  # the trained model's explanations per token but random's (tokens.parquet)
-        with self.measuring(model, data, split, indices, ["randomise", *self.methods], "cascading") as run:
-            with run.step("randomise"):
-                models = cascade(model, self.stages, self.seed) if "cascading" in tests else []
-                if "labels" in tests:
-                    models.append((LABELS, self._label_model(model, data, split), 0))
-            parameters = {stage: count for stage, _, count in models}
-            for batch in run:
-                text = token_mask(batch)
-                _, alpha, probs = predict(model, batch)
-                columns = {"length": text.sum(1).double()}
-                before = {}
-                for method in self.methods:
-                    with run.step(method):
-                        before[method] = registry.importance(method, model, batch, alpha, probs, options)[0]
-                tokens.add(batch, **{method: values for method, values in before.items() if method != "random"})
-                for stage, randomised, _ in models:
-                    _, alpha_r, probs_r = predict(randomised, batch)
-                    columns[f"{stage}_same_prediction"] = (probs_r.argmax(-1) == probs.argmax(-1)).double()
-                    for method in self.methods:
-                        with run.step(method):
-                            after = registry.importance(method, randomised, batch, alpha_r, probs_r, options)[0]
-                        for suffix, values in correlations(before[method], after, text).items():
-                            columns[f"{method}_{stage}_{suffix}"] = values
-                run.record(batch, probs, columns)
-        frame, seconds = run.frame(), run.seconds
-        return Measured(frame, seconds, extras={"parameters": parameters}, tokens=tokens)
+    def step_names(self, model, tests) -> list[str]:
+        """The randomisation, then each method: its seconds sum its explanations of every model, the trained one's
+        and each randomised one's (the tests are no steps of their own)."""
+        return ["randomise", *self.methods]
+
+    def label(self, model, tests) -> str:
+        return "cascading"
+
+    def begin(self, run) -> None:
+        """The randomised models, once per pass (``run.state``: never returned), and the parameters each redrew."""
+        with run.step("randomise"):
+            cascading = cascade(run.model, self.stages, self.seed) if "cascading" in run.tests else []
+            labels = [(LABELS, self._label_model(run.model, run.data, run.split), 0)] if "labels" in run.tests else []
+        run.state.update(cascading=cascading, labels=labels)
+        run.extras["parameters"] = {stage: count for stage, _, count in cascading + labels}
+
+    def prepare(self, run, batch) -> dict:
+        """The trained model's explanations (each method its step), kept per token but random's (tokens.parquet)."""
+        text = token_mask(batch)
+        _, alpha, probs = predict(run.model, batch)
+        before = {}
+        for method in self.methods:
+            with run.step(method):
+                before[method] = importance(method, run.model, batch, alpha, probs, self._options())[0]
+        run.tokens.add(batch, **{method: values for method, values in before.items() if method != "random"})
+        return {"text": text, "probs": probs, "before": before, "columns": {"length": text.sum(1).double()}}
+
+    def measure_cascading(self, run, batch, prepared) -> None:
+        self._compare(run, batch, prepared, run.state["cascading"])
+
+    def measure_labels(self, run, batch, prepared) -> None:
+        self._compare(run, batch, prepared, run.state["labels"])
+
+    def _compare(self, run, batch, prepared, models) -> None:
+        """Each randomised model's explanations (each method its step) against the trained one's: whether its
+        prediction is the same, and the rank correlations (:func:`correlations`)."""
+        columns, probs = prepared["columns"], prepared["probs"]
+        for stage, randomised, _ in models:
+            _, alpha_r, probs_r = predict(randomised, batch)
+            columns[f"{stage}_same_prediction"] = (probs_r.argmax(-1) == probs.argmax(-1)).double()
+            for method in self.methods:
+                with run.step(method):
+                    after = importance(method, randomised, batch, alpha_r, probs_r, self._options())[0]
+                for suffix, values in correlations(prepared["before"][method], after, prepared["text"]).items():
+                    columns[f"{method}_{stage}_{suffix}"] = values
+
+    def record(self, run, batch, prepared) -> None:
+        run.record(batch, prepared["probs"], prepared["columns"])
+
+    def _options(self) -> ImportanceOptions:
+        return ImportanceOptions(chunk_size=self.internal_batch_size, ig_steps=self.ig_steps, seed=self.seed)
 
     def summarise(self, measured: Measured, tests) -> dict:
         """Flat ``sn/...`` metrics: per method, stage and statistic the mean [95 % CI], std, median, n; per stage

@@ -22,14 +22,13 @@ import numpy as np
 import torch
 from scipy import stats
 
-from attn_study.analysis.callback import AnalysisCallback, Measured, whole
+from attn_study.analysis.callback import AnalysisCallback
+from attn_study.analysis.checks import whole
 from attn_study.analysis.erasure import zero_vector_logits
 from attn_study.analysis.importance import predict
-from attn_study.analysis.measures import UNDEFINED, summarise, undefined_code
-from attn_study.analysis.seeding import instance_draws
-from attn_study.analysis.token_scores import TokenScores
-from attn_study.errors import UserError
-from attn_study.models.selector import hard_selection
+from attn_study.analysis.measuring import Measured
+from attn_study.analysis.needs import SOFT_ATTENTION, Need
+from attn_study.stats import UNDEFINED, summarise, undefined_code
 
 from . import keys
 from .erasure import decision_gradient, first_flips, random_other, rank_items, ranking_scores, single_weight
@@ -46,52 +45,44 @@ class SerranoSmith(AnalysisCallback):
 
     TESTS = ("single", "multi")
     VAL_TESTS = ("single", "multi")
+    # one pass: each batch is encoded once and every test runs on it (the encoder pass dominates on a CPU);
+    # seconds/encode is the encoding (and the decision gradient), seconds/<test> the test's own work
+    PREPARE = "encode"
+    # erasure renormalises a soft attention; a selector's hard k-token mask has no ranking of its own
+    NEEDS = (
+        Need(SOFT_ATTENTION, "erases weights of a soft attention in order", "analysis=[shortcuts] or [faithfulness]"),
+    )
+    # the random item of the single test and the random ranking: each instance's own draws (analysis.seeding),
+    # whatever the batch size and the tests that run; never renumber one
+    STREAMS = {"random_item": 4, "random_ranking": 5}
 
     def __init__(self, *, rankings: Sequence[str] = RANKINGS, perturbations_per_eval: int = 16, **common):
         super().__init__(**common)
         self.rankings = self._choose("rankings", rankings, RANKINGS)
         self.perturbations_per_eval = whole(self._option("perturbations_per_eval"), perturbations_per_eval)
 
-    def check_model(self, model) -> None:
-        """Erasure renormalises a soft attention; a selector's hard k-token mask has no ranking of its own."""
-        if hard_selection(model):
-            raise UserError(
-                "analysis=serrano_smith erases weights of a soft attention in order; a selector's attention "
-                "is its k selected tokens, all tied: use analysis=[shortcuts] or [faithfulness]"
-            )
+    def label(self, model, tests) -> str:
+        return "+".join(tests) or "predict"
 
-    # -- measuring -------------------------------------------------------------------------------
+    def begin(self, run) -> None:
+        run.named_rows()
 
-    def measure(self, model, data, split, indices, tests) -> Measured:
-        # the random item of the single test and the random ranking: each instance's own draws (seeding.py),
-        # whatever the batch size and the tests that run
-        # one pass: each batch is encoded once and every test runs on it (the encoder pass dominates
-        # on a CPU); seconds/encode is the encoding, seconds/<test> the test's own work
-        tokens = TokenScores()  # the rankings' scores per token (a HAN's: its sentence's) for tokens.parquet
-        sentences = not getattr(model, "token_attention", True)
-        label = "+".join(tests) or "predict"
-        with self.measuring(model, data, split, indices, ["encode", *tests], label) as run:
-            rows = run.named_rows()
-            for batch in run:
-                with run.step("encode"):
-                    enc, alpha, probs = predict(model, batch)
-                    ids = batch["index"].tolist()
-                    self._record_prediction(rows, ids, enc, alpha, probs)
-                    # the decision gradient ranks items in both tests: computed once; rankings whose scores tie
-                    # everywhere fall back to position order, which the summary counts (constant_scores)
-                    grad = decision_gradient(model, enc, alpha) if self._needs_gradient(tests) else None
-                    scores = {"attention": alpha, "gradient": grad}
-                    scores["grad_attention"] = None if grad is None else grad * alpha
-                    self._record_ties(rows, ids, enc.mask, scores)
-                    tokens.add(batch, sentences=sentences, **scores)
-                for test in tests:
-                    with run.step(test):
-                        stream = "erasure_random_item" if test == "single" else "erasure_random_ranking"
-                        uniform = instance_draws(batch["index"], enc.mask, self.seed, stream, dtype=alpha.dtype)
-                        erase = self._single if test == "single" else self._multi
-                        erase(rows, ids, model, enc, alpha, probs, uniform, grad)
-        frame, seconds = run.frame().reindex(columns=self.columns(tests)), run.seconds
-        return Measured(frame, seconds, tokens=tokens)
+    def prepare(self, run, batch):
+        """The encoding, the prediction's columns, and the rankings' scores — the decision gradient ranks items in
+        both tests: computed once; rankings whose scores tie everywhere fall back to position order, which the
+        summary counts (constant_scores) — kept per token (a HAN's: its sentence's) for tokens.parquet."""
+        enc, alpha, probs = predict(run.model, batch)
+        ids = batch["index"].tolist()
+        self._record_prediction(run.rows, ids, enc, alpha, probs)
+        grad = decision_gradient(run.model, enc, alpha) if self._needs_gradient(run.tests) else None
+        scores = {"attention": alpha, "gradient": grad}
+        scores["grad_attention"] = None if grad is None else grad * alpha
+        self._record_ties(run.rows, ids, enc.mask, scores)
+        run.tokens.add(batch, sentences=not getattr(run.model, "token_attention", True), **scores)
+        return enc, alpha, probs, grad
+
+    def end(self, run):
+        return run.frame().reindex(columns=self.columns(run.tests))
 
     def _needs_gradient(self, tests) -> bool:
         return "single" in tests or bool({"gradient", "grad_attention"} & set(self.rankings))
@@ -129,9 +120,11 @@ class SerranoSmith(AnalysisCallback):
                 length=int(lengths[r]), prediction=pred[r], probability=conf[r], max_attention=max_alpha[r]
             )
 
-    @staticmethod
-    def _single(rows, ids, model, enc, alpha, probs, uniform, grad):
-        mask = enc.mask
+    def measure_single(self, run, batch, prepared) -> None:
+        """Erase the top item of each ranking of ``SINGLE_TABLES`` and a random other item (§4)."""
+        enc, alpha, probs, grad = prepared
+        rows, ids, model, mask = run.rows, batch["index"].tolist(), run.model, enc.mask
+        uniform = self.draws(batch, mask, "random_item", dtype=alpha.dtype)
         tops = torch.stack(
             [rank_items(ranking_scores(SINGLE_TABLES[table], alpha, grad), mask)[:, 0] for table in SINGLE_TABLES],
             dim=1,
@@ -158,8 +151,11 @@ class SerranoSmith(AnalysisCallback):
                 values[top], values[random] = float(flip[r][j]), float(flip[r][n_tables + j])
             rows[row].update({k: (v if lengths[r] >= 2 else nan) for k, v in values.items()})
 
-    def _multi(self, rows, ids, model, enc, alpha, probs, uniform, grad):
-        mask = enc.mask
+    def measure_multi(self, run, batch, prepared) -> None:
+        """Erase items from the top of each ranking until the decision flips (§5)."""
+        enc, alpha, probs, grad = prepared
+        rows, ids, model, mask = run.rows, batch["index"].tolist(), run.model, enc.mask
+        uniform = self.draws(batch, mask, "random_ranking", dtype=alpha.dtype)
         prediction = probs.argmax(-1)
         zero_logits = zero_vector_logits(model, enc)
         lengths = mask.sum(-1)

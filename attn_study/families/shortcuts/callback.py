@@ -34,12 +34,13 @@ import pandas as pd
 import torch
 from scipy import stats
 
-from attn_study.analysis.callback import AnalysisCallback, Measured, instance_row, whole
+from attn_study.analysis.callback import AnalysisCallback
+from attn_study.analysis.checks import whole
 from attn_study.analysis.importance import kept_sub_batch, predict, token_mask
-from attn_study.analysis.measures import summarise
-from attn_study.analysis.token_scores import TokenScores
+from attn_study.analysis.measuring import Measured, instance_row
 from attn_study.data.text import UNK_ID
 from attn_study.models.selector import hard_top_k
+from attn_study.stats import summarise
 
 from . import keys
 
@@ -81,6 +82,8 @@ class Shortcuts(AnalysisCallback):
 
     TESTS = ("mask_only", "selected_only", "markers", "rationale", "posthoc")
     VAL_TESTS = ("mask_only", "markers")
+    PREPARE = "predict"
+    BATCH_FIELDS = {"markers": ("markers",), "rationale": ("rationale",)}  # data with injected markers, rationales
 
     def __init__(self, *, top_k: int = 5, target: str | None = None, **common):
         super().__init__(**common)
@@ -104,50 +107,63 @@ class Shortcuts(AnalysisCallback):
             return (enc.selection > 0) & enc.mask
         return hard_top_k(alpha, enc.mask, self.top_k).bool()
 
-    def measure(self, model, data, split, indices, tests) -> Measured:
-        device = next(model.parameters()).device
-        split_data = data.split(split)
-        black_box = self.black_box(data).to(device) if "posthoc" in tests and self.target else None
-        tokens = TokenScores()  # the attention per token (a selector's: its selection) for tokens.parquet
-        with self.measuring(model, data, split, indices, ["predict", *tests]) as run:
-            for batch in run:
-                with run.step("predict"):
-                    enc, alpha, probs = predict(model, batch)
-                    chosen = self.selected(model, enc, alpha)
-                    tokens.add(batch, attention=alpha)
-                    labels = batch["labels"]
-                    cols = {
-                        "prediction": probs.argmax(-1),
-                        "correct": (probs.argmax(-1) == labels).double(),
-                        "selected": chosen.sum(-1),
-                    }
-                for test in ("mask_only", "selected_only"):
-                    if test in tests:
-                        with run.step(test):  # Bai et al.: the mask alone, or the selected words alone
-                            keep = chosen if test == "selected_only" else None
-                            neutral = neutral_predictions(model, batch, alpha, keep=keep)
-                            cols[f"{test}_prediction"] = neutral.argmax(-1)
-                            cols[f"{test}_correct"] = (neutral.argmax(-1) == labels).double()
-                if "markers" in tests and "markers" in batch:
-                    with run.step("markers"):
-                        markers = batch["markers"] & batch["mask"]
-                        cols["marker_mass"] = (alpha * markers).sum(-1).double()
-                        cols["marker_selected"] = (chosen & markers).any(-1).double()
-                        top = alpha.masked_fill(~markers, -1.0).argmax(-1)
-                        token = batch["ids"].gather(1, top[:, None]).squeeze(1)
-                        cols["top_marker"] = torch.where(markers.any(-1), token, torch.full_like(token, -1))
-                if "rationale" in tests and "rationale" in batch:
-                    with run.step("rationale"):
-                        truth = batch["rationale"] & batch["mask"]
-                        cols["rationale_precision"] = ((chosen & truth).sum(-1) / chosen.sum(-1).clamp_min(1)).double()
-                if black_box is not None:
-                    with run.step("posthoc"):
-                        cols["posthoc_agree"] = self._posthoc_agree(black_box, batch, chosen)
-                self._record(run.rows, batch, cols, split_data)
-        frame, seconds = run.frame(), run.seconds
+    def begin(self, run) -> None:
+        """The post-hoc test explains another run (``target``): without one, nothing to measure."""
+        if not self.target:
+            run.tests = [test for test in run.tests if test != "posthoc"]
+
+    def prepare(self, run, batch) -> dict:
+        """The prediction, the selected tokens and the attention per token (a selector's: its selection, for
+        tokens.parquet); the tests add their columns to ``columns``."""
+        enc, alpha, probs = predict(run.model, batch)
+        chosen = self.selected(run.model, enc, alpha)
+        run.tokens.add(batch, attention=alpha)
+        columns = {
+            "prediction": probs.argmax(-1),
+            "correct": (probs.argmax(-1) == batch["labels"]).double(),
+            "selected": chosen.sum(-1),
+        }
+        return {"alpha": alpha, "chosen": chosen, "columns": columns}
+
+    def measure_mask_only(self, run, batch, prepared) -> None:
+        """Bai et al.: the mask alone — every token blanked, the attention kept."""
+        self._neutral(run, batch, prepared, "mask_only", keep=None)
+
+    def measure_selected_only(self, run, batch, prepared) -> None:
+        """The selected words alone, the rest blanked, the attention kept."""
+        self._neutral(run, batch, prepared, "selected_only", keep=prepared["chosen"])
+
+    def _neutral(self, run, batch, prepared, test: str, keep) -> None:
+        neutral = neutral_predictions(run.model, batch, prepared["alpha"], keep=keep)
+        prepared["columns"][f"{test}_prediction"] = neutral.argmax(-1)
+        prepared["columns"][f"{test}_correct"] = (neutral.argmax(-1) == batch["labels"]).double()
+
+    def measure_markers(self, run, batch, prepared) -> None:
+        alpha, chosen, cols = prepared["alpha"], prepared["chosen"], prepared["columns"]
+        markers = batch["markers"] & batch["mask"]
+        cols["marker_mass"] = (alpha * markers).sum(-1).double()
+        cols["marker_selected"] = (chosen & markers).any(-1).double()
+        top = alpha.masked_fill(~markers, -1.0).argmax(-1)
+        token = batch["ids"].gather(1, top[:, None]).squeeze(1)
+        cols["top_marker"] = torch.where(markers.any(-1), token, torch.full_like(token, -1))
+
+    def measure_rationale(self, run, batch, prepared) -> None:
+        chosen = prepared["chosen"]
+        truth = batch["rationale"] & batch["mask"]
+        prepared["columns"]["rationale_precision"] = ((chosen & truth).sum(-1) / chosen.sum(-1).clamp_min(1)).double()
+
+    def measure_posthoc(self, run, batch, prepared) -> None:
+        black_box = self.black_box(run.data).to(run.device)
+        prepared["columns"]["posthoc_agree"] = self._posthoc_agree(black_box, batch, prepared["chosen"])
+
+    def record(self, run, batch, prepared) -> None:
+        self._record(run.rows, batch, prepared["columns"], run.split_data)
+
+    def end(self, run):
+        frame = run.frame()
         if "top_marker" in frame:
             frame["top_marker"] = frame["top_marker"].where(frame["top_marker"] >= 0)
-        return Measured(frame, seconds, tokens=tokens)
+        return frame
 
     @staticmethod
     def _posthoc_agree(black_box, batch: dict, chosen):

@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attn_study.analysis.callback import AnalysisCallback, Measured, instance_row, probability, whole
+from attn_study.analysis.callback import AnalysisCallback
+from attn_study.analysis.checks import probability, whole
 from attn_study.analysis.erasure import erase_each
 from attn_study.analysis.importance import (
     distribution,
@@ -36,7 +37,9 @@ from attn_study.analysis.importance import (
     predict,
     token_mask,
 )
-from attn_study.analysis.measures import (
+from attn_study.analysis.measuring import Measured, instance_row
+from attn_study.analysis.needs import SOFT_ATTENTION, TOKEN_ATTENTION, Need
+from attn_study.stats import (
     dropped_counts,
     entropy,
     kendall_tau_b,
@@ -44,9 +47,6 @@ from attn_study.analysis.measures import (
     undefined_code,
     undefined_reason,
 )
-from attn_study.analysis.token_scores import TokenScores
-from attn_study.errors import UserError
-from attn_study.models.selector import hard_selection
 
 from . import keys
 from .figures import sparsity_figures
@@ -82,6 +82,11 @@ class Sparsity(AnalysisCallback):
 
     TESTS = ("input", "intermediate", "input_hidden")
     VAL_TESTS = ("input", "intermediate")
+    PREPARE = "predict"
+    NEEDS = (
+        Need(TOKEN_ATTENTION, "needs attention over tokens", "model=flat"),
+        Need(SOFT_ATTENTION, "asks how sparse a learned attention is", "analysis=[shortcuts] or [faithfulness]"),
+    )
 
     def __init__(
         self,
@@ -98,53 +103,57 @@ class Sparsity(AnalysisCallback):
         self.perturbations_per_eval = whole(self._option("perturbations_per_eval"), perturbations_per_eval)
         self.heatmaps = whole(self._option("heatmaps"), heatmaps, 0)
 
-    def check_model(self, model) -> None:
-        if not getattr(model, "token_attention", True):
-            raise UserError(
-                f"analysis=sparsity needs attention over tokens, and {type(model).__name__}'s final "
-                "attention is over sentences; use model=flat"
-            )
-        if hard_selection(model):
-            raise UserError(
-                "analysis=sparsity asks how sparse a learned attention is; a selector's is k tokens by "
-                "construction (support = k): use analysis=[shortcuts] or [faithfulness]"
-            )
+    def label(self, model, tests) -> str:
+        return "+".join(tests) or "predict"
 
-    # -- measuring -------------------------------------------------------------------------------
+    def begin(self, run) -> None:
+        run.extras["heatmaps"] = []
 
-    def measure(self, model, data, split, indices, tests) -> Measured:
-        split_data = data.split(split)
-        kept: list[dict] = []
-        tokens = TokenScores()  # attention and each importance per token (tokens.parquet)
-        label = "+".join(tests) or "predict"
-        with self.measuring(model, data, split, indices, ["predict", *tests], label) as run:
-            for batch in run:
-                with run.step("predict"):
-                    mask = token_mask(batch)  # the text's tokens: no <sos>/<eos> in any distribution or normaliser
-                    lengths = mask.sum(-1)
-                    enc, alpha, probs = predict(model, batch)
-                    columns = {"support": ((alpha > 0) & mask).sum(-1).double(), "length": lengths.double()}
-                    scores = {"attention": alpha}
-                if "input" in tests:
-                    with run.step("input"):
-                        scores["g_input"] = gradient_norm_importance(
-                            model, batch, detach_attention=False, normalise=False
-                        )
-                        scores["loo_input"] = leave_one_out(
-                            model, batch, probs=probs, chunk_size=self.internal_batch_size, predicted=True
-                        )
-                if "intermediate" in tests:
-                    with run.step("intermediate"):
-                        scores["g_intermediate"] = hidden_gradient_importance(model, batch)
-                        scores["loo_intermediate"] = erase_each(model, enc, alpha, probs, self.perturbations_per_eval)
-                tokens.add(batch, **scores)
-                why = self._distributions(scores, mask, alpha, columns)
-                if "input_hidden" in tests:
-                    with run.step("input_hidden"):
-                        hidden_rows = self._input_hidden(model, batch, mask, lengths, columns, why)
-                        self._keep_heatmaps(kept, batch, hidden_rows, data, split_data)
-                self._record(run.rows, batch, probs, columns, why, split_data)
-        return Measured(run.frame(), run.seconds, {"heatmaps": kept}, tokens)
+    def prepare(self, run, batch) -> dict:
+        """The prediction and the attention's support, over the text's tokens (no <sos>/<eos> in any distribution
+        or normaliser); each test adds its importances to ``scores``, and the input → hidden gradients their own
+        ``hidden`` columns and ``hidden_dropped`` reasons."""
+        mask = token_mask(batch)
+        lengths = mask.sum(-1)
+        enc, alpha, probs = predict(run.model, batch)
+        columns = {"support": ((alpha > 0) & mask).sum(-1).double(), "length": lengths.double()}
+        return {
+            "mask": mask,
+            "enc": enc,
+            "alpha": alpha,
+            "probs": probs,
+            "columns": columns,
+            "scores": {"attention": alpha},
+            "hidden": {},
+            "hidden_dropped": {},
+        }
+
+    def measure_input(self, run, batch, prepared) -> None:
+        scores, probs = prepared["scores"], prepared["probs"]
+        scores["g_input"] = gradient_norm_importance(run.model, batch, detach_attention=False, normalise=False)
+        scores["loo_input"] = leave_one_out(
+            run.model, batch, probs=probs, chunk_size=self.internal_batch_size, predicted=True
+        )
+
+    def measure_intermediate(self, run, batch, prepared) -> None:
+        scores, enc, alpha, probs = (prepared[k] for k in ("scores", "enc", "alpha", "probs"))
+        scores["g_intermediate"] = hidden_gradient_importance(run.model, batch)
+        scores["loo_intermediate"] = erase_each(run.model, enc, alpha, probs, self.perturbations_per_eval)
+
+    def measure_input_hidden(self, run, batch, prepared) -> None:
+        mask = prepared["mask"]
+        hidden_rows = self._input_hidden(run.model, batch, mask, prepared["hidden"], prepared["hidden_dropped"])
+        self._keep_heatmaps(run.extras["heatmaps"], batch, hidden_rows, run.data, run.split_data)
+
+    def record(self, run, batch, prepared) -> None:
+        """Each importance per token (tokens.parquet), as a distribution over the text (its entropy, its τ with
+        attention), and the instances' rows."""
+        mask, columns, scores = prepared["mask"], prepared["columns"], prepared["scores"]
+        run.tokens.add(batch, **scores)
+        why = self._distributions(scores, mask, prepared["alpha"], columns)
+        columns.update(prepared["hidden"])
+        why.update(prepared["hidden_dropped"])
+        self._record(run.rows, batch, prepared["probs"], columns, why, run.split_data)
 
     @staticmethod
     def _distributions(scores: dict, mask, alpha, columns: dict) -> dict:
@@ -165,10 +174,10 @@ class Sparsity(AnalysisCallback):
                 why[f"tau_{name}"] = undefined_reason(tied, "attention", other)
         return why
 
-    def _input_hidden(self, model, batch, mask, lengths, columns: dict, why: dict):
+    def _input_hidden(self, model, batch, mask, columns: dict, why: dict):
         """Meister et al.'s entropy of the input → hidden gradients g_{h_p}(x), each hidden state p's row a
-        distribution over the text, averaged over p; and the share of each row on its own token. Returns the
-        (B, T, T) rows."""
+        distribution over the text, averaged over p; and the share of each row on its own token, into ``columns``
+        (and why a mean is undefined into ``why``). Returns the (B, T, T) rows."""
         hidden_rows = distribution(input_to_hidden_gradients(model, batch, self.internal_batch_size), mask[:, None, :])
         per_p = entropy(hidden_rows, mask[:, None, :].expand_as(hidden_rows), normalised=True)
         per_p = per_p.masked_fill(~mask, float("nan"))
@@ -181,7 +190,7 @@ class Sparsity(AnalysisCallback):
         columns["g_hidden_undefined_rows"] = (torch.isnan(per_p) & mask).sum(-1)
         why["entropy_g_hidden"] = [
             "too_short" if n < 2 else ("zero_g_hidden" if bad == n else None)
-            for n, bad in zip(lengths.tolist(), columns["g_hidden_undefined_rows"].tolist())
+            for n, bad in zip(mask.sum(-1).tolist(), columns["g_hidden_undefined_rows"].tolist())
         ]
         columns["diag_share"] = hidden_rows.diagonal(dim1=1, dim2=2).masked_fill(~mask, float("nan")).nanmean(-1)
         return hidden_rows

@@ -3,7 +3,7 @@ same test instances — the yardstick for an adversarial JSD (W&P §4–5).
 
 Per instance i: JSD(α_i, α_i^base) (natural log, over the tokens) and TVD(ŷ_i, ŷ_i^base), the base read
 from its ``attention.parquet`` (every flat or pair run records one while testing:
-``saved.AttentionRecorder``) and aligned by instance uid. For another seed of the base model this is the
+``job.saved.AttentionRecorder``) and aligned by instance uid. For another seed of the base model this is the
 *seed variance* (the natural spread of attention
 between equally good models); for a model-consistent adversary (``training=model_consistent_adversary``)
 it is the adversary's point on the JSD–TVD frontier; for a model with its attention pre-loaded the JSD is 0.
@@ -19,13 +19,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attn_study import layout, saved
-from attn_study.analysis.callback import AnalysisCallback, Measured
+from attn_study import layout
+from attn_study.analysis.callback import AnalysisCallback
 from attn_study.analysis.importance import predict
-from attn_study.analysis.measures import jsd, summarise, tvd
-from attn_study.analysis.token_scores import TokenScores
+from attn_study.analysis.measuring import Measured
+from attn_study.analysis.needs import SOFT_ATTENTION, TOKEN_ATTENTION, Need
+from attn_study.data.digest import text_digests
 from attn_study.errors import UserError
-from attn_study.models.selector import soft_token_attention
+from attn_study.stats import jsd, summarise, tvd
 
 from . import keys
 
@@ -53,18 +54,15 @@ class WiegreffePinter(AnalysisCallback):
     TESTS = ("comparison",)
     VAL_TESTS = ()
     TRACKABLE = ()  # the comparison reads the base run's test-split attention: nothing to compare on dev
+    NEEDS = tuple(
+        Need(capability, "compares attention over tokens", "model=flat or pair")
+        for capability in (TOKEN_ATTENTION, SOFT_ATTENTION)
+    )
 
     def __init__(self, *, base: str | None = None, **common):
         super().__init__(**common)
         self.base = base
         self.base_dir: Path | None = None
-
-    def check_model(self, model) -> None:
-        if not soft_token_attention(model):
-            raise UserError(
-                f"analysis=wiegreffe_pinter compares attention over tokens; {type(model).__name__} "
-                "has none (use model=flat or pair)"
-            )
 
     def check(self, model, data=None) -> None:
         """Also, when the run directory is known (before training), that the base is complete, has its attention
@@ -81,7 +79,7 @@ class WiegreffePinter(AnalysisCallback):
         digest of each text (uids alone can agree on other texts), else uid and length."""
         rows = data.split(split)
         if "text" in reference:
-            mine, theirs = saved.text_digests(rows), list(reference["text"])
+            mine, theirs = text_digests(rows), list(reference["text"])
         else:
             mine = [f"{u}:{len(ids)}" for u, ids in zip(rows.uids, rows.ids)]
             theirs = [f"{u}:{len(a)}" for u, a in zip(reference["uid"], reference["attention"])]
@@ -100,40 +98,37 @@ class WiegreffePinter(AnalysisCallback):
         self.base_dir = self._base()
         return super().analyse(model, data, out_dir, loggers, step)
 
-    def measure(self, model, data, split, indices, tests) -> Measured:
-        device = next(model.parameters()).device
+    def begin(self, run) -> None:
+        """The base run's records (``run.state``), checked to be this run's instances."""
         reference = read_reference(self.base_dir, self._option("base"))
-        uids = list(data.split(split).uids)
-        self._same_instances(reference, data, split, self.base_dir)
-        rows = []
-        tokens = TokenScores()  # this model's attention and the base run's, per token (tokens.parquet)
-        with self.measuring(model, data, split, indices, ["comparison"]) as run:
-            for batch in run:
-                with run.step("comparison"):
-                    _, alpha, probs = predict(model, batch)
-                    ids = batch["index"].tolist()
-                    base_alpha = torch.zeros_like(alpha)
-                    for r, index in enumerate(ids):
-                        values = reference["attention"].iloc[index]
-                        base_alpha[r, : len(values)] = torch.as_tensor(np.array(values), dtype=alpha.dtype)
-                    base_probs = torch.as_tensor(
-                        np.stack(reference["probabilities"].iloc[ids].to_numpy()), dtype=probs.dtype, device=device
-                    )
-                    tokens.add(batch, attention=alpha, base_attention=base_alpha)
-                    divergence, change = compare(alpha, probs, base_alpha, base_probs)
-                    same = (probs.argmax(-1) == base_probs.argmax(-1)).tolist()
-                    for r, index in enumerate(ids):
-                        rows.append(
-                            {
-                                "index": index,
-                                "uid": uids[index],
-                                "jsd": float(divergence[r]),
-                                "tvd": float(change[r]),
-                                "same_prediction": bool(same[r]),
-                            }
-                        )
-        frame = pd.DataFrame(rows).sort_values("index", kind="stable").reset_index(drop=True)
-        return Measured(frame, run.seconds, {"base": str(self.base_dir)}, tokens)
+        self._same_instances(reference, run.data, run.split, self.base_dir)
+        run.state["reference"] = reference
+        run.extras["base"] = str(self.base_dir)
+
+    def measure_comparison(self, run, batch, prepared) -> None:
+        """This model's attention and prediction against the base's, instance by instance (its uid's row)."""
+        reference = run.state["reference"]
+        _, alpha, probs = predict(run.model, batch)
+        ids = batch["index"].tolist()
+        base_alpha = torch.zeros_like(alpha)
+        for r, index in enumerate(ids):
+            values = reference["attention"].iloc[index]
+            base_alpha[r, : len(values)] = torch.as_tensor(np.array(values), dtype=alpha.dtype)
+        base_probs = torch.as_tensor(
+            np.stack(reference["probabilities"].iloc[ids].to_numpy()), dtype=probs.dtype, device=run.device
+        )
+        run.tokens.add(batch, attention=alpha, base_attention=base_alpha)
+        divergence, change = compare(alpha, probs, base_alpha, base_probs)
+        same = (probs.argmax(-1) == base_probs.argmax(-1)).tolist()
+        uids = run.split_data.uids
+        for r, index in enumerate(ids):
+            run.rows[index] = {
+                "index": index,
+                "uid": uids[index],
+                "jsd": float(divergence[r]),
+                "tvd": float(change[r]),
+                "same_prediction": bool(same[r]),
+            }
 
     def summarise(self, measured: Measured, tests) -> dict:
         frame = measured.frame

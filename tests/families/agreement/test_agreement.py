@@ -13,8 +13,9 @@ import pytest
 import torch
 
 from attn_study.analysis.aggregation import AggregationOptions
-from attn_study.analysis.measuring import analysis_mode
 from attn_study.analysis.importance import ImportanceOptions, importance, predict
+from attn_study.analysis.importance.methods import ImportanceMethod
+from attn_study.analysis.measuring import analysis_mode
 from attn_study.cli import train_main
 from attn_study.errors import UserError
 from attn_study.families.agreement import report
@@ -25,6 +26,19 @@ from attn_study.models.encoders import AverageEncoder, TransformerEncoder
 from attn_study.report.cli import main as report_main
 from tests import reference as ref
 from tests.helpers import TINY, StubData, entry_point, tiny_model, token_batch
+
+
+class Given(ImportanceMethod):
+    """A test's importance method: its scores are ``compute(model, batch, α, ŷ, options)``'s."""
+
+    paper, signed, through_attention, explains_class = "a test's", False, False, False
+
+    def __init__(self, name: str, compute):
+        self.name, self.compute = name, compute
+
+    def scores(self, model, batch, alpha, probs, options):
+        return self.compute(model, batch, alpha, probs, options)
+
 
 TEXTS = [[4, 5, 6, 7, 8, 9], [9, 10, 11], [12, 4, 13, 14], [5, 6]]
 
@@ -182,8 +196,8 @@ def test_a_repeated_words_near_tie_gives_scipys_tau_of_the_exact_tie(monkeypatch
     near = torch.tensor([[0.25, 1.0, 0.25 + 1e-13, 0.5], [2.0, 2.0 - 1e-12, 1.0, 4.0]], dtype=torch.float64)
     exact = torch.tensor([[0.25, 1.0, 0.25, 0.5], [2.0, 2.0, 1.0, 4.0]], dtype=torch.float64)
     other = torch.tensor([[0.1, 0.4, 0.3, 0.2], [0.7, 0.9, 0.2, 0.1]], dtype=torch.float64)
-    monkeypatch.setitem(METHODS, "gradient", lambda m, batch, *a: (near[batch["index"]], {}))
-    monkeypatch.setitem(METHODS, "loo", lambda m, batch, *a: (other[batch["index"]], {}))
+    monkeypatch.setitem(METHODS, "gradient", Given("gradient", lambda m, batch, *a: (near[batch["index"]], {})))
+    monkeypatch.setitem(METHODS, "loo", Given("loo", lambda m, batch, *a: (other[batch["index"]], {})))
     model = tiny_model(partial(AverageEncoder, hidden_size=4), double=True)
     batch = token_batch([[4, 5, 6, 7], [8, 9, 10, 11]])
     result, summary = measured(Agreement(methods=["gradient", "loo"]), model, batch)

@@ -15,6 +15,7 @@ import torch
 from scipy import stats
 
 from attn_study.analysis.importance import integrated_gradients, kept_probabilities, kept_sub_batch, predict
+from attn_study.families.faithfulness.callback import Faithfulness
 from attn_study.families.faithfulness.measures import (
     chance_areas,
     hard_rationale_scores,
@@ -31,6 +32,9 @@ from attn_study.models import attention, encoders
 from attn_study.stats import bootstrap_ci_of
 from tests import reference as ref
 from tests.helpers import TINY, compose_config, tiny_model, token_batch
+
+#: the family's streams of the tie-breaking keys and the soft metrics' masks (analysis.seeding)
+TIES, SOFT = Faithfulness.STREAMS["ties"], Faithfulness.STREAMS["soft"]
 
 FRACTIONS = (0.01, 0.05, 0.1, 0.2, 0.5)
 SIGNAL = 7  # the one token the closed-form model's output depends on
@@ -464,8 +468,8 @@ def test_soft_metrics_worked_by_hand_from_the_drawn_masks():
     text = batch["mask"]
     assert unit_importance(raw, text)[[0, 1], [2, 0]].tolist() == pytest.approx(a.tolist())
     samples, seed = 6, 3
-    soft, empty = soft_scores(model, batch, probs, {"m": raw}, seed, samples, chunk_size=5)
-    u = instance_draws(batch["index"], batch["mask"], seed, "faithfulness_soft", leading=(samples, 6))
+    soft, empty = soft_scores(model, batch, probs, {"m": raw}, seed, SOFT, samples, chunk_size=5)
+    u = instance_draws(batch["index"], batch["mask"], seed, SOFT, leading=(samples, 6))
     signal_u = u[[0, 1], :, 0, [2, 0]]  # (B, S): the draw of dimension 0 of the signal token
     for r, n in enumerate(len(q) for q in seqs):
         assert empty[r].item() == pytest.approx(sigmoid(b + s / n) - sigmoid(b))
@@ -473,7 +477,7 @@ def test_soft_metrics_worked_by_hand_from_the_drawn_masks():
         dropped_suff = (signal_u[r] >= a[r]).double().mean().item()
         assert soft["m"][0][r].item() == pytest.approx(dropped_comp, abs=1e-12)
         assert soft["m"][1][r].item() == pytest.approx(1 - dropped_suff, abs=1e-12)
-    many, _ = soft_scores(model, batch, probs, {"m": raw}, seed, 4000, chunk_size=4000)
+    many, _ = soft_scores(model, batch, probs, {"m": raw}, seed, SOFT, 4000, chunk_size=4000)
     np.testing.assert_allclose(many["m"][0].numpy(), a.numpy(), atol=0.03)
     np.testing.assert_allclose(many["m"][1].numpy(), a.numpy(), atol=0.03)
 
@@ -491,7 +495,7 @@ def test_soft_metrics_are_undefined_where_the_empty_text_is_as_confident_and_cli
     batch = token_batch([[3, SIGNAL, 4], [SIGNAL, 5]])
     _, _, probs = predict(model, batch)
     assert probs.argmax(-1).tolist() == [1, 1]
-    soft, empty = soft_scores(model, batch, probs, {"m": torch.rand(2, 3, dtype=torch.float64)}, 0, 2)
+    soft, empty = soft_scores(model, batch, probs, {"m": torch.rand(2, 3, dtype=torch.float64)}, 0, SOFT, 2)
     assert (empty < 0).all() and torch.isnan(soft["m"][0]).all() and torch.isnan(soft["m"][1]).all()
     analysis = Faithfulness(methods=["attention", "random"])
     with analysis_mode(model):
@@ -506,8 +510,8 @@ def test_soft_metrics_are_undefined_where_the_empty_text_is_as_confident_and_cli
     batch = token_batch([[SIGNAL, SIGNAL, 8]])
     _, _, probs = predict(model, batch)
     scores = {"m": torch.tensor([[1.0, 1.0, 0.0]], dtype=torch.float64)}
-    clipped, _ = soft_scores(model, batch, probs, scores, 0, 3, clip=True)
-    free, _ = soft_scores(model, batch, probs, scores, 0, 3, clip=False)
+    clipped, _ = soft_scores(model, batch, probs, scores, 0, SOFT, 3, clip=True)
+    free, _ = soft_scores(model, batch, probs, scores, 0, SOFT, 3, clip=False)
     full = sigmoid(b + s / 3)
     assert free["m"][0].item() == pytest.approx((full - sigmoid(b - s / 3)) / (full - sigmoid(b)))
     assert free["m"][0].item() > 1 and clipped["m"][0].item() == 1.0
@@ -608,15 +612,13 @@ def soft_by_hand(model, text: list[int], scores: np.ndarray, index: int, seed: i
     """Zhao & Aletras's (Soft-NC, Soft-NS) of one instance alone, one mask (``soft_samples=1``): a = min-max scaled
     scores; dimension j of token t kept where u[j, t] < 1 − a_t (NC) or < a_t (NS), u the instance's uniform draws
     ``default_rng([seed, index, stream]).random((1, d, n))``; over d = p(ŷ|x) − p(ŷ|∅), clipped to [0, 1]."""
-    from attn_study.analysis.seeding import STREAMS
-
     with torch.no_grad():
         embedded = model.embed(token_batch([text]))[0]
         probs = ref.forward(model, text)[3]
         c = int(probs.argmax())
         empty = float(probs[c] - ref.forward(model, text, embedded=torch.zeros_like(embedded)[None])[3][c])
         a = (scores - scores.min()) / (scores.max() - scores.min())
-        u = np.random.default_rng([seed, index, STREAMS["faithfulness_soft"]]).random((1, embedded.shape[1], len(text)))
+        u = np.random.default_rng([seed, index, SOFT]).random((1, embedded.shape[1], len(text)))
         out = []
         for q in (1 - a, a):
             kept = torch.from_numpy(u[0].T < q[:, None])
@@ -832,7 +834,7 @@ def test_auc_tp_ranks_by_the_class_summed_scores_and_refuses_signed_methods():
         with analysis_mode(model):
             frames[classes] = analysis.measure(model, StubData(batch, 3), "test", np.arange(4), ["auc_tp"]).frame
     text = importance.token_mask(batch)
-    tiebreak = instance_draws(batch["index"], batch["mask"], 0, "faithfulness_ties")
+    tiebreak = instance_draws(batch["index"], batch["mask"], 0, TIES)
     order = ranking(class_summed_scores("grad_norm", model, batch, None).double(), text, tiebreak)
     expected = threshold_predictions(model, batch, {"grad_norm": order}, fractions)["grad_norm"]
     columns = [f"grad_norm_tp_k{10 * j}" for j in range(11)]
@@ -972,8 +974,8 @@ def test_soft_metrics_scale_signed_importance_between_its_min_and_max():
     _, _, probs = predict(model, batch)
     raw = torch.tensor([[-3.0, 1.0, -1.0, 1.0]], dtype=torch.float64)
     samples, seed = 40, 1
-    soft, _ = soft_scores(model, batch, probs, {"m": raw}, seed, samples, chunk_size=50)
-    u = instance_draws(batch["index"], batch["mask"], seed, "faithfulness_soft", leading=(samples, 6))[0, :, 0, 2]
+    soft, _ = soft_scores(model, batch, probs, {"m": raw}, seed, SOFT, samples, chunk_size=50)
+    u = instance_draws(batch["index"], batch["mask"], seed, SOFT, leading=(samples, 6))[0, :, 0, 2]
     assert soft["m"][0].item() == pytest.approx((u >= 0.5).double().mean().item(), abs=1e-12)
     assert soft["m"][1].item() == pytest.approx(1 - (u >= 0.5).double().mean().item(), abs=1e-12)
     assert 0 < (u >= 0.5).double().mean().item() < 1  # both outcomes drawn: a = ½ is what decides
@@ -1014,9 +1016,9 @@ def test_each_methods_soft_metrics_are_its_own_whatever_the_other_methods():
     _, _, probs = predict(model, batch)
     first = torch.tensor([[1.0, 0.0, 0.2, 0.5, 0.5], [0.7, 0.0, 1.0, 0.3, 0.0]], dtype=torch.float64)
     second = torch.tensor([[0.0, 0.1, 0.9, 0.2, 0.3], [0.1, 0.2, 0.3, 0.4, 0.0]], dtype=torch.float64)
-    both, _ = soft_scores(model, batch, probs, {"first": first, "second": second}, seed=2, samples=8)
+    both, _ = soft_scores(model, batch, probs, {"first": first, "second": second}, seed=2, stream=SOFT, samples=8)
     for name, values in (("first", first), ("second", second)):
-        alone, _ = soft_scores(model, batch, probs, {name: values}, seed=2, samples=8)
+        alone, _ = soft_scores(model, batch, probs, {name: values}, seed=2, stream=SOFT, samples=8)
         for part in (0, 1):
             torch.testing.assert_close(both[name][part], alone[name][part], msg=f"{name} {part}")
     assert not torch.allclose(both["first"][1], both["second"][1])  # the two methods' Soft-NS differ

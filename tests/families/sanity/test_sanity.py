@@ -12,6 +12,7 @@ import torch
 from scipy import stats
 
 from attn_study.analysis import importance
+from attn_study.analysis.importance.methods import ImportanceMethod
 from attn_study.errors import UserError
 from attn_study.families.sanity.callback import (
     Sanity,
@@ -25,6 +26,18 @@ from attn_study.families.sanity.callback import (
 from attn_study.job.run import run as run_job
 from attn_study.models import attention, encoders
 from tests.helpers import TINY, compose_config, tiny_model
+
+
+class Given(ImportanceMethod):
+    """A test's importance method: its scores are ``compute(model, batch, α, ŷ, options)``'s."""
+
+    paper, signed, through_attention, explains_class = "a test's", False, False, False
+
+    def __init__(self, name: str, compute):
+        self.name, self.compute = name, compute
+
+    def scores(self, model, batch, alpha, probs, options):
+        return self.compute(model, batch, alpha, probs, options)
 
 
 def test_average_ranks_and_spearman_are_scipys_with_ties_and_padding():
@@ -115,7 +128,7 @@ def test_a_model_without_token_attention_is_refused():
     model = tiny_model(encoders.NoEncoder)
     model.token_attention = False
     with pytest.raises(UserError, match="model=flat"):
-        Sanity().check_model(model)
+        Sanity().check(model)
 
 
 def position(model, batch, alpha, probs, options):
@@ -128,7 +141,7 @@ def test_a_method_blind_to_the_model_keeps_correlation_one_and_gradient_does_not
     """End to end on a trained run: a positional score and the seeded random ranking are the same explanation
     before and after every stage of the cascade (ρ = τ = 1 for every instance); gradient and leave-one-out change
     once the model they explain is destroyed."""
-    monkeypatch.setitem(importance.METHODS, "position", position)
+    monkeypatch.setitem(importance.METHODS, "position", Given("position", position))
     cfg = compose_config(
         *TINY,
         "encoder=lstm",
@@ -177,7 +190,7 @@ def test_shuffled_labels_are_a_seeded_permutation_of_train_and_dev_only():
 def test_randomised_labels_compare_with_a_model_trained_on_permuted_labels(tmp_path, monkeypatch):
     """A run trained on shuffled labels (dataset.shuffle_labels) is the other model of test labels: a method blind
     to the model stays at ρ = 1; a label run trained on the real labels, or on other data, is refused in one line."""
-    monkeypatch.setitem(importance.METHODS, "position", position)
+    monkeypatch.setitem(importance.METHODS, "position", Given("position", position))
     base = [*TINY, "encoder=average", "encoder.hidden_size=8", "logger=csv"]
     shuffled = run_job(compose_config(*base, "dataset.shuffle_labels=true", "analysis=[]"), tmp_path / "shuffled")
     assert shuffled["data/shuffled_labels"] > 0
@@ -385,7 +398,7 @@ def test_spearman_and_kendall_are_stored_under_their_own_keys_worked_by_hand(mon
         assert isinstance(explained, torch.nn.Module) and probs.shape == (batch["mask"].shape[0], 2)
         return (x if explained is model else y).expand(batch["mask"].shape[0], 4).clone(), {}
 
-    monkeypatch.setitem(importance.METHODS, "fixed", fixed)
+    monkeypatch.setitem(importance.METHODS, "fixed", Given("fixed", fixed))
     analysis = Sanity(methods=["fixed"], stages=["decoder", "attention"])
     batch = token_batch([[5, 6, 7, 8], [9, 10, 11, 12], [13, 14, 15, 16]])
     with analysis_mode(model):
@@ -415,7 +428,7 @@ def test_too_short_texts_and_constant_explanations_are_counted(monkeypatch):
         scores[batch["lengths"] == 2] = 1.0
         return scores * batch["mask"], {}
 
-    monkeypatch.setitem(importance.METHODS, "ties_the_pair", ties_the_pair)
+    monkeypatch.setitem(importance.METHODS, "ties_the_pair", Given("ties_the_pair", ties_the_pair))
     analysis = Sanity(methods=["ties_the_pair"], stages=["decoder"])
     batch = token_batch([[5], [6, 7], [8, 9, 10]])
     with analysis_mode(model):

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 import torch
 
-from attn_study.analysis.measuring import Measured
 from attn_study.analysis.erasure import erased_probabilities, renormalise_erased, zero_vector_logits
 from attn_study.analysis.importance import predict
+from attn_study.analysis.measuring import Measured
 from attn_study.families.serrano_smith.callback import SerranoSmith
 from attn_study.families.serrano_smith.erasure import (
     decision_gradient,

@@ -13,8 +13,8 @@ import pytest
 import torch
 from scipy import stats
 
-from attn_study.analysis.measuring import analysis_mode
 from attn_study.analysis.importance import predict
+from attn_study.analysis.measuring import analysis_mode
 from attn_study.data.datamodule import TextDataModule
 from attn_study.data.example import RawExample
 from attn_study.data.markers import Injection

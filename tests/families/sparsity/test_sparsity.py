@@ -11,7 +11,6 @@ import pandas as pd
 import pytest
 import torch
 
-from attn_study.analysis.measuring import analysis_mode
 from attn_study.analysis.erasure import erase_each
 from attn_study.analysis.importance import (
     distribution,
@@ -20,6 +19,7 @@ from attn_study.analysis.importance import (
     leave_one_out,
     predict,
 )
+from attn_study.analysis.measuring import analysis_mode
 from attn_study.families.sparsity.callback import Sparsity, pooled_over_rows
 from attn_study.job.run import run as run_job
 from attn_study.models import encoders, projection
