@@ -2,7 +2,8 @@
 under a new name (``attn_study/families/<name>/`` and ``conf/analysis/<name>.yaml``, its namespace renamed in its
 own keys.py) shows up in ``--help``, runs, logs its keys, tracks its own statistics during training (its
 ``epochs.png``: the tracked keys come from the copy's keys.py, not from the family it was copied from) and appears
-in the report, no other file touched."""
+in the report, no other file touched — also when the copy draws its random numbers from a stream of its own (named
+and numbered in its callback: nothing shared lists the families' streams)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,11 @@ def make_copy(root):
     )
     keys = folder / "keys.py"
     keys.write_text(keys.read_text().replace('NAMESPACE = "ss"', f'NAMESPACE = "{NAMESPACE}"'))
+    callback = folder / "callback.py"
+    declared = 'STREAMS = {"random_item": 4, "random_ranking": 5}'
+    assert declared in callback.read_text()  # the copy's random item gets a stream of its own
+    own = callback.read_text().replace(declared, 'STREAMS = {"copy_item": 44, "random_ranking": 5}')
+    callback.write_text(own.replace('"random_item"', '"copy_item"'))
     yaml = (REPO / "conf" / "analysis" / "serrano_smith.yaml").read_text()
     yaml = yaml.replace("analysis.serrano_smith", f"analysis.{NAME}").replace(
         "attn_study.families.serrano_smith.callback", f"attn_study.families.{NAME}.callback"

@@ -183,9 +183,12 @@ class Rollout(LayerAttention):
 
 
 class Flow(LayerAttention):
-    """Attention flow: the maximum flow from input token t through the layer graph — node (l, i) → (l + 1, k) of
-    capacity Â_{l+1}[k, i] — into the pooled vector (edge (L, i) → c of capacity α_i), normalised over the text;
-    NaN past ``flow_max_length`` (``flow_too_long``).
+    """Attention flow into the pooled vector c, in the layer graph whose edges are node (l, i) → (l + 1, k) of
+    capacity Â_{l+1}[k, i] and node (L, i) → c of capacity α_i:
+
+        s_t ∝ maxflow(input token t → c)
+
+    normalised over the text; NaN past ``flow_max_length`` (``flow_too_long``).
     """
 
     name, paper = "flow", "Abnar & Zuidema 2020"
