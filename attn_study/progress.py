@@ -92,7 +92,7 @@ class Progress:
     from :meth:`update` and from a ticker thread, so that a batch of several minutes still shows the run is alive.
     ``steps`` are the family's steps in the order its summary lists their seconds (a step not named there is added
     when it first runs). ``clock`` is the time source (a test's fake clock). ``work``: the instances' total
-    work (their tokens, or squared lengths: ``analysis.callback.instance_work``); the time left is then elapsed ×
+    work (their tokens, or squared lengths: ``analysis.measuring.instance_work``); the time left is then elapsed ×
     (work left) / (work done), each batch's work given to :meth:`update`.
     """
 

@@ -598,7 +598,7 @@ def annotated(annotation) -> object | None:
     """The kind a constructor's parameter annotation gives a test family's option (which has no entry in
     :data:`RANGES`): ``bool`` → :class:`Boolean`, ``str`` → :class:`Text`, ``list[…]``/``tuple[…]``/``Sequence[…]``
     of those → :class:`ListOf`, ``X | None`` → optional; None for anything else — a family's numbers are each
-    checked, with their bounds, by the family itself (``analysis.callback.whole``, ``finite``, ``probability``)."""
+    checked, with their bounds, by the family itself (``analysis.checks.whole``, ``finite``, ``probability``)."""
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     optional = type(None) in typing.get_args(annotation)
     origin = typing.get_origin(annotation)
