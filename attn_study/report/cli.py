@@ -208,10 +208,10 @@ def _alive(pid: int) -> bool:
     return True
 
 
-#: the scorecard's sections, as paper_tables.sections names them
+#: the scorecard's sections
 SCORECARD, COVERAGE = "Paper vs this project", "Coverage of the papers' tables"
 JUDGING = "How a published number is judged"
-#: the report's file of the scorecard's lines (``paper_tables.summary_lines``), which the terminal is shown
+#: the report's file of the scorecard's lines (``paper_tables.Scorecard.lines``), which the terminal is shown
 SUMMARY = "scorecard_summary.txt"
 
 
@@ -221,11 +221,9 @@ def _write_all(work: Path, out_dir: Path, listing: Listing) -> list[tuple[str, s
     across runs (Mohankumar et al., ROAR); the accuracies; the instances; the statistics tracked during training;
     every run with its state; the per-run figures; how a published number is judged; the coverage, closed."""
     used = listing.used
-    scorecard = dict(paper_tables.sections(used, listing.runs, work))
-    tables, rule, untouched = _split_scorecard(scorecard.pop(SCORECARD))
-    lines = paper_tables.summary_lines(used, listing.runs)
-    write_text_atomic(work / SUMMARY, "".join(f"{line}\n" for line in lines))
-    sections = [(SCORECARD, _scorecard_front(lines, tables))]
+    card = paper_tables.scorecard(used, listing.runs, work)
+    write_text_atomic(work / SUMMARY, "".join(f"{line}\n" for line in card.lines))
+    sections = [(SCORECARD, _scorecard_front(card))]
     for family in REGISTRY.values():
         report = family.module("report")
         if report is not None:
@@ -244,46 +242,20 @@ def _write_all(work: Path, out_dir: Path, listing: Listing) -> list[tuple[str, s
         sections.append(("During training", body + "".join(embedded_png(path) for path in curves)))
     sections.append(("Runs", _runs_section(work, listing)))
     sections.append(("Per-run figures", _run_links(used, listing.root, out_dir)))
-    sections.append((JUDGING, rule))
-    for title, body in scorecard.items():  # the coverage (and any other section the scorecard adds), closed
-        sections.append((title, collapsed(_opens(title), untouched + body) if title == COVERAGE else body))
+    sections.append((JUDGING, card.rule))
+    opens = f"{html.escape(COVERAGE)}: per paper, table and dataset (most untouched by these runs); click to open"
+    sections.append((COVERAGE, collapsed(opens, card.untouched + card.coverage)))
     return sections
 
 
-def _opens(title: str) -> str:
-    return f"{html.escape(title)}: per paper, table and dataset (most untouched by these runs); click to open"
-
-
-def _cut(text: str, start: str, end: str) -> tuple[str, str]:
-    """(``text`` without its first piece from ``start`` through the first ``end`` from there, that piece); (``text``,
-    "") where ``start`` is absent."""
-    at = text.find(start)
-    if at < 0:
-        return text, ""
-    stop = text.index(end, at) + len(end)
-    return text[:at] + text[stop:], text[at:stop]
-
-
-def _split_scorecard(body: str) -> tuple[str, str, str]:
-    """paper_tables' scorecard section as (its legend and the tables the runs touch, the rule by which a number is
-    judged, its line naming the tables no run touches): the page shows the first at its top under the scorecard's
-    lines (``paper_tables.summary_lines``: a line per table the runs touch, then how many no run touches), the
-    others at its end. Its own list of a line per paper table, 20 and more of them untouched, is dropped."""
-    body, rule = _cut(body, f"<p>{paper_tables.RULE}</p>", "</p>")
-    body, _every_table = _cut(body, "<ul class='summary'>", "</ul>")
-    body, untouched = _cut(body, "<p class='note'>No run here gives a number of:", "</p>")
-    return body, rule, untouched
-
-
-def _scorecard_front(lines: list[str], tables: str) -> str:
-    """The top of the page: the scorecard's lines (``paper_tables.summary_lines``: one per paper table the runs
-    touch, then how many no run touches) and the tables themselves; where the rule and the untouched tables are."""
+def _scorecard_front(card: paper_tables.Scorecard) -> str:
+    """The top of the page: the scorecard's lines (one per paper table the runs touch, then how many no run touches)
+    and the tables themselves; where the rule and the untouched tables are."""
     where = (
         f"How a number is judged: <a href='#{section_id(JUDGING)}'>below</a>; the paper tables no run here touches: "
         f"<a href='#{section_id(COVERAGE)}'>the coverage</a>, at the end."
     )
-    items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
-    return f"<ul class='summary'>{items}</ul><p class='note'>{where}</p>{tables}"
+    return f"{card.summary_html()}<p class='note'>{where}</p>{card.tables}"
 
 
 def _what_was_run(listing: Listing) -> str:

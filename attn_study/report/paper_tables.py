@@ -10,8 +10,8 @@
   instead of drawn empty;
 - a section of its own with the coverage per paper × table × dataset (``coverage.*``).
 
-Files: ``scorecard.{csv,md,tex}`` (one row per number a run gives), ``coverage.{csv,md,tex}``.
-:func:`summary_lines` gives the summary lines of the tables a run touches as plain text, for the terminal.
+Files: ``scorecard.{csv,md,tex}`` (one row per number a run gives), ``coverage.{csv,md,tex}``. :func:`scorecard`
+judges once and gives the pieces (a :class:`Scorecard`); its summary lines are plain text, for the terminal too.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import html
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -59,26 +60,57 @@ RULE = (
 )
 
 
-def sections(used: list[Run], runs: list[Run], work: Path) -> list[tuple[str, str]]:
-    """The scorecard (summary lines, the tables in the papers' shapes) and the coverage, with their files;
-    ``used``: the runs in the tables, ``runs``: every run found (which datasets are here)."""
+@dataclass(frozen=True)
+class Scorecard:
+    """The scorecard, judged once, in the pieces the report places apart: ``lines`` (one per paper table a run
+    touches, then how many no run touches: the page's head and the terminal's), with ``anchors`` (each line's table
+    on the page, None for the last), ``tables`` (the legend and the tables the runs touch, in the papers' shapes),
+    ``rule`` (how a number is judged), ``untouched`` (the note naming the tables no run touches) and ``coverage`` (per
+    paper, table and dataset)."""
+
+    lines: list[str]
+    anchors: list[str | None]
+    tables: str
+    rule: str
+    untouched: str
+    coverage: str
+
+    def summary_html(self) -> str:
+        """:attr:`lines` as the page's list, each paper table's name a link to its table."""
+        items = []
+        for line, anchor in zip(self.lines, self.anchors):
+            name, _, rest = line.partition(": ")
+            text = f"<a href='#{anchor}'>{html_label(name)}</a>: {html.escape(rest)}" if anchor else html.escape(line)
+            items.append(f"<li>{text}</li>")
+        return f"<ul class='summary'>{''.join(items)}</ul>"
+
+
+def scorecard(used: list[Run], runs: list[Run], work: Path) -> Scorecard:
+    """The :class:`Scorecard` of ``used`` (the runs in the tables; ``runs``: every run found, which datasets are
+    here), with its files ``scorecard.*`` and ``coverage.*`` in ``work``."""
     judged = sc.judge(used, available_data(runs))
-    scored = judged[judged["outcome"] != sc.NOT_RUN].reindex(columns=sc.COLUMNS)
-    write_table(scored, work, "scorecard", "Paper vs this project: every published number a run here gives")
-    titles = _titles()
-    tables = _tables(judged)
     labels = _class_names(used)
-    body = [f"<p>{RULE}</p>", _legend(), _summary(tables, titles)]
-    for (paper, source), group in tables:
-        if _rank(group) < 2:
-            body.append(_table(f"{titles.get(paper, paper)}, {source}", group, labels))
+    scored = judged[judged["outcome"] != sc.NOT_RUN]
+    named = [_row_label(entry, labels) for _, entry in scored.iterrows()]  # SST / negative, not SST / 0
+    scored = scored.assign(row=named).reindex(columns=sc.COLUMNS)
+    write_table(scored, work, "scorecard", "Paper vs this project: every published number a run here gives")
+    titles, tables = _titles(), _tables(judged)
+    touched = [(key, group) for key, group in tables if _rank(group) < 2]
     untouched = [f"{titles.get(p, p)}, {s}" for (p, s), g in tables if _rank(g) == 2]
+    lines = [f"{titles.get(p, p)}, {s}: {_summary_text(g)}" for (p, s), g in touched]
+    anchors: list[str | None] = [_anchor(p, s) for (p, s), _ in touched]
     if untouched:
-        body.append(
-            "<p class='note'>No run here gives a number of: "
-            + "; ".join(html_label(name) for name in untouched)
-            + " (their reasons: the coverage below).</p>"
-        )
+        plural = "s" * (len(untouched) > 1)
+        lines.append(f"{len(untouched)} other paper table{plural}: no run here gives a number of them")
+        anchors.append(None)
+    body = [_legend()] + [_table(f"{titles.get(p, p)}, {s}", g, labels) for (p, s), g in touched]
+    note = (
+        "<p class='note'>No run here gives a number of: "
+        + "; ".join(html_label(name) for name in untouched)
+        + " (their reasons: the coverage below).</p>"
+        if untouched
+        else ""
+    )
     caption = (
         "Coverage of the papers' tables: per paper, table and dataset, how many published numbers are reproduced, "
         "not reproduced (explained by a measured cause, or not), not comparable, without a verdict (1 seed) and "
@@ -91,22 +123,7 @@ def sections(used: list[Run], runs: list[Run], work: Path) -> list[tuple[str, st
     shown = [f"<p>{html_label(sentence(caption))}</p>"]
     for paper, part in frame.groupby("paper", sort=False):
         shown.append(f"<h3>{html.escape(paper)}</h3>" + html_table(display(part)))
-    return [("Paper vs this project", "".join(body)), ("Coverage of the papers' tables", "".join(shown))]
-
-
-def summary_lines(used: list[Run], runs: list[Run]) -> list[str]:
-    """The scorecard's summary as plain text, for the terminal: one line per paper table a run here touches, in
-    the page's order and words (``Jain & Wallace (2019), Table 2: 18 numbers: 12 reproduced, …``), then how many
-    tables no run touches. ``used``, ``runs``: as :func:`sections` takes them."""
-    titles, lines, untouched = _titles(), [], 0
-    for (paper, source), group in _tables(sc.judge(used, available_data(runs))):
-        if _rank(group) < 2:
-            lines.append(f"{titles.get(paper, paper)}, {source}: {_summary_text(group)}")
-        else:
-            untouched += 1
-    if untouched:
-        lines.append(f"{untouched} other paper table{'s' * (untouched > 1)}: no run here gives a number of them")
-    return lines
+    return Scorecard(lines, anchors, "".join(body), f"<p>{RULE}</p>", note, "".join(shown))
 
 
 def _titles() -> dict[str, str]:
@@ -139,16 +156,6 @@ def _anchor(paper: str, source: str) -> str:
 def _legend() -> str:
     items = "".join(f"<span class='legend {css}'>{html.escape(outcome)}</span>" for outcome, css in CSS.items())
     return f"<p class='note'>{items}</p>"
-
-
-def _summary(tables, titles) -> str:
-    """One line per paper table: its numbers' outcomes (not run: by kind of reason), the name a link to it."""
-    lines = []
-    for (paper, source), group in tables:
-        name = html_label(f"{titles.get(paper, paper)}, {source}")
-        link = f"<a href='#{_anchor(paper, source)}'>{name}</a>" if _rank(group) < 2 else name
-        lines.append(f"<li>{link}: {html.escape(_summary_text(group))}</li>")
-    return f"<ul class='summary'>{''.join(lines)}</ul>"
 
 
 def _class_names(runs: list[Run]) -> dict[tuple[str, str], str]:

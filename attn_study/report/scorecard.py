@@ -167,7 +167,8 @@ def departures(run: Run, paper: str, dataset: str, settings: dict | None = None)
     c, about, settings = run.config, papers()[paper], settings or {}
     out = []
     if str(c.get("recipe")) != about["recipe"]:
-        out.append(f"recipe {c.get('recipe')} (paper's: {about['recipe']})")
+        ours = f"recipe {c.get('recipe')}" if c.get("recipe") else "no recipe"
+        out.append(f"{ours} (paper's: {about['recipe']})")
     theirs = about["embeddings_per_dataset"].get(dataset, about["embeddings"])
     if c.get("embeddings") == "random" and theirs != "random":
         out.append(f"random embeddings (paper's: {theirs})")

@@ -85,7 +85,9 @@ def test_the_terminal_prints_the_scorecards_lines_after_the_paths(report):
     shown = [line.removeprefix("  ") for line in lines[3:] if line.startswith("  ")]
     page = (out / "index.html").read_text()
     summary = re.search(r"<ul class='summary'>(.*?)</ul>", page).group(1)
-    assert shown == [html.unescape(item) for item in re.findall(r"<li>(.*?)</li>", summary)]
+    # the page's items are the same lines, each touched table's name a link to its table
+    assert shown == [html.unescape(re.sub(r"<[^>]+>", "", item)) for item in re.findall(r"<li>(.*?)</li>", summary)]
+    assert len(re.findall(r"<li><a href='#t-", summary)) == len(shown) - 1
     card = pd.read_csv(out / "scorecard.csv")
     table2 = card[(card["paper"] == "jain_wallace") & (card["source"] == "Table 2")]
     reproduced = int((table2["outcome"] == "reproduced").sum())

@@ -276,3 +276,12 @@ def test_the_report_writes_the_coverage_and_names_code_versions(tmp_path):
     assert np.isfinite(accuracy["training time"]).all()
     assert set(accuracy["code"]) == {"aaaaaaaa", "bbbbbbbb + changes"}  # shown per model: the runs mix versions
     assert "attempts: how many times the job was started" in page and "These models come from 2 code versions" in page
+
+
+def test_the_scorecards_files_name_a_predicted_class_as_the_runs_do(tmp_path):
+    """scorecard.csv's rows read ``SST / negative`` where the runs name class 0 so (the page does too), never
+    ``SST / 0``."""
+    out = build_report(paper_sweep(tmp_path / "sweep"))
+    rows = pd.read_csv(out / "scorecard.csv")["row"].tolist()
+    per_class = [r for r in rows if r.startswith("SST / ")]
+    assert per_class and all(r.split(" / ")[1] in ("negative", "positive") for r in per_class), per_class

@@ -353,7 +353,7 @@ def test_meister_table2_is_kendall_tau_b_over_pooled_instances_and_over_run_mean
     card = pd.read_csv(out / "scorecard.csv")
     cell = card[(card["source"] == "Table 2") & (card["setting"] == "sst flat lstm additive sparsegen")].iloc[0]
     assert cell["ours"] == pytest.approx(np.mean(per_seed)) and cell["n seeds"] == 2 and cell["paper value"] == -0.866
-    assert cell["verdict"].startswith("not comparable: recipe None")  # hand-made runs have no recipe
+    assert cell["verdict"].startswith("not comparable: no recipe")  # hand-made runs have no recipe
     support = pd.read_csv(out / "sp_support.csv").set_index("projection")
     assert support.loc["sparsemax", ["mean", "std", "n"]].tolist() == pytest.approx([0.31, 0.01, 2])
     assert str(support["n"].dtype) == "int64"  # a count, never 2.0

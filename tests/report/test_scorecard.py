@@ -73,7 +73,7 @@ def test_three_seeds_around_the_paper_reproduce_it_and_three_far_below_do_not():
 
 def test_one_seed_is_never_reproduced_and_another_recipe_is_not_comparable():
     assert cell(scorecard(runs([0.81])))["verdict"] == "1 seed: no interval"
-    assert cell(scorecard(runs([0.81, 0.81], recipe=None)))["verdict"].startswith("not comparable: recipe None")
+    assert cell(scorecard(runs([0.81, 0.81], recipe=None)))["verdict"].startswith("not comparable: no recipe")
 
 
 def test_random_embeddings_are_not_comparable_with_the_papers_pretrained_ones():
@@ -166,7 +166,7 @@ def test_every_familys_sample_counts_unless_the_familys_own_option_says_otherwis
         ({"shuffle_labels": True}, ["shuffled labels"]),
         ({"markers": 2}, ["marker tokens injected"]),
         ({"roar": "roar ig k=0.2"}, ["masked data (ROAR)"]),
-        ({"recipe": None}, ["recipe None (paper's: jain_wallace)"]),
+        ({"recipe": None}, ["no recipe (paper's: jain_wallace)"]),
     ],
 )
 def test_what_departs_from_the_papers_settings(change, expected):

@@ -162,12 +162,13 @@ def test_a_verdict_from_two_seeds_is_tentative_in_the_files_the_cell_and_the_sum
     assert not f1(sc.judge(f1_runs([0.81])))["tentative"]
     runs = f1_runs([0.80, 0.82])
     monkeypatch.setattr(paper_tables, "available_data", lambda runs: {"sst"})
-    html = "".join(body for _, body in paper_tables.sections(runs, runs, tmp_path))
+    card_ = paper_tables.scorecard(runs, runs, tmp_path)
+    html = card_.summary_html() + card_.tables
     assert "<summary>0.810 (0.81) <small>±0.03, tentative</small></summary>" in html
     assert "tentative: 2 seeds (a verdict is firm from 3)" in html
     card = pd.read_csv(tmp_path / "scorecard.csv")
     assert card.loc[card["source"] == "Table 1", "tentative"].tolist() == [True]
-    lines = paper_tables.summary_lines(runs, runs)
+    lines = card_.lines
     assert lines[0] == (
         "Jain & Wallace (2019), Table 1: 12 numbers: 1 reproduced, 0 not reproduced, 0 not comparable, "
         "11 not run (11 data absent); 1 verdict tentative (under 3 seeds)"
