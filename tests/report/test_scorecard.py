@@ -340,3 +340,44 @@ def test_one_seeds_interval_is_widened_by_the_papers_rounding_and_a_key_without_
     frame = scorecard(runs([0.5, 0.52], key=key))
     row = frame[frame.key == key].iloc[0]
     assert math.isnan(row["ci low"]) and math.isnan(row["ci high"]) and row["ours"] == pytest.approx(0.51)
+
+
+def test_the_coverage_says_why_for_every_outcome_but_reproduced_the_explained_included():
+    """``coverage.why``: per outcome, each reason's detail with its count — an explained number's measured cause
+    too (issue 59: it was left out and no test saw it)."""
+    from attn_study.report.coverage import coverage
+    from attn_study.report.scorecard import EXPLAINED, NOT_COMPARABLE, NOT_RUN, REPRODUCED, UNEXPLAINED
+
+    rows = [
+        (REPRODUCED, ""),
+        (EXPLAINED, "measured: the vectors (docs/reproduction.md#sst)"),
+        (EXPLAINED, "measured: the vectors (docs/reproduction.md#sst)"),
+        (UNEXPLAINED, "no measured cause: ours higher"),
+        (NOT_COMPARABLE, "settings: no recipe"),
+        (NOT_RUN, "data absent: snli is not here"),
+    ]
+    judged = pd.DataFrame(
+        [{"paper": "jain_wallace", "source": "Table 2", "dataset": "sst", "outcome": o, "reason": r} for o, r in rows]
+    )
+    (row,) = coverage(judged).to_dict("records")
+    assert row["numbers"] == 6 and row[EXPLAINED] == 2 and row[REPRODUCED] == 1
+    assert row["why"] == (
+        "not reproduced (explained) — measured: the vectors (docs/reproduction.md#sst) (2)"
+        " | not reproduced (unexplained) — no measured cause: ours higher"
+        " | not comparable — settings: no recipe"
+        " | not run — data absent: snli is not here"
+    )
+
+
+def test_a_paper_table_whose_every_number_is_not_comparable_is_drawn_and_summarised(tmp_path):
+    """Runs without the paper's recipe: every number of J&W's Table 1 they give is "not comparable". The table is
+    still one of those the runs touch — a summary line and its table on the page — never dropped, nor counted among
+    the untouched."""
+    from attn_study.report import paper_tables
+
+    ours = runs([0.81, 0.82, 0.80], recipe=None)
+    card = paper_tables.scorecard(ours, ours, tmp_path)
+    line = next(line for line in card.lines if line.startswith("Jain & Wallace (2019), Table 1: "))
+    assert " 0 reproduced, 0 not reproduced, 1 not comparable" in line, line
+    assert "Wallace (2019), Table 1</h3>" in card.tables and "no recipe" in card.tables
+    assert "Wallace (2019), Table 1;" not in card.untouched and "Wallace (2019), Table 2;" in card.untouched
