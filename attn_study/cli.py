@@ -287,14 +287,20 @@ def analyze_main() -> None:
 
 
 def _check_analyze_options(cfg: DictConfig) -> None:
-    """``attn-study-analyze``'s own options (``ranges.ANALYZE``: ``force=maybe``, ``seed=abc``, ``device=bogus`` are
-    refused in one line), a CUDA device asked for that torch cannot see, then torch's threads as asked."""
-    import torch
-
+    """``attn-study-analyze``'s own options (``ranges.ANALYZE``: ``force=maybe``, ``seed=abc``, ``device=bogus``, a
+    ``ckpt_path`` or ``hf_model`` that does not exist are refused in one line, before torch is imported), a CUDA
+    device asked for that torch cannot see, then torch's threads as asked."""
     from attn_study import ranges
     from attn_study.config import check_config
 
-    check_config(cfg, ranges.ANALYZE)
+    table = dict(ranges.ANALYZE)
+    if cfg.get("hf_model"):  # a pretrained checkpoint is analysed instead of a run: ckpt_path is not read
+        table["ckpt_path"] = ranges.Text()
+    elif OmegaConf.is_missing(cfg, "ckpt_path"):
+        raise UserError("ckpt_path is required: attn-study-analyze ckpt_path=<run dir or its .ckpt> analysis=[...]")
+    check_config(cfg, table)
+    import torch
+
     if cfg.device == "cuda" and not torch.cuda.is_available():
         raise UserError("device=cuda: this machine has no CUDA GPU that torch can use; use device=auto or device=cpu")
     if cfg.get("threads"):
@@ -304,8 +310,6 @@ def _check_analyze_options(cfg: DictConfig) -> None:
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="analyze")
 def _analyze(cfg: DictConfig) -> None:
     """Run an analysis on a saved checkpoint (``attn-study-analyze ckpt_path=... analysis=...``)."""
-    from attn_study.job.analyze import analyze
-
     _quiet_third_party()
     stopping.install("attn-study-analyze", "the analyses it finished are kept; run it again for the others")
     try:
@@ -315,8 +319,8 @@ def _analyze(cfg: DictConfig) -> None:
 
             analyze_pretrained(cfg, HydraConfig.get().runtime.output_dir)
             return
-        if OmegaConf.is_missing(cfg, "ckpt_path"):
-            raise UserError("ckpt_path is required: attn-study-analyze ckpt_path=<run dir or its .ckpt> analysis=[...]")
+        from attn_study.job.analyze import analyze  # torch and Lightning: once the options are known good
+
         analyze(cfg)
     except UserError as err:
         print(f"attn-study-analyze: error: {err}", file=sys.stderr)

@@ -500,13 +500,13 @@ RANGES.update({f"paths.data.{name}": PATH for name in OmegaConf.load(CONFIG_FILE
 
 #: attn-study-analyze's top-level options (conf/analyze.yaml); ``analysis`` is the families'
 ANALYZE: dict[str, object] = {
-    "ckpt_path": PathTo(optional=False, what="a run directory or a .ckpt inside one"),
+    "ckpt_path": PathTo(optional=False, read=True, what="a run directory or a .ckpt inside one"),
     "device": Word(("auto", "cpu", "cuda")),
     "seed": whole(0, SEED_MAX, optional=True, note="null: the analysed run's seed"),
     "threads": whole(1, optional=True),
     "force": BOOLEAN,
     "use_loggers": BOOLEAN,
-    "hf_model": PathTo(what="a Hugging Face checkpoint's folder"),
+    "hf_model": PathTo(read=True, what="a Hugging Face checkpoint's folder"),
     "hf_data": ListOf(TEXT),
 }
 

@@ -389,10 +389,12 @@ def test_attn_study_analyze_refuses_a_cuda_device_the_machine_lacks_and_sets_thr
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(UserError, match=r"^device=cuda: this machine has no CUDA GPU that torch can use"):
-        _check_analyze_options(compose_config("ckpt_path=/runs/x", "device=cuda", name="analyze"))
+        _check_analyze_options(compose_config(f"ckpt_path={REPO}", "device=cuda", name="analyze"))
+    with pytest.raises(UserError, match=r"^ckpt_path=/runs/x: no such file or folder"):  # before torch is imported
+        _check_analyze_options(compose_config("ckpt_path=/runs/x", name="analyze"))
     before = torch.get_num_threads()
     try:
-        _check_analyze_options(compose_config("ckpt_path=/runs/x", "threads=1", name="analyze"))
+        _check_analyze_options(compose_config(f"ckpt_path={REPO}", "threads=1", name="analyze"))
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)

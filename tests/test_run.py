@@ -133,7 +133,7 @@ def test_user_mistakes_of_the_command_line_get_one_line(tmp_path, monkeypatch, c
     job = f"{tmp_path}/encoder=lstm,seed=13"
     in_subprocess = [
         ([*CLI, *TINY, "logger=wandb", "logger.wandb.mode=online", f"hydra.run.dir={tmp_path}/a"], "wandb login"),
-        ([*ANALYZE, f"ckpt_path='{job}'"], "no checkpoint"),  # quoted: Hydra reads it whole
+        ([*ANALYZE, f"ckpt_path='{job}'"], "encoder=lstm,seed=13: no such file or folder"),  # quoted: read whole
     ]
     for args, says in in_subprocess:
         proc = subprocess.run(args, capture_output=True, text=True, cwd=REPO, env=env)

@@ -49,9 +49,20 @@ def out_of_space(error: BaseException, path: Path, option: str) -> UserError | N
     )
 
 
+def check_pairs(cfg: DictConfig) -> None:
+    """Settings that must agree with each other, known from the config alone: a Transformer's heads divide its
+    width."""
+    encoder = cfg.get("encoder") or {}
+    if encoder.get("model_dim") and encoder.get("num_heads") and encoder.model_dim % encoder.num_heads:
+        raise UserError(
+            f"encoder.num_heads={encoder.num_heads} does not divide encoder.model_dim={encoder.model_dim}: each head "
+            "gets model_dim / num_heads dimensions; choose sizes where it does (e.g. 128 and 4)"
+        )
+
+
 def check_options(cfg: DictConfig) -> None:
     """What the schema cannot see, before anything is read: the epochs leave a checkpoint to choose, the
-    monitored key is one the run logs, a Transformer's heads divide its width, a GPU asked for exists."""
+    monitored key is one the run logs, a GPU asked for exists."""
     import torch
 
     from attn_study.models.objectives import objective
@@ -83,12 +94,6 @@ def check_options(cfg: DictConfig) -> None:
                 f"callbacks.{name}.monitor={monitor}: the run logs no such key; choose from "
                 f"{sorted(monitored_keys(cfg))}"
             )
-    encoder = cfg.get("encoder") or {}
-    if encoder.get("model_dim") and encoder.get("num_heads") and encoder.model_dim % encoder.num_heads:
-        raise UserError(
-            f"encoder.num_heads={encoder.num_heads} does not divide encoder.model_dim={encoder.model_dim}: each head "
-            "gets model_dim / num_heads dimensions; choose sizes where it does (e.g. 128 and 4)"
-        )
     accelerator = str(trainer.get("accelerator", "auto"))
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
         raise UserError(

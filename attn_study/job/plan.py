@@ -24,7 +24,7 @@ from omegaconf import DictConfig
 from attn_study import layout
 from attn_study.config import check_config
 from attn_study.errors import UserError
-from attn_study.job.checks import check_options, check_recipe
+from attn_study.job.checks import check_options, check_pairs, check_recipe
 
 if TYPE_CHECKING:  # the heavy parts (torch, Lightning) are imported once a plan is built, not to check one
     from attn_study.data.datamodule import TextDataModule
@@ -109,6 +109,7 @@ def check_plan(cfg: DictConfig) -> Plan:
     wrong; nothing is read or written."""
     check_recipe(cfg, warn=False)
     check_config(cfg)
+    check_pairs(cfg)
     from attn_study.job.components import build_analyses, check_components  # the constructors: Lightning, torch
 
     check_components(cfg)
