@@ -160,6 +160,10 @@ class AnalysisCallback(Callback):
         self.subsample_seed, self.seed = int(subsample_seed), int(seed)
         default = self.TESTS if self.DEFAULT_TESTS is None else self.DEFAULT_TESTS
         self.tests = self._choose("tests", default if tests is None else tests, self.TESTS)
+        if not self.tests:  # a family that tests nothing would write a summary of nothing
+            raise UserError(
+                f"{self._option('tests')}=[]: choose one or more of {list(self.TESTS)} (analysis=[] runs no family)"
+            )
         trackable = self.TESTS if self.TRACKABLE is None else self.TRACKABLE
         self.val_tests = self._choose("val_tests", self.VAL_TESTS if val_tests is None else val_tests, trackable)
         if self.every_n_epochs and not self.val_tests:

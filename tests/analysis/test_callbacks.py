@@ -286,3 +286,19 @@ def test_tracking_with_nothing_to_track_is_refused_in_one_line():
     with pytest.raises(UserError, match=r"analysis.wiegreffe_pinter.val_tests: unknown \['comparison'\]"):
         WiegreffePinter(val_tests=["comparison"])
     assert JainWallace(every_n_epochs=1).val_tests == ["correlation", "permutation"]
+
+
+@pytest.mark.parametrize("name", ["jain_wallace", "agreement", "sanity", "wiegreffe_pinter"])
+def test_a_family_given_no_test_to_run_is_refused_in_one_line(name):
+    """``analysis.<family>.tests=[]`` would measure nothing and summarise nothing (agreement's summary even failed):
+    refused, naming the option and the family's tests."""
+    from attn_study.families import REGISTRY
+
+    module = REGISTRY[name].module("callback")
+    (family,) = [
+        c
+        for c in vars(module).values()
+        if isinstance(c, type) and c.__module__ == module.__name__ and hasattr(c, "TESTS") and c.TESTS
+    ]
+    with pytest.raises(UserError, match=rf"^analysis.{name}.tests=\[\]: choose one or more of "):
+        family(tests=[])
