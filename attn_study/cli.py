@@ -1,4 +1,6 @@
-"""Console entry points. ``attn-study``: train, test, analyse one configuration (Hydra app)."""
+"""Console entry points. ``attn-study``: train, test, analyse one configuration (Hydra app); ``attn-study-analyze``:
+test a saved run again with other analyses; ``attn-study-explain``: a run's prediction for texts you type, coloured
+by each importance method."""
 
 from __future__ import annotations
 
@@ -324,6 +326,49 @@ def _analyze(cfg: DictConfig) -> None:
         analyze(cfg)
     except UserError as err:
         print(f"attn-study-analyze: error: {err}", file=sys.stderr)
+        sys.exit(2)
+
+
+def explain_main(argv: list[str] | None = None) -> None:
+    """``attn-study-explain <run> "a text" … [--file texts.txt] [--methods …] [--out page.html]``: the run's prediction
+    for each text and the text coloured by each importance method, on the terminal and as one HTML page
+    (``attn_study.job.explain``)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="attn-study-explain",
+        description="A trained run's prediction for texts you type, and each text coloured by each importance "
+        "method: on the terminal and as one self-contained HTML page.",
+    )
+    parser.add_argument("run", type=Path, help="a run directory made by attn-study (complete)")
+    parser.add_argument("texts", nargs="*", help="texts to explain (quote each)")
+    parser.add_argument("--file", type=Path, default=None, help="a text file, one text a line (blank lines skipped)")
+    parser.add_argument(
+        "--methods",
+        default="attention,gradient,loo,integrated_gradients",
+        help="importance methods, comma-separated (analysis.importance.METHODS; default: %(default)s)",
+    )
+    parser.add_argument("--ig-steps", type=int, default=50, help="integrated gradients' steps (default: %(default)s)")
+    parser.add_argument("--out", type=Path, default=None, help="the page (default: <run>/explain/<time>.html)")
+    args = parser.parse_args(argv)
+    try:
+        texts = list(args.texts)
+        if args.file is not None:
+            try:
+                texts += [line.strip() for line in args.file.read_text().splitlines() if line.strip()]
+            except (OSError, UnicodeDecodeError) as err:
+                why = getattr(err, "strerror", None) or err
+                raise UserError(f"--file {args.file}: cannot read it ({why})") from None
+        if args.ig_steps < 1:
+            raise UserError(f"--ig-steps={args.ig_steps}: must be a whole number >= 1")
+        from attn_study.job import explain  # torch: once the arguments are read
+
+        methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+        explained = explain.explain(args.run, texts, methods, args.ig_steps)
+        print(explain.terminal(explained, colour=sys.stdout.isatty()))
+        print(f"page: {explain.write_page(explained, args.run, args.out)}")
+    except UserError as err:
+        print(f"attn-study-explain: error: {err}", file=sys.stderr)
         sys.exit(2)
 
 

@@ -306,6 +306,12 @@ def _tokenize(
     return texts, sentences, queries
 
 
+def tokenize_texts(texts: list[str], prep: Preprocessing) -> list[list[str]]:
+    """Texts a user types, tokenised as ``prep`` tokenises a dataset's passages (cleaning, tokeniser, case, digits;
+    no length filter, no boundary tokens): what ``attn-study-explain`` shows a trained run."""
+    return _tokenize([RawExample(uid=str(i), text=t, label=0) for i, t in enumerate(texts)], prep)[0]
+
+
 def _length_filter(
     examples: list[RawExample],
     texts: list[list[str]],

@@ -1,0 +1,99 @@
+"""``attn-study-explain``: a text a researcher types is read as the run's dataset reads its texts, and scored as the
+families score the test split — the same numbers, for a test instance typed back in, as the faithfulness family
+recorded for it (tokens.parquet)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from attn_study.cli import explain_main
+from attn_study.errors import UserError
+from attn_study.job.explain import explain, page, terminal
+from attn_study.job.run import run
+from tests.helpers import TINY, compose_config
+
+METHODS = ["attention", "gradient", "loo", "integrated_gradients"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny BiLSTM run with the faithfulness family's per-token scores of every method explain shows."""
+    run_dir = tmp_path_factory.mktemp("explain") / "run"
+    options = [
+        "analysis=[faithfulness]",
+        f"analysis.faithfulness.methods=[{','.join(METHODS)}]",
+        "analysis.faithfulness.tests=[removal]",
+        "analysis.faithfulness.max_instances=16",
+        "analysis.faithfulness.ig_steps=4",  # few steps: another count gives other numbers
+    ]
+    trained = ["trainer.max_epochs=4", "trainer.limit_train_batches=null", "dataset.source.n_train=600"]
+    run(compose_config(*TINY, *trained, "logger=none", "encoder=lstm", "encoder.hidden_size=8", *options), run_dir)
+    return run_dir
+
+
+def test_a_test_instance_typed_back_in_gets_the_scores_the_family_recorded(trained):
+    tokens = pd.read_parquet(trained / "analysis" / "faithfulness" / "tokens.parquet")
+    instances = pd.read_parquet(trained / "analysis" / "faithfulness" / "instances.parquet").set_index("uid")
+    rows = tokens.to_dict("records")
+    texts = [" ".join(row["tokens"]) for row in rows]
+    explained = explain(trained, texts, METHODS, ig_steps=4)
+    for row, e in zip(rows, explained):
+        assert e.tokens == list(row["tokens"]) and e.unknown == 0
+        for method in METHODS:
+            np.testing.assert_allclose(e.scores[method], np.asarray(row[method], float), rtol=1e-5, atol=1e-7)
+    labels = ["negative", "positive"]
+    for row, e in zip(rows, explained):
+        assert e.prediction == labels[int(instances.loc[row["uid"], "prediction"])]
+        assert e.probability == pytest.approx(float(instances.loc[row["uid"], "probability"]), rel=1e-5)
+
+
+def test_an_unknown_word_is_read_as_unk_and_counted(trained):
+    (e,) = explain(trained, ["zzzqqx good"], ["attention"])
+    assert e.tokens[0] == "<unk>" and e.unknown == 1
+    assert "1 word not in the run's vocabulary" in terminal([e], colour=False)
+    assert sum(e.scores["attention"]) == pytest.approx(1.0)  # α over the text's tokens
+
+
+def test_the_terminal_and_the_page_show_every_method_and_escape_the_text(trained):
+    (e,) = explain(trained, ["good <b>bad</b>"], ["attention", "gradient"])
+    plain = terminal([e], colour=False).splitlines()
+    assert plain[0].startswith("'good <b>bad</b>': ") and [line.split()[0] for line in plain[1:]] == [
+        "attention",
+        "gradient",
+    ]
+    coloured = terminal([e], colour=True)
+    assert "\x1b[" in coloured and "\x1b[0m" in coloured
+    html = page([e], trained)
+    assert "<b>bad</b>" not in html and "&lt;b&gt;" in html and html.count("full colour") == 2
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["good"], "--methods: unknown bogus"),
+        ([], "no text given"),
+    ],
+)
+def test_mistakes_are_one_line(trained, capsys, argv, says):
+    with pytest.raises(SystemExit) as exit_:
+        explain_main([str(trained), *argv, "--methods", "attention,bogus" if argv else "attention"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0]
+
+
+def test_the_page_never_overwrites_a_file(trained, tmp_path, capsys):
+    out = tmp_path / "mine.html"
+    out.write_text("keep")
+    with pytest.raises(SystemExit):
+        explain_main([str(trained), "good", "--methods", "attention", "--out", str(out)])
+    assert out.read_text() == "keep" and "the file exists" in capsys.readouterr().err
+    explain_main([str(trained), "good", "--methods", "attention", "--out", str(tmp_path / "new.html")])
+    assert "page: " in capsys.readouterr().out and (tmp_path / "new.html").is_file()
+
+
+def test_a_run_that_is_not_there_or_not_complete_is_one_line(tmp_path):
+    with pytest.raises(UserError, match="run="):
+        explain(tmp_path / "nothing", ["good"], ["attention"])
