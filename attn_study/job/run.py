@@ -97,7 +97,7 @@ def run(
     from attn_study.job.attempt import train_and_test  # Lightning and torch: once a run goes ahead
 
     try:
-        with stopping.on_stop(lambda signal_name: state.mark_interrupted(run_dir, running, signal_name)):
+        with stopping.on_stop(lambda signal_name: stopped(run_dir, running, signal_name)):
             summary = train_and_test(
                 plan,
                 run_dir,
@@ -129,6 +129,15 @@ def _failed(err: Exception, run_dir: Path, running: dict, keep_going: bool, else
         raise err
     log.error("job failed: %s (traceback: %s)", f"{type(err).__name__}: {err}".splitlines()[0], run_dir / layout.ERROR)
     return None
+
+
+def stopped(run_dir: Path, running: dict, signal_name: str) -> None:
+    """What a signal leaves of an attempt: no half-written analysis folder (``analysis/.<family>.partial``, where a
+    family writes before renaming it into place) — removed first —, then the run marked interrupted, its state left
+    ``running`` so that the next launch resumes it from ``checkpoints/last.ckpt``."""
+    for partial in (Path(run_dir) / layout.ANALYSIS).glob(".*.partial"):
+        shutil.rmtree(partial, ignore_errors=True)
+    state.mark_interrupted(run_dir, running, signal_name)
 
 
 def _finish_wandb() -> None:

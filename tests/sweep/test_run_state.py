@@ -203,6 +203,32 @@ def test_a_signal_stops_training_at_once_says_so_and_leaves_a_resumable_run(tmp_
     assert "interrupted" not in status(tmp_path)
 
 
+def test_a_stopped_attempt_removes_its_half_written_analysis_folder_before_it_is_marked_interrupted(tmp_path):
+    """What a signal during a run's analyses leaves: the family's hidden ``.partial`` folder removed first (the
+    finished families' folders kept), then the run marked interrupted — never the other way round, where a run
+    looks cleanly stopped while half-written results lie in it."""
+    from attn_study.job import run as run_module
+
+    (tmp_path / "analysis" / ".sparsity.partial").mkdir(parents=True)
+    (tmp_path / "analysis" / ".sparsity.partial" / "instances.parquet").write_bytes(b"half")
+    (tmp_path / "analysis" / "jain_wallace").mkdir()
+    running = state.mark_running(tmp_path, {"seed": 13}, {})
+    seen = []
+    real = state.mark_interrupted
+
+    def marking(run_dir, record, signal_name):
+        seen.append(sorted(p.name for p in (run_dir / "analysis").iterdir()))
+        return real(run_dir, record, signal_name)
+
+    try:
+        state.mark_interrupted = marking
+        run_module.stopped(tmp_path, running, "SIGINT")
+    finally:
+        state.mark_interrupted = real
+    assert seen == [["jain_wallace"]]  # the partial folder was gone when the run was marked
+    assert status(tmp_path)["interrupted"]["signal"] == "SIGINT" and status(tmp_path)["state"] == "running"
+
+
 def test_an_unreadable_status_never_lets_a_relaunch_delete_results(make_cfg, tmp_path):
     run(make_cfg(*QUICK), tmp_path)
     files = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and p.name != "status.json"}
