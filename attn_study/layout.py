@@ -26,7 +26,7 @@ ANALYSIS = "analysis"
 INSTANCES = "instances.parquet"  # and SUMMARY, inside analysis/<family>/
 TOKENS = "tokens.parquet"  # each instance's text and per-token importances, inside analysis/<family>/
 #: tokens.parquet's columns of text (the instance's uid, its tokens, a pair task's query); every other is a method's
-TOKENS_TEXT = ("uid", "tokens", "query")
+TOKENS_TEXT = ("uid", "tokens", "query", "words")
 EPOCHS_CSV, EPOCHS_PARQUET, EPOCHS_FIGURE = "epochs.csv", "epochs.parquet", "epochs.png"
 CSV, WANDB, REPORT = "csv", "wandb", "report"
 ANALYZE_LOGS = "analyze"

@@ -323,6 +323,13 @@ RANGES: dict[str, object] = {
     "encoder.self_attention": Word(
         ("softmax", "sparsemax", "entmax15", "pooling"), note="pooling: the model's own projection="
     ),
+    "encoder.path": PathTo(read=True, what="a Hugging Face checkpoint's folder (encoder=pretrained)"),
+    "encoder.finetune": BOOLEAN,
+    "encoder.max_length": whole(3, optional=True, note="a special token, a piece and a special token"),
+    "encoder.lr": number(SMALLEST_LR, note="below it no float32 weight changes: the encoder would stay as loaded"),
+    "encoder.weight_decay": number(0),
+    "encoder.warmup": number(0, 1, below=True, note="the share of the training steps the learning rate warms up"),
+    "encoder.mixed_precision": BOOLEAN,
     "attention.name": NAME,
     "attention._target_": TARGET,
     "attention.attention_dim": whole(1, optional=True),

@@ -27,6 +27,12 @@ SOFT_ATTENTION = Capability(
     lambda model: not hard_selection(model), "a selector's attention is its k selected tokens, all tied"
 )
 
+#: α pools the text's tokens (not fixed on a classification token: ``attention=cls``, a wrapped pretrained classifier)
+POOLING_ATTENTION = Capability(
+    lambda model: getattr(model, "pooling_attention", True),
+    "{model}'s attention is fixed on its classification token ([CLS]), on no token of the text",
+)
+
 
 @dataclass(frozen=True)
 class Need:

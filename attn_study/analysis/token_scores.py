@@ -1,7 +1,8 @@
 """Each analysed instance's text and the per-token importances a family computed for it: kept batch by batch
 (:class:`TokenScores`), written beside the family's per-instance rows as ``analysis/<family>/tokens.parquet``
 (one row per instance: ``uid``, ``tokens`` — the text's tokens as the model saw them, no ``<sos>``/``<eos>`` —,
-``query`` for a pair task, and one float32 list per method, a score per token), and shown as coloured text:
+``query`` for a pair task, ``words`` for word pieces (each piece's word: ``data/pieces.py``), and one float32 list
+per method, a score per token), and shown as coloured text:
 the report's instance explorer reads the file, and the family's W&B table carries the same colouring
 (:func:`coloured_cells`) for a bounded number of instances. Nothing here changes what a family measures."""
 
@@ -29,6 +30,7 @@ class TokenScores:
 
     ids: dict[int, np.ndarray] = field(default_factory=dict)
     query: dict[int, np.ndarray] = field(default_factory=dict)
+    words: dict[int, np.ndarray] = field(default_factory=dict)  # each piece's word (encoder=pretrained: word_ids)
     scores: dict[str, dict[int, np.ndarray]] = field(default_factory=dict)
 
     def add(self, batch: dict, sentences: bool = False, **scores: torch.Tensor | None) -> None:
@@ -52,8 +54,11 @@ class TokenScores:
         mask, ids = text.cpu().numpy(), batch["ids"].cpu().numpy()
         if "query_ids" in batch:
             query, query_mask = batch["query_ids"].cpu().numpy(), batch["query_mask"].cpu().numpy()
+        words = batch["word_ids"].cpu().numpy() if "word_ids" in batch else None
         for r, i in enumerate(batch["index"].tolist()):
             self.ids[i] = ids[r][mask[r]]
+            if words is not None:
+                self.words[i] = words[r][mask[r]]
             if "query_ids" in batch:
                 self.query[i] = query[r][query_mask[r]]
             for name, values in kept.items():
@@ -74,6 +79,8 @@ class TokenScores:
         out = {"uid": frame["uid"].tolist(), "tokens": decoded(self.ids)}
         if self.query:
             out["query"] = decoded(self.query)
+        if self.words:  # pieces of words (data/pieces.py): each piece's word, so that scores are read per word too
+            out["words"] = [self.words[i].tolist() if i in self.words else None for i in index]
         for name, kept in self.scores.items():
             out[name] = [kept[i] if i in kept else None for i in index]
         return pd.DataFrame(out)

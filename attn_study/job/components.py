@@ -156,8 +156,9 @@ def model_seed(cfg: DictConfig) -> int:
 
 
 def build_datamodule(cfg: DictConfig) -> TextDataModule:
+    """The run's data: the dataset's instances, as a checkpoint's tokenizer splits them under encoder=pretrained."""
     data = cfg.dataset
-    return TextDataModule(
+    settings = dict(
         source=component(data.source, option="dataset.source"),
         preprocessing={**OmegaConf.to_container(data.preprocessing, resolve=True), "inject": _injection(data)},
         batch_size=data.batch_size,
@@ -168,6 +169,16 @@ def build_datamodule(cfg: DictConfig) -> TextDataModule:
         seed=model_seed(cfg),  # the training order
         name=data.name,
     )
+    if pretrained_encoder(cfg):
+        from attn_study.models.pretrained import pretrained_data
+
+        return pretrained_data(cfg, settings)
+    return TextDataModule(**settings)
+
+
+def pretrained_encoder(cfg: DictConfig) -> bool:
+    """Whether the run's encoder is a Hugging Face checkpoint (``encoder=pretrained``)."""
+    return (cfg.get("encoder") or {}).get("name") == "pretrained"
 
 
 def _injection(data: DictConfig) -> dict | None:
@@ -178,6 +189,12 @@ def _injection(data: DictConfig) -> dict | None:
 
 def build_model(cfg: DictConfig, datamodule: TextDataModule) -> AttentionModule:
     """The LightningModule for ``cfg.model`` on ``datamodule``'s vocabulary and classes."""
+    if pretrained_encoder(cfg) or (cfg.get("attention") or {}).get("name") == "cls":
+        from attn_study.models.pretrained import pretrained_classifier
+
+        module = _module(cfg, pretrained_classifier(cfg, datamodule, component), datamodule)
+        module.embedding_coverage = None  # the checkpoint's own word pieces
+        return module
     m = cfg.model
     vocab = datamodule.vocab
     dim = m.network.embedding_dim

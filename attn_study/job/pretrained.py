@@ -42,7 +42,7 @@ def analyze_pretrained(cfg: DictConfig, out_dir: str | Path) -> dict:
     from attn_study.job.analyze import tidy
     from attn_study.job.components import build_analyses, component
     from attn_study.job.summary import rebuild_summary
-    from attn_study.models.huggingface import PretrainedClassifier, load_pretrained
+    from attn_study.models.huggingface import PretrainedClassifier, load_pretrained, position_limit
 
     data_cfg = compose("config", overrides=[str(o) for o in (cfg.get("hf_data") or [])] + ["analysis=[]"])
     seed = data_cfg.seed if cfg.get("seed") is None else cfg.seed
@@ -64,11 +64,12 @@ def analyze_pretrained(cfg: DictConfig, out_dir: str | Path) -> dict:
         raise UserError(f"attn-study-analyze: no analysis chosen; give analysis=[…] from {allowed}")
     hf_model, tokenizer = load_pretrained(cfg.hf_model)
     data = data_cfg.dataset
-    limit = min(int(tokenizer.model_max_length), int(getattr(hf_model.config, "max_position_embeddings", 512)))
     datamodule = PretrainedTextData(
         component(data.source, option="dataset.source"),
         tokenizer,
-        max_length=limit,
+        max_length=position_limit(hf_model.config, tokenizer),
+        pairs=False,
+        option="hf_model",
         preprocessing=OmegaConf.to_container(data.preprocessing, resolve=True),
         eval_batch_size=data.eval_batch_size,
         name=data.name,

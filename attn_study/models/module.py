@@ -343,11 +343,13 @@ class AttentionModule(L.LightningModule):
         self._log_epoch("test")
 
     def configure_optimizers(self):
+        extras = [p for part in (self.mask_classifier, self.word_tying) if part is not None for p in part.parameters()]
+        own = getattr(self.model, "configure_optimizers", None)
+        if callable(own):  # a pretrained encoder's fine-tuning recipe (models/pretrained.py): AdamW, warm-up, decay
+            return own(self.hparams, extras, self.trainer.estimated_stepping_batches)
         attention = [p for n, p in self.model.named_parameters() if n.startswith("scorer.") and p.requires_grad]
         rest = [p for n, p in self.model.named_parameters() if not n.startswith("scorer.") and p.requires_grad]
-        for extra in (self.mask_classifier, self.word_tying):
-            if extra is not None:
-                rest += list(extra.parameters())
+        rest += extras
         groups = [{"params": rest, "weight_decay": self.hparams.weight_decay}]
         if attention:
             groups.append({"params": attention, "weight_decay": self.hparams.attention_weight_decay})

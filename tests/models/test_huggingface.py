@@ -11,59 +11,11 @@ import pytest
 import torch
 
 from attn_study.cli import analyze_main
-from attn_study.data import synthetic
 from attn_study.errors import UserError
 from tests.helpers import entry_point, token_batch
+from tests.hf_checkpoints import save_checkpoint
 
 transformers = pytest.importorskip("transformers")
-
-# the synthetic task's words, so that its texts are not all [UNK]
-WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + sorted(
-    set(synthetic.POSITIVE + synthetic.NEGATIVE + synthetic.NEGATORS + synthetic.FILLER)
-)
-SIZES = {"hidden_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 16}
-SPREAD = 0.5  # initializer_range: a random model whose output moves when a token is deleted (0.02 barely does)
-
-
-def save_checkpoint(folder, kind: str = "bert", num_labels: int = 2, head: bool = True):
-    """A tiny random ``kind`` classifier (without ``head``: its bare encoder) and a WordLevel tokenizer
-    ([CLS] … [SEP]) saved in ``folder``."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
-
-    tokenizer = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="[UNK]"))
-    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
-    )
-    fast = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]"
-    )
-    torch.manual_seed(0)
-    if kind == "distilbert":
-        config = transformers.DistilBertConfig(
-            vocab_size=len(WORDS),
-            dim=8,
-            n_layers=2,
-            n_heads=2,
-            hidden_dim=16,
-            num_labels=num_labels,
-            initializer_range=SPREAD,
-        )
-    else:
-        make = {"bert": transformers.BertConfig, "roberta": transformers.RobertaConfig}[kind]
-        config = make(
-            vocab_size=len(WORDS),
-            max_position_embeddings=72,
-            num_labels=num_labels,
-            pad_token_id=0,
-            initializer_range=SPREAD,
-            **SIZES,
-        )
-    model = (transformers.AutoModelForSequenceClassification if head else transformers.AutoModel).from_config(config)
-    model.save_pretrained(folder)
-    fast.save_pretrained(folder)
-    return folder
-
 
 @pytest.mark.parametrize("kind", ["bert", "roberta", "distilbert"])
 def test_the_stages_give_the_checkpoints_own_output_and_its_attention(tmp_path, kind):

@@ -27,7 +27,7 @@ from attn_study.analysis.checks import whole
 from attn_study.analysis.erasure import zero_vector_logits
 from attn_study.analysis.importance import predict
 from attn_study.analysis.measuring import Measured
-from attn_study.analysis.needs import SOFT_ATTENTION, Need
+from attn_study.analysis.needs import POOLING_ATTENTION, SOFT_ATTENTION, Need
 from attn_study.stats import UNDEFINED, summarise, undefined_code
 
 from . import keys
@@ -51,6 +51,7 @@ class SerranoSmith(AnalysisCallback):
     # erasure renormalises a soft attention; a selector's hard k-token mask has no ranking of its own
     NEEDS = (
         Need(SOFT_ATTENTION, "erases weights of a soft attention in order", "analysis=[shortcuts] or [faithfulness]"),
+        Need(POOLING_ATTENTION, "erases weights of a pooling attention", "attention=additive or analysis=[agreement]"),
     )
     # the random item of the single test and the random ranking: each instance's own draws (analysis.seeding),
     # whatever the batch size and the tests that run; never renumber one

@@ -38,7 +38,7 @@ from attn_study.analysis.importance import (
     token_mask,
 )
 from attn_study.analysis.measuring import Measured, instance_row
-from attn_study.analysis.needs import SOFT_ATTENTION, TOKEN_ATTENTION, Need
+from attn_study.analysis.needs import POOLING_ATTENTION, SOFT_ATTENTION, TOKEN_ATTENTION, Need
 from attn_study.stats import (
     dropped_counts,
     entropy,
@@ -86,6 +86,7 @@ class Sparsity(AnalysisCallback):
     NEEDS = (
         Need(TOKEN_ATTENTION, "needs attention over tokens", "model=flat"),
         Need(SOFT_ATTENTION, "asks how sparse a learned attention is", "analysis=[shortcuts] or [faithfulness]"),
+        Need(POOLING_ATTENTION, "asks how sparse a pooling attention is", "attention=additive or analysis=[agreement]"),
     )
 
     def __init__(

@@ -23,7 +23,7 @@ from attn_study import layout
 from attn_study.analysis.callback import AnalysisCallback
 from attn_study.analysis.importance import predict
 from attn_study.analysis.measuring import Measured
-from attn_study.analysis.needs import SOFT_ATTENTION, TOKEN_ATTENTION, Need
+from attn_study.analysis.needs import POOLING_ATTENTION, SOFT_ATTENTION, TOKEN_ATTENTION, Need
 from attn_study.data.digest import text_digests
 from attn_study.errors import UserError
 from attn_study.stats import jsd, summarise, tvd
@@ -57,7 +57,7 @@ class WiegreffePinter(AnalysisCallback):
     NEEDS = tuple(
         Need(capability, "compares attention over tokens", "model=flat or pair")
         for capability in (TOKEN_ATTENTION, SOFT_ATTENTION)
-    )
+    ) + (Need(POOLING_ATTENTION, "compares pooling attentions", "attention=additive or dot"),)
 
     def __init__(self, *, base: str | None = None, **common):
         super().__init__(**common)
