@@ -1,5 +1,5 @@
 """The test families as Lightning callbacks: several per run, tracked during training, re-analysis
-without stale keys, readable result files, and the README's plain-Lightning script."""
+without stale keys, readable result files, and docs/lightning.md's plain-Lightning script."""
 
 from __future__ import annotations
 
@@ -225,16 +225,17 @@ def test_resumed_state_keeps_the_tracked_epochs_and_testing_an_earlier_checkpoin
     assert [r["epoch"] for r in callback.history_rows] == [0, 1, 2]
 
 
-def readme_example() -> str:
-    text = (REPO / "README.md").read_text()
+def lightning_example() -> str:
+    """The script of docs/lightning.md (the README links it): the families in a LightningModule of one's own."""
+    text = (REPO / "docs" / "lightning.md").read_text()
     match = re.search(r"<!-- example: plain-lightning -->\n```python\n(.*?)\n```", text, re.S)
-    assert match, "the README's plain-Lightning example is missing"
+    assert match, "docs/lightning.md's plain-Lightning example is missing"
     return match.group(1)
 
 
-def test_the_readme_plain_lightning_example_runs_as_written(tmp_path, monkeypatch, capsys):
-    """As a script of its own (fresh globals: an import the README leaves out fails), in this process."""
-    code = readme_example()
+def test_the_plain_lightning_example_runs_as_written(tmp_path, monkeypatch, capsys):
+    """As a script of its own (fresh globals: an import the page leaves out fails), in this process."""
+    code = lightning_example()
     assert "hydra" not in code.lower()
     script = tmp_path / "example.py"
     script.write_text(code)
