@@ -193,12 +193,12 @@ def _by_default(value: str) -> str:
 
 def family_options(conf: Path = CONF, width: int = 116) -> str:
     """Every family's options, set as ``analysis.<family>.<key>=value``: those all share
-    (``conf/_analysis_common.yaml``, each with its comment; an interpolated default shown as what it gives by
+    (``conf/analysis/_common.yaml``, each with its comment; an interpolated default shown as what it gives by
     default), then each family's own with their defaults (their comments: ``conf/analysis/<family>.yaml``)."""
     import textwrap
 
-    lines = [line for line in settings("_analysis_common", conf).splitlines() if not line.strip().startswith("_")]
-    shared = set(yaml.safe_load((conf / "_analysis_common.yaml").read_text()))
+    lines = [line for line in settings("analysis/_common", conf).splitlines() if not line.strip().startswith("_")]
+    shared = set(yaml.safe_load((conf / "analysis" / "_common.yaml").read_text()))
     for family in options("analysis", conf):
         values = yaml.safe_load((conf / "analysis" / f"{family}.yaml").read_text()) or {}
         own = [f"{k}={_shown_value(v)}" for k, v in values.items() if k not in shared and k != "defaults"]

@@ -117,7 +117,7 @@ def test_a_family_measured_on_a_sample_is_compared_and_its_verdict_names_the_sam
 
 
 def test_every_familys_sample_counts_unless_the_familys_own_option_says_otherwise():
-    """``analysis_max_instances=N`` samples every family (conf/_analysis_common.yaml), as a family's own option does;
+    """``analysis_max_instances=N`` samples every family (conf/analysis/_common.yaml), as a family's own option does;
     the family's own option wins (null: the whole split)."""
     sampled = runs([0.39, 0.40, 0.41], key="jw/tau_grad/class_0/mean", **{"jw/n_instances": [300, 300, 300]})
     sampled[0].config["overrides"] = ["analysis_max_instances=200"]
