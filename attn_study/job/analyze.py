@@ -108,6 +108,7 @@ def analyze(cfg: DictConfig) -> dict:
         enable_checkpointing=False,
         enable_progress_bar=False,
     )
+
     def stop(signal_name: str) -> None:  # what a signal leaves: a consistent record, loggers ended as stopped
         tidy(run_dir)
         tracking.stopped(loggers, signal_name, 128 + int(getattr(signal, signal_name)))
