@@ -17,6 +17,7 @@ from tests.hf_checkpoints import save_checkpoint
 
 transformers = pytest.importorskip("transformers")
 
+
 @pytest.mark.parametrize("kind", ["bert", "roberta", "distilbert"])
 def test_the_stages_give_the_checkpoints_own_output_and_its_attention(tmp_path, kind):
     from attn_study.analysis.aggregation import tracer
