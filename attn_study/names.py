@@ -22,13 +22,17 @@ def _source_name(source) -> str:
 
 def _parameters(cfg) -> dict[str, str]:
     """The groups' options that make another model under the same option name: a projection's parameter
-    (``sparsegen_lam-0.5``, ``entmax_bisect_alpha1.5``), pre-loaded attention's source run
-    (``preloaded_from_base``)."""
+    (``sparsegen_lam-0.5``, ``entmax_bisect_alpha1.5``), a pretrained encoder's checkpoint (``pretrained_bert-base``,
+    ``pretrained_bert-base_frozen``), pre-loaded attention's source run (``preloaded_from_base``)."""
     out = {}
     projection = cfg.get("projection") or {}
     for param in ("lam", "alpha"):
         if projection.get(param) is not None:
             out["projection"] = f"{projection.get('name')}_{param}{_number(projection.get(param))}"
+    encoder = cfg.get("encoder") or {}
+    if encoder.get("path"):  # encoder=pretrained: its checkpoint's folder, and whether it was frozen
+        frozen = "" if encoder.get("finetune", True) else "_frozen"
+        out["encoder"] = f"{encoder.get('name')}_{_source_name(encoder.get('path'))}{frozen}"
     attention = cfg.get("attention") or {}
     if attention.get("source"):
         out["attention"] = f"{attention.get('name')}_from_{_source_name(attention.get('source'))}"

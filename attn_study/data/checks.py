@@ -38,7 +38,8 @@ def check_data(datamodule, max_length: int | None = None) -> tuple[dict, list[st
             warnings.append(f"the {split} split has one class: its AUROC is undefined (null)")
     for split in ("train", "test"):
         ids = np.concatenate(data.splits[split].ids) if len(data.splits[split]) else np.zeros(0, dtype=np.int64)
-        rate = float(np.mean(ids == UNK_ID)) if len(ids) else 0.0
+        unknown = getattr(data.vocab, "unk_id", UNK_ID)  # a checkpoint's tokenizer has its own (encoder=pretrained)
+        rate = float(np.mean(ids == unknown)) if len(ids) else 0.0
         metrics[f"data/unk_rate/{split}"] = rate
         if rate > 0.5:
             warnings.append(

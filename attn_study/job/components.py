@@ -111,11 +111,12 @@ def check_settings(params: dict, option: str) -> None:
 
 def build_analyses(cfg: DictConfig) -> list:
     """The chosen test families (``cfg.analysis``, a node per family) as Lightning callbacks."""
-    # a node without _target_ holds options for a family that is not chosen (a recipe sets them): skipped
+    # a node without _target_ (or with a null one) holds options for a family that is not chosen (a recipe sets them;
+    # sweep=pretrained's [CLS] arm leaves out the families that perturb α): skipped
     return [
         component(node, option=f"analysis.{name}")
         for name, node in (cfg.get("analysis") or {}).items()
-        if node and "_target_" in node
+        if node and node.get("_target_")
     ]
 
 

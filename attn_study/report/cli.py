@@ -27,7 +27,7 @@ from attn_study.errors import UserError
 from attn_study.families import REGISTRY
 from attn_study.io import make_temporary_dir, read_json, write_json_atomic, write_text_atomic
 from attn_study.job import stopping
-from attn_study.report import accuracy, explorer, mohankumar, paper_tables, roar
+from attn_study.report import accuracy, explorer, mohankumar, paper_tables, pretrained, roar
 from attn_study.report.render import collapsed, embedded_png, html_page, html_table, section_id, thumbnail, write_table
 from attn_study.report.runs import (
     UNREADABLE,
@@ -232,6 +232,7 @@ def _write_all(work: Path, out_dir: Path, listing: Listing) -> list[tuple[str, s
     sections += mohankumar.sections(used, work)
     sections += roar.sections(used, work)  # runs built on runs: ROAR (attn_study/roar/)
     sections += accuracy.sections(used, work)
+    sections += pretrained.sections(used, work)  # encoder=pretrained beside the seeds' models (no paper's cells)
     sections += explorer.sections(used, work)  # every instance, sortable, with its text coloured per method
     curves = training_figures(used, work)
     if curves:

@@ -55,6 +55,7 @@ import numpy as np
 import pandas as pd
 
 from attn_study import families, layout
+from attn_study.data.pieces import RULES, words_of
 from attn_study.data.text import EOS, SOS
 from attn_study.errors import UserError
 from attn_study.figures.tokens import SCALE, scale, shades
@@ -96,15 +97,17 @@ class RunInstances:
         return cls(run, frames, tokens)
 
     def texts(self) -> dict:
-        """uid → (tokens, query) as the run recorded them (the first family's that did; query None for a flat
-        task), as tuples."""
+        """uid → (tokens, query, words) as the run recorded them (the first family's that did; query None for a
+        flat task; words, each piece's word, None but for word pieces: ``encoder=pretrained``), as tuples."""
         out: dict = {}
         for table in self.tokens.values():
             queries = table["query"] if "query" in table else None
-            for uid, words in table["tokens"].items():
-                if uid not in out and words is not None:
+            pieces = table["words"] if "words" in table else None
+            for uid, tokens in table["tokens"].items():
+                if uid not in out and tokens is not None:
                     query = None if queries is None or queries[uid] is None else tuple(queries[uid])
-                    out[uid] = (tuple(words), query)
+                    words = None if pieces is None or pieces[uid] is None else tuple(int(w) for w in pieces[uid])
+                    out[uid] = (tuple(tokens), query, words)
         return out
 
 
@@ -127,12 +130,14 @@ def _declared(family: str, name: str, default):
 
 @dataclass
 class Row:
-    """One row of the page: an instance as the runs in ``runs`` recorded it (``tokens`` None: none recorded it)."""
+    """One row of the page: an instance as the runs in ``runs`` recorded it (``tokens`` None: none recorded it;
+    ``words``: each token's word where the tokens are word pieces)."""
 
     uid: str
     runs: list[int]
     tokens: tuple | None
     query: tuple | None
+    words: tuple | None = None
 
 
 def _rows(runs: list[RunInstances], texts: list[dict]) -> tuple[list[Row], int]:
@@ -160,9 +165,9 @@ def _rows(runs: list[RunInstances], texts: list[dict]) -> tuple[list[Row], int]:
             differ += 1
             rows += [Row(str(uid), holding, *text) for text, holding in groups.items()]
             if unknown:
-                rows.append(Row(str(uid), unknown, None, None))
+                rows.append(Row(str(uid), unknown, None, None, None))
         else:
-            ((text, holding),) = groups.items() if groups else [((None, None), [])]
+            ((text, holding),) = groups.items() if groups else [((None, None, None), [])]
             rows.append(Row(str(uid), sorted(holding + unknown), *text))
     return rows, differ
 
@@ -180,11 +185,13 @@ def _at_rows(table: pd.DataFrame | pd.Series, where: pd.Series, n: int):
     return out.reindex(range(n))
 
 
-def _preview(tokens: tuple | None) -> str | None:
-    """The first :data:`PREVIEW` characters of a text's tokens joined by spaces, boundary markers left out; cut with
-    "…" where longer."""
+def _preview(tokens: tuple | None, words: tuple | None = None) -> str | None:
+    """The first :data:`PREVIEW` characters of a text's tokens — its words, where the tokens are word pieces
+    (``words``) — joined by spaces, boundary markers left out; cut with "…" where longer."""
     if tokens is None:
         return None
+    if words is not None:
+        tokens = [word for word, _ in words_of(tokens, words)]
     kept, size = [], 0
     for word in tokens:
         if word in (SOS, EOS):
@@ -299,7 +306,7 @@ def _columns(runs: list[RunInstances], rows: list[Row]) -> tuple[list[dict], lis
     n, several = len(rows), len(runs) > 1
     columns = [
         _entry("uid", "uid", "", pd.Series([row.uid for row in rows], dtype=object), True),
-        _entry("text", "text", "", pd.Series([_preview(row.tokens) for row in rows], dtype=object), True),
+        _entry("text", "text", "", pd.Series([_preview(row.tokens, row.words) for row in rows], dtype=object), True),
     ]
     columns[0]["visible"] = columns[1]["visible"] = True  # always, even where no run recorded a text
     columns[1]["tokens"] = True  # drawn token by token (each isolated: bidirectional text)
@@ -436,6 +443,20 @@ def _encoded_texts(texts: list) -> tuple[list[str], int, list]:
     return vocab, width, encoded
 
 
+def _word_pieces(rows: list[Row], named: list) -> dict:
+    """Where the texts are word pieces (``encoder=pretrained``): per row its pieces' words (``words``: each piece's
+    word, numbered 0, 1, … in the text, base64 of uint16: a text has fewer words than a checkpoint has positions),
+    the words' own texts (``word_texts``: ids into the
+    page's vocabulary) and how a word's score is read off its pieces (``word_rules``, the first shown at first:
+    ``data/pieces.py``); nothing otherwise."""
+    if all(row.words is None for row in rows):
+        return {}
+    words = [
+        None if row.words is None else _b64(np.unique(row.words, return_inverse=True)[1].astype("<u2")) for row in rows
+    ]
+    return {"words": words, "word_texts": named, "word_rules": list(RULES)}
+
+
 # -- the page --------------------------------------------------------------------------------------------------
 
 
@@ -464,7 +485,8 @@ def page_data(runs: list[RunInstances]) -> dict:
     columns, meta = _columns(runs, rows)
     methods = _methods(runs, rows, texts)
     n = len(rows)
-    vocab, width, encoded = _encoded_texts([r.tokens for r in rows] + [r.query for r in rows])  # one vocabulary
+    named = [None if r.words is None else tuple(w for w, _ in words_of(r.tokens, r.words)) for r in rows]
+    vocab, width, encoded = _encoded_texts([r.tokens for r in rows] + [r.query for r in rows] + named)  # one vocabulary
     uids = len({row.uid for row in rows})
     who = [
         f"{'r' + str(k + 1) + ' = ' if len(runs) > 1 else ''}{d.run.name}: {', '.join(d.frames) or 'no families'}"
@@ -497,7 +519,8 @@ def page_data(runs: list[RunInstances]) -> dict:
         "vocab": vocab,
         "width": width,
         "texts": encoded[:n],
-        "queries": encoded[n:],
+        "queries": encoded[n : 2 * n],
+        **_word_pieces(rows, encoded[2 * n :]),
         "methods": _encoded_methods(methods),
         "chunk": CHUNK,
         "no_text": no_text,

@@ -24,10 +24,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from attn_study.report import pretrained
 from attn_study.report import scorecard as sc
 from attn_study.report.coverage import available_data, coverage, display, reason_kinds, summary_line
 from attn_study.report.references import papers
-from attn_study.report.render import format_number, html_label, html_table, sentence, write_table
+from attn_study.report.render import format_number, html_label, html_table, section_id, sentence, write_table
 from attn_study.report.runs import Run
 
 #: outcome → the CSS class that colours its cells (render.STYLE)
@@ -99,6 +100,10 @@ def scorecard(used: list[Run], runs: list[Run], work: Path) -> Scorecard:
     untouched = [f"{titles.get(p, p)}, {s}" for (p, s), g in tables if _rank(g) == 2]
     lines = [f"{titles.get(p, p)}, {s}: {_summary_text(g)}" for (p, s), g in touched]
     anchors: list[str | None] = [_anchor(p, s) for (p, s), _ in touched]
+    outside = pretrained.scorecard_line(used)  # encoder=pretrained: no paper has a cell for it
+    if outside:
+        lines.append(outside)
+        anchors.append(section_id(pretrained.TITLE))
     if untouched:
         plural = "s" * (len(untouched) > 1)
         lines.append(f"{len(untouched)} other paper table{plural}: no run here gives a number of them")

@@ -68,8 +68,9 @@ def add_token(dataset, token: str) -> int:
 
 
 def check_token_unused(dataset, token: str) -> None:
-    """A mask token that the data's own vocabulary holds (a word of the text) is refused in one line."""
-    if token in dataset.vocab.stoi:
+    """A mask token that the data's own vocabulary holds (a word of the text) is refused in one line; a tokenizer's
+    special token (``[MASK]``: encoder=pretrained's pieces) is in its vocabulary but is no word of a text."""
+    if token in dataset.vocab.stoi and token not in getattr(dataset.vocab, "special_tokens", ()):
         raise DataError(
             f"roar.token={token}: the dataset's vocabulary already holds this word, so a masked token would look "
             "like it; choose another roar.token"

@@ -292,7 +292,8 @@ class Faithfulness(AnalysisCallback):
         sizes = hard_rationale_sizes(text, truth, run.extras["hard_k"])
         columns["hard_size"] = sizes
         columns["chance_auprc"], columns["chance_ap"] = chance_areas(text.sum(1), truth.sum(1))
-        columns["attention_rationale_mass"] = (alpha * truth).sum(1)  # Σ α_t over the rationale's tokens
+        if getattr(run.model, "pooling_attention", True):  # (attention=cls: α is on [CLS], no token of the text)
+            columns["attention_rationale_mass"] = (alpha * truth).sum(1)  # Σ α_t over the rationale's tokens
         for method, order in orders.items():
             columns[f"{method}_auprc"], columns[f"{method}_ap"] = precision_recall_areas(
                 torch.nan_to_num(scores[method].double(), nan=0.0), truth, text

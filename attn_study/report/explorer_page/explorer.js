@@ -361,6 +361,62 @@
     return Number.isFinite(x) ? Number(x.toPrecision(3)).toString() : "n/a";
   }
 
+  // ---- word pieces (encoder=pretrained): each word drawn once, its score read off its pieces' -----------------
+  // by the rule chosen above the table (D.word_rules: data/pieces.py), its pieces and score on hover
+  let wordRule = D.word_rules ? D.word_rules[0] : "pieces";
+  if (D.word_rules) {
+    const control = $("word-rule");
+    for (const rule of D.word_rules.concat(["pieces"])) {
+      const option = el("option", null, rule === "pieces" ? "word pieces" : "words (" + rule + " of their pieces)");
+      option.value = rule;
+      control.appendChild(option);
+    }
+    control.value = wordRule;
+    $("word-view").hidden = false;
+    control.addEventListener("change", function () {
+      wordRule = control.value;
+      if (selected >= 0) select(selected);
+    });
+  }
+
+  function wordScore(values, rule) {
+    // data/pieces.py's word_scores: sum; max, the piece of largest magnitude with its sign; first (NaN as there)
+    if (rule === "first") return values[0];
+    if (values.some(Number.isNaN)) return NaN;
+    if (rule === "sum") return values.reduce((a, b) => a + b, 0);
+    return values.reduce((a, b) => (Math.abs(b) > Math.abs(a) ? b : a));
+  }
+
+  function wordsOf(i) {
+    // row i's words, each {label, pieces: positions in the text}, or null to draw its pieces
+    if (wordRule === "pieces" || !D.words || D.words[i] === null) return null;
+    const raw = bytes(D.words[i]);
+    const word = new Uint16Array(raw.buffer);
+    const named = ids(D.word_texts, i);
+    const out = [];
+    word.forEach(function (w, t) {
+      if (!out[w]) out[w] = { label: D.vocab[named[w]], pieces: [] };
+      out[w].pieces.push(t);
+    });
+    return out;
+  }
+
+  function drawnItems(q, top, text, i) {
+    // what a copy draws — its pieces, or its words — each {label, shade, title}, and its full-colour |score|
+    const piece = (t) => (q[t] === -128 ? NaN : (q[t] / D.levels) * top);
+    const words = wordsOf(i);
+    if (words === null) {
+      const items = Array.from(text, (id, t) => ({ label: D.vocab[id], score: piece(t), title: null }));
+      return { items: items, top: top };
+    }
+    const items = words.map(function (w) {
+      const names = w.pieces.map((t) => D.vocab[text[t]]).join(" ");
+      return { label: w.label, score: wordScore(w.pieces.map(piece), wordRule), title: names };
+    });
+    const finite = items.map((it) => Math.abs(it.score)).filter(Number.isFinite);
+    return { items: items, top: finite.length ? Math.max(...finite) : NaN };
+  }
+
   function copy(method, text, i) {
     const box = el("div", "copy");
     box.dataset.method = method.label;
@@ -370,36 +426,43 @@
     name.title = method.definition;
     head.appendChild(name);
     head.appendChild(el("span", "src", "from " + method.families.join(", ")));
-    const top = method.scales[i];
-    head.appendChild(el("span", "scale", top === null ? "" : "full colour at |score| = " + number(top)));
     box.appendChild(head);
     const body = el("div", "text");
     box.appendChild(body);
-    if (method.codes[i] === null || top === null) {
+    const scale = el("span", "scale", "");
+    head.appendChild(scale);
+    if (method.codes[i] === null || method.scales[i] === null) {
       body.appendChild(el("span", "note", "no score for this instance (not computed, or missing: e.g. no adversary within ε)"));
       return box;
     }
     const q = new Int8Array(bytes(method.codes[i]).buffer);
+    const shown = drawnItems(q, method.scales[i], text, i);
+    const top = shown.top, items = shown.items;
+    scale.textContent = Number.isFinite(top) && top > 0 ? "full colour at |score| = " + number(top) : "";
     const more = el("button", "more");
     more.type = "button";
     body.appendChild(more);
     let drawn = 0;
     function draw() {
-      // the next D.chunk tokens, before the button; the button says what is left, and goes when nothing is
-      const end = Math.min(text.length, drawn + D.chunk);
+      // the next D.chunk tokens (or words), before the button; the button says what is left, and goes when nothing is
+      const end = Math.min(items.length, drawn + D.chunk);
       const parts = document.createDocumentFragment();
       for (let t = drawn; t < end; t++) {
-        const shade = q[t] === -128 ? NaN : q[t] / D.levels;
-        const span = el("span", "tok" + (Math.abs(shade) > D.scale.dark ? " dark" : ""), D.vocab[text[t]]);
+        const it = items[t];
+        const shade = top > 0 ? it.score / top : it.score === 0 ? 0 : NaN;
+        const span = el("span", "tok" + (Math.abs(shade) > D.scale.dark ? " dark" : ""), it.label);
         span.style.backgroundColor = colour(shade);
-        span.title = Number.isNaN(shade) ? "n/a" : number(shade * top);
+        const value = Number.isNaN(shade) ? "n/a" : number(it.score);
+        span.title = it.title === null ? value : it.title + ": " + value;
+        if (it.title !== null) span.dataset.pieces = it.title;
         parts.appendChild(span);
         parts.appendChild(document.createTextNode(" "));
       }
       body.insertBefore(parts, more);
       drawn = end;
-      const left = text.length - drawn;
-      if (left > 0) more.textContent = "show " + Math.min(D.chunk, left) + " more tokens (" + left + " not shown)";
+      const left = items.length - drawn;
+      const unit = items.length === text.length ? " tokens" : " words";
+      if (left > 0) more.textContent = "show " + Math.min(D.chunk, left) + " more" + unit + " (" + left + " not shown)";
       else more.remove();
     }
     more.addEventListener("click", draw);
@@ -416,7 +479,8 @@
       p.appendChild(span);
       p.appendChild(document.createTextNode(" "));
     }
-    p.appendChild(document.createTextNode(" (hover a token for its score, a method's name for what it is)."));
+    const words = D.word_rules ? "; a word: its pieces and its score" : "";
+    p.appendChild(document.createTextNode(" (hover a token for its score" + words + ", a method's name for what it is)."));
     return p;
   }
 
