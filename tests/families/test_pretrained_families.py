@@ -165,6 +165,33 @@ def test_wiegreffe_and_pinters_uniform_baseline_weighs_every_text_piece_alike(fo
     torch.testing.assert_close(alpha, batch["token_mask"] / pieces)
 
 
+def test_wiegreffe_and_pinters_preloaded_attention_is_the_one_given_bit_for_bit(folder):
+    """Another run's α attached to the pieces (attention=preloaded): α_t ∝ t over each text's pieces, 0 on [CLS] and
+    [SEP], returned as it is — and renormalised over what is left when a piece is deleted."""
+    from attn_study.analysis.importance.leave_one_out import sub_batch
+    from attn_study.models.attention import PreloadedAttention
+
+    data = data_of()
+    given = {}
+    for split in ("train", "dev", "test"):
+        given[split] = []
+        for ids in data.split(split).ids:
+            weights = np.arange(len(ids), dtype=np.float32)
+            weights[[0, -1]] = 0
+            given[split].append(weights / weights.sum())
+    data.fix_attention(given)
+    model = model_of(folder, scorer=lambda hidden_dim: PreloadedAttention(hidden_dim))
+    batch = next(iter(data.loader("test")))
+    with torch.no_grad():
+        alpha = model.attend(model.encode(batch))
+        for r, i in enumerate(batch["index"].tolist()):
+            assert torch.equal(alpha[r, : len(given["test"][i])], torch.from_numpy(given["test"][i]))
+        shorter = sub_batch(batch, torch.tensor([0]), torch.tensor([1]))  # the first piece of instance 0 deleted
+        kept = model.attend(model.encode(shorter))[0]
+    weights = np.delete(given["test"][int(batch["index"][0])], 1)
+    np.testing.assert_allclose(kept[: len(weights)].numpy(), weights / weights.sum(), rtol=1e-6)
+
+
 def test_roar_masks_pieces_with_the_tokenizers_mask_token():
     from attn_study.errors import DataError
     from attn_study.roar import masking

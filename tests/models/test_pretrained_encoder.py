@@ -292,3 +292,61 @@ def test_what_encoder_pretrained_cannot_take_is_refused_in_one_line(tmp_path, ov
         build_plan(check_plan(run_config(folder, "analysis=[]", *overrides)), tmp_path / "run")
     assert "\n" not in str(refused.value)
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_the_batch_benchmark_runs_each_family_at_batch_1_and_at_its_chosen_batch(tmp_path):
+    """benchmarks/pretrained_batch.py on a tiny trained run: a row per family, the chosen batch (the CPU's token
+    budget over 4 texts: more than 1), the same instances at each batch."""
+    import subprocess
+    import sys
+
+    from attn_study.job.run import run
+    from tests.helpers import REPO, cli_env
+
+    folder = save_checkpoint(tmp_path / "bert", head=False, pieces=True)
+    run(run_config(folder, "analysis=[]"), tmp_path / "run")
+    out = tmp_path / "batch.csv"
+    done = subprocess.run(
+        [sys.executable, "benchmarks/pretrained_batch.py", "--run", str(tmp_path / "run"), "--instances", "4"]
+        + ["--families", "jain_wallace,sparsity", "--threads", "1", "--out", str(out)],
+        cwd=REPO,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    rows = pd.read_csv(out)
+    assert rows["family"].tolist() == ["jain_wallace", "sparsity"]
+    assert (rows["chosen_batch"] > 1).all() and (rows["instances"] == 4).all()
+    assert (rows["batch1_instances_per_s"] > 0).all() and (rows["chosen_instances_per_s"] > 0).all()
+
+
+@pytest.mark.parametrize("kind, limit", [("bert", 72), ("roberta", 72 - 1), ("distilbert", 512)])
+def test_a_text_may_hold_as_many_pieces_as_the_checkpoint_has_positions(tmp_path, kind, limit):
+    """BERT: its 72 positions; RoBERTa: 72 less the positions up to its padding index 0 (its positions start at 1);
+    DistilBERT's config keeps the default 512."""
+    from attn_study.models.huggingface import load_tokenizer
+    from attn_study.models.pretrained import piece_limit
+
+    config, fast = load_tokenizer(save_checkpoint(tmp_path / kind, kind, head=False, pieces=True))
+    assert piece_limit(config, fast, None) == limit and piece_limit(config, fast, 10) == 10
+
+
+def test_the_run_is_named_after_its_checkpoint_and_whether_it_was_frozen(tmp_path):
+    folder = tmp_path / "tiny-bert"
+    assert "-pretrained_tiny-bert-additive-" in run_config(folder).run_name
+    assert "-pretrained_tiny-bert_frozen-cls-" in run_config(folder, "encoder.finetune=false", "attention=cls").run_name
+
+
+def test_the_unknown_rate_counts_the_tokenizers_own_unknown_piece():
+    """check_data's data/unk_rate/<split> is the share of pieces that are the tokenizer's unknown token (by id)."""
+    from attn_study.data.checks import check_data
+    from tests.data.test_word_pieces import PairSource, data
+
+    module = data(PairSource(texts=["film", "zzz film", "zzz zzz"]))
+    module.data.vocab.unk_id = 3  # [SEP], as if it were the tokenizer's unknown token: one per text
+    metrics, _ = check_data(module)
+    pieces = np.concatenate(module.split("test").ids)
+    # [CLS] film [SEP], [CLS] [UNK] film [SEP], [CLS] [UNK] [UNK] [SEP]: 3 of 11 pieces
+    assert metrics["data/unk_rate/test"] == pytest.approx(np.mean(pieces == 3)) == pytest.approx(3 / 11)
