@@ -1,4 +1,5 @@
-"""Fixtures shared by every test: an isolated cache and offline W&B, and config composition."""
+"""Fixtures shared by every test: an isolated cache and offline W&B, config composition, and the runs trained once
+per pytest run."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # `make test` runs two workers: one t
 import pytest
 import torch
 
-from tests.helpers import compose_config
+from tests.helpers import TrainedRuns, compose_config
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
@@ -27,3 +28,11 @@ def isolated_env(tmp_path, monkeypatch):
 def make_cfg():
     """``make_cfg(*overrides)`` → the composed run config, as ``attn-study`` would build it."""
     return compose_config
+
+
+@pytest.fixture(scope="session")
+def trained_runs(tmp_path_factory) -> TrainedRuns:
+    """The runs trained once for the whole pytest run (tests.helpers.TrainedRuns): under xdist, in the base temporary
+    folder that every worker's own lies in, so the workers share them."""
+    base = tmp_path_factory.getbasetemp()
+    return TrainedRuns((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "trained-runs")

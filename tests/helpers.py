@@ -4,9 +4,11 @@ and a reader for the offline W&B run files. Fixtures live in the conftest.py fil
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 from functools import partial
@@ -16,6 +18,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from filelock import FileLock  # comes with torch
 from hydra import compose, initialize_config_dir
 
 from attn_study.cli import CONFIG_DIR
@@ -173,6 +176,60 @@ def accuracy_by_hand(run_dir: Path) -> float:
             predicted = loaded.model.probabilities(loaded.model(batch)[0]).argmax(-1)
             correct.append(bool(predicted.item() == batch["labels"].item()))
     return float(np.mean(correct))
+
+
+# -- runs trained once per pytest run (tests/conftest.py's trained_runs) ---------------------------
+
+
+def train_run(overrides: list[str], run_dir: Path, data_cache: Path) -> None:
+    """``attn-study`` with ``overrides`` into ``run_dir`` (``job.run.run``: status, record, summary), its data cached
+    in ``data_cache`` whatever the calling test set ``ATTN_STUDY_CACHE`` to."""
+    from attn_study.job.run import run
+
+    before = os.environ.get("ATTN_STUDY_CACHE")
+    os.environ["ATTN_STUDY_CACHE"] = str(data_cache)
+    try:
+        run(compose_config(*overrides), run_dir)
+    finally:
+        if before is None:
+            del os.environ["ATTN_STUDY_CACHE"]
+        else:
+            os.environ["ATTN_STUDY_CACHE"] = before
+
+
+class TrainedRuns:
+    """Runs trained once per pytest run, each keyed by its overrides (and the name of its directory, which W&B groups
+    it by), under ``root``: the first test to ask for a run trains it, the others — in any xdist worker — wait for it
+    behind a file lock and get the same directory. A run asked for again after a failed or killed attempt is trained
+    afresh. The overrides must say everything the run depends on (a test that patches the code a run calls trains
+    its own)."""
+
+    def __init__(self, root: Path, train=train_run):
+        self.root, self.train = Path(root), train
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def get(self, *overrides: str, name: str = "run") -> Path:
+        """The complete run of ``overrides`` at ``<root>/<key>/<name>``: to be read, never changed (:meth:`copy`)."""
+        from attn_study.job.state import is_complete
+
+        key = hashlib.sha256(json.dumps([name, *overrides]).encode()).hexdigest()[:16]
+        run_dir = self.root / key / name
+        with FileLock(self.root / f"{key}.lock"):
+            if not is_complete(run_dir):
+                shutil.rmtree(run_dir.parent, ignore_errors=True)
+                run_dir.parent.mkdir()
+                (run_dir.parent / "overrides.json").write_text(json.dumps(list(overrides)))
+                self.train(list(overrides), run_dir, self.root / "data-cache")
+        return run_dir
+
+    def copy(self, *overrides: str, into: Path, name: str = "run") -> Path:
+        """A private copy of :meth:`get`'s run at ``into/name``, for a test that changes it (analyses it again,
+        resumes it, damages it)."""
+        return Path(shutil.copytree(self.get(*overrides, name=name), Path(into) / name, symlinks=True))
+
+    def summary(self, *overrides: str, name: str = "run") -> dict:
+        """The run's ``summary.json``: what ``job.run.run`` returned when it trained it."""
+        return summary(self.get(*overrides, name=name))
 
 
 # -- small models and batches --------------------------------------------------------------------
