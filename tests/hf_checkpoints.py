@@ -80,8 +80,7 @@ def save_checkpoint(
             vocab_size=size,
             max_position_embeddings=72,
             num_labels=num_labels,
-            pad_token_id=0,
-            sep_token_id=3,
+            pad_token_id=0,  # no sep_token_id: a real BERT's config.json has none (its tokenizer has [SEP])
             initializer_range=SPREAD,
             **SIZES,
         )

@@ -67,7 +67,12 @@ class PretrainedEncoder(nn.Module):
         layers = getattr(config, "num_hidden_layers", None) or config.n_layers
         self.output_dim = int(getattr(config, "hidden_size", None) or config.dim)
         self.attention_shape = (int(layers), int(heads), True)  # layers, heads, f^h known (aggregation methods)
-        self.separator = getattr(config, "sep_token_id", None)
+        # [SEP]'s id as the tokenizer builds pairs (a real BERT's config.json has no sep_token_id)
+        self.separator = (
+            tokenizer.sep_token_id if tokenizer.sep_token_id is not None else getattr(config, "sep_token_id", None)
+        )
+        if self.kind == "bert" and self.separator is None:
+            raise UserError(f"encoder.path={path}: a BERT checkpoint's tokenizer needs a sep_token ([SEP])")
         self.finetune, self.lr, self.weight_decay, self.warmup = bool(finetune), float(lr), float(weight_decay), warmup
         self.mixed_precision = bool(mixed_precision)
         self.hf.requires_grad_(self.finetune)
@@ -91,13 +96,8 @@ class PretrainedEncoder(nn.Module):
         DistilBERT have none."""
         if self.kind != "bert" or ids is None:
             return {}
-        separators = (ids == self._separator_id()).long()
+        separators = (ids == self.separator).long()
         return {"token_type_ids": ((separators.cumsum(1) - separators) > 0).long()}
-
-    def _separator_id(self) -> int:
-        if self.separator is None:
-            raise UserError("encoder=pretrained: the checkpoint's config has no sep_token_id (BERT's [SEP])")
-        return int(self.separator)
 
     def forward(
         self, embedded: torch.Tensor, mask: torch.Tensor, lengths: torch.Tensor, ids: torch.Tensor | None = None

@@ -14,6 +14,7 @@ import torch
 
 from attn_study.errors import UserError
 from attn_study.models.attention import AdditiveScorer
+from attn_study.models.pretrained import PretrainedEncoder
 from attn_study.models.projection import Softmax
 from tests.helpers import compose_config
 from tests.hf_checkpoints import save_checkpoint, tokenizer
@@ -67,6 +68,18 @@ def test_the_encoder_gives_the_checkpoints_own_states_and_the_attention_weighs_t
     torch.testing.assert_close(alpha.sum(-1), torch.ones(3))
     pooled = (alpha.unsqueeze(-1) * enc.hidden).sum(1)
     torch.testing.assert_close(logits, pooled @ model.output.weight.T + model.output.bias)
+
+
+def test_a_bert_whose_tokenizer_has_no_separator_is_refused_when_the_model_is_built(tmp_path):
+    """BERT's segments are read off [SEP] (the tokenizer's; its config.json, like a real BERT's, has no
+    sep_token_id): without one the run is refused in one line before training, not at its first step."""
+    folder = save_checkpoint(tmp_path / "bert", head=False, pieces=True)
+    settings = json.loads((folder / "tokenizer_config.json").read_text())
+    del settings["sep_token"]
+    (folder / "tokenizer_config.json").write_text(json.dumps(settings))
+    with pytest.raises(UserError, match=r"^encoder.path=.*: a BERT checkpoint's tokenizer needs a sep_token") as no:
+        PretrainedEncoder(str(folder))
+    assert "\n" not in str(no.value)
 
 
 def test_a_texts_states_do_not_depend_on_the_padding_beside_it(tmp_path):
