@@ -169,32 +169,22 @@ def publish_summary(loggers, summary: dict, step: int, headline_keys: tuple[str,
             final_values(lg, summary, step, headline_keys)
 
 
-def finish(loggers) -> None:
+def finish(loggers, stopped_by: str | None = None, code: int | None = None) -> None:
     """Each logger finalised and the W&B run ended (its offline files complete), each failure one line
-    (:func:`reported`)."""
+    (:func:`reported`). ``stopped_by`` a signal's name: finalised as failed, the W&B run ended with
+    ``run/stopped_by`` in its summary and exit status ``code`` (128 + the signal's number: W&B then shows it failed,
+    never still running)."""
     import sys
 
+    moment = "the end of the run" if stopped_by is None else "the stop"
     for lg in loggers:
-        with reported(logger_name(lg), "the end of the run"):
-            lg.finalize("success")
+        with reported(logger_name(lg), moment):
+            lg.finalize("success" if stopped_by is None else "failed")
     wandb = sys.modules.get("wandb")
     if wandb is not None and wandb.run is not None:
-        with reported("W&B", "the end of the run"):
-            wandb.finish()
-
-
-def stopped(loggers, signal_name: str, code: int) -> None:
-    """Each logger finalised as stopped, and the W&B run ended with ``run/stopped_by`` in its summary and exit status
-    ``code`` (128 + the signal's number: W&B then shows it failed, never still running); each failure one line."""
-    import sys
-
-    for lg in loggers:
-        with reported(logger_name(lg), "the stop"):
-            lg.finalize("failed")
-    wandb = sys.modules.get("wandb")
-    if wandb is not None and wandb.run is not None:
-        with reported("W&B", "the stop"):
-            wandb.run.summary["run/stopped_by"] = signal_name
+        with reported("W&B", moment):
+            if stopped_by is not None:
+                wandb.run.summary["run/stopped_by"] = stopped_by
             wandb.finish(exit_code=code)
 
 

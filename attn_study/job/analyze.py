@@ -111,7 +111,7 @@ def analyze(cfg: DictConfig) -> dict:
 
     def stop(signal_name: str) -> None:  # what a signal leaves: a consistent record, loggers ended as stopped
         tidy(run_dir)
-        tracking.stopped(loggers, signal_name, 128 + int(getattr(signal, signal_name)))
+        tracking.finish(loggers, signal_name, 128 + int(getattr(signal, signal_name)))
 
     with stopping.on_stop(stop):
         try:
