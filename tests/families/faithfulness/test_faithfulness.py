@@ -27,11 +27,10 @@ from attn_study.families.faithfulness.measures import (
     removal_curves,
     top_counts,
 )
-from attn_study.job.run import run as run_job
 from attn_study.models import attention, encoders
 from attn_study.stats import bootstrap_ci_of
 from tests import reference as ref
-from tests.helpers import TINY, compose_config, tiny_model, token_batch
+from tests.helpers import TINY, tiny_model, token_batch
 
 #: the family's streams of the tie-breaking keys and the soft metrics' masks (analysis.seeding)
 TIES, SOFT = Faithfulness.STREAMS["ties"], Faithfulness.STREAMS["soft"]
@@ -244,9 +243,9 @@ def test_paired_comparison_is_scipys_wilcoxon():
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    run = tmp_path_factory.mktemp("ff") / "run"
-    cfg = compose_config(
+def trained(trained_runs):
+    """The run (trained once for the whole pytest run: read, never changed) and its summary."""
+    overrides = [
         *TINY,
         "encoder=lstm",
         "encoder.hidden_size=16",
@@ -261,8 +260,8 @@ def trained(tmp_path_factory):
         "analysis.faithfulness.tests=[removal,rationale,soft,auc_tp]",
         "analysis.faithfulness.auc_tp_classes=predicted",  # the signed methods' class sums are 0 (issue 38 §7)
         "logger=csv",
-    )
-    return run, run_job(cfg, run)
+    ]
+    return trained_runs.get(*overrides), trained_runs.summary(*overrides)
 
 
 def test_known_rationales_rank_above_chance(trained):

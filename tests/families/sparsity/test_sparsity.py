@@ -21,7 +21,6 @@ from attn_study.analysis.importance import (
 )
 from attn_study.analysis.measuring import analysis_mode
 from attn_study.families.sparsity.callback import Sparsity, pooled_over_rows
-from attn_study.job.run import run as run_job
 from attn_study.models import encoders, projection
 from attn_study.stats import entropy
 from tests import reference as ref
@@ -201,25 +200,25 @@ def test_padding_never_enters_any_statistic():
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """Tiny trained models: noenc and BiLSTM with softmax, BiLSTM with sparsemax."""
+def trained(trained_runs):
+    """Tiny trained models (trained once for the whole pytest run: read, never changed) and their summaries: noenc
+    and BiLSTM with softmax, BiLSTM with sparsemax."""
     out = {}
-    for name, overrides in {
+    for name, choice in {
         "noenc": ["encoder=noenc"],
         "lstm": ["encoder=lstm", "encoder.hidden_size=8"],
         "sparsemax": ["encoder=lstm", "encoder.hidden_size=8", "projection=sparsemax"],
     }.items():
-        run = tmp_path_factory.mktemp(name) / "run"
-        cfg = compose_config(
+        overrides = [
             *TINY,
-            *overrides,
+            *choice,
             "analysis=[sparsity]",
             "analysis.sparsity.max_instances=20",
             "trainer.max_epochs=2",
             "trainer.limit_train_batches=1.0",
             "logger=csv",
-        )
-        out[name] = (run, run_job(cfg, run))
+        ]
+        out[name] = (trained_runs.get(*overrides), trained_runs.summary(*overrides))
     return out
 
 
