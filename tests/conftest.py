@@ -31,8 +31,10 @@ def make_cfg():
 
 
 @pytest.fixture(scope="session")
-def trained_runs(tmp_path_factory) -> TrainedRuns:
+def trained_runs(tmp_path_factory):
     """The runs trained once for the whole pytest run (tests.helpers.TrainedRuns): under xdist, in the base temporary
-    folder that every worker's own lies in, so the workers share them."""
+    folder that every worker's own lies in, so the workers share them. At the end, none may have been changed."""
     base = tmp_path_factory.getbasetemp()
-    return TrainedRuns((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "trained-runs")
+    runs = TrainedRuns((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "trained-runs")
+    yield runs
+    runs.check_all_unchanged()  # no test changed a run it was handed to read

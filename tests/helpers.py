@@ -197,6 +197,15 @@ def train_run(overrides: list[str], run_dir: Path, data_cache: Path) -> None:
             os.environ["ATTN_STUDY_CACHE"] = before
 
 
+def files_of(folder: Path) -> dict[str, list[int]]:
+    """Each file under ``folder`` (its path relative to it) → [size, modification time in ns]."""
+    return {
+        str(path.relative_to(folder)): [path.lstat().st_size, path.lstat().st_mtime_ns]
+        for path in sorted(Path(folder).rglob("*"))
+        if not path.is_dir()
+    }
+
+
 class TrainedRuns:
     """Runs trained once per pytest run, each keyed by its overrides (and the name of its directory, which W&B groups
     it by), under ``root``: the first test to ask for a run trains it, the others — in any xdist worker — wait for it
@@ -209,7 +218,8 @@ class TrainedRuns:
         self.root.mkdir(parents=True, exist_ok=True)
 
     def get(self, *overrides: str, name: str = "run") -> Path:
-        """The complete run of ``overrides`` at ``<root>/<key>/<name>``: to be read, never changed (:meth:`copy`)."""
+        """The complete run of ``overrides`` at ``<root>/<key>/<name>``: to be read, never changed (:meth:`copy`).
+        A run that a test changed since it was trained is refused (AssertionError naming what changed)."""
         from attn_study.job.state import is_complete
 
         key = hashlib.sha256(json.dumps([name, *overrides]).encode()).hexdigest()[:16]
@@ -220,7 +230,23 @@ class TrainedRuns:
                 run_dir.parent.mkdir()
                 (run_dir.parent / "overrides.json").write_text(json.dumps(list(overrides)))
                 self.train(list(overrides), run_dir, self.root / "data-cache")
+                (run_dir.parent / "files.json").write_text(json.dumps(files_of(run_dir)))
+            self.check_unchanged(run_dir)
         return run_dir
+
+    def check_unchanged(self, run_dir: Path) -> None:
+        """AssertionError unless ``run_dir`` holds the very files (path, size, modification time) it held once
+        trained."""
+        trained, now = json.loads((run_dir.parent / "files.json").read_text()), files_of(run_dir)
+        changed = sorted(path for path in trained.keys() | now.keys() if trained.get(path) != now.get(path))
+        assert not changed, f"a test changed the cached run {run_dir} (use TrainedRuns.copy): {changed[:5]}"
+
+    def check_all_unchanged(self) -> None:
+        """:meth:`check_unchanged` for every run trained under ``root``."""
+        for record in sorted(self.root.glob("*/files.json")):
+            (run_dir,) = [p for p in record.parent.iterdir() if p.is_dir()]
+            with FileLock(self.root / f"{record.parent.name}.lock"):
+                self.check_unchanged(run_dir)
 
     def copy(self, *overrides: str, into: Path, name: str = "run") -> Path:
         """A private copy of :meth:`get`'s run at ``into/name``, for a test that changes it (analyses it again,

@@ -69,6 +69,28 @@ def test_a_run_whose_training_failed_is_trained_again_from_nothing(tmp_path):
     assert runs.summary("a=1") == {"overrides": ["a=1"]} and trainer.calls == 2
 
 
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda run: (run / "summary.json").write_text("{}"),
+        lambda run: (run / "analysis").mkdir() or (run / "analysis" / "more.json").write_text("{}"),
+    ],
+    ids=["rewritten", "added"],
+)
+def test_a_cached_run_that_a_test_changed_is_refused_by_name(tmp_path, change):
+    """A file of a cached run rewritten or added: the next caller and the end-of-session check both refuse
+    it, naming the file; an untouched run passes both."""
+    runs = TrainedRuns(tmp_path, CountingTrainer())
+    untouched, changed = runs.get("a=1"), runs.get("a=2")
+    runs.check_all_unchanged()
+    change(changed)
+    with pytest.raises(AssertionError, match=r"changed the cached run .*(summary\.json|more\.json)"):
+        runs.get("a=2")
+    with pytest.raises(AssertionError, match=str(changed)):
+        runs.check_all_unchanged()
+    assert runs.get("a=1") == untouched
+
+
 def test_a_copied_run_is_the_same_complete_run_wherever_it_lies(trained_runs, tmp_path):
     """The copy is complete, loads with the same model and data, is skipped by a relaunch of its config (same
     identity), and is analysed again in its own folder only — its W&B analysis joining the group of its name."""
