@@ -19,9 +19,8 @@ from hydra.utils import instantiate
 from attn_study.families import REGISTRY
 from attn_study.job import saved
 from attn_study.job.plan import OtherRuns, load_run
-from attn_study.job.run import run as run_job
 from attn_study.report.cli import build_report
-from tests.helpers import TINY, compose_config
+from tests.helpers import TINY, TrainedRuns, compose_config, train_run
 from tests.wandb_records import offline_runs, read_run
 
 #: options that only make a family quick on the tiny run (none needed for a family not named here)
@@ -59,24 +58,30 @@ class Errors(logging.Handler):
         self.lines.append(record.getMessage())
 
 
-@pytest.fixture(scope="module")
-def contract_run(tmp_path_factory):
-    """The base run (CSV only), then the run with every family through the default loggers, W&B offline and CSV."""
-    root = tmp_path_factory.mktemp("contract")
-    base = root / "base"
-    run_job(compose_config(*RUN, "logger=csv"), base)
-    overrides = [f"analysis=[{','.join(REGISTRY)}]"]
-    for name in REGISTRY:
-        overrides += family_overrides(name, base)
-    run_dir = root / "run"
+def train_noting_errors(overrides: list[str], run_dir, data_cache) -> None:
+    """The suite's training (tests.helpers.train_run), the error lines logged meanwhile kept beside the run in
+    ``errors.json``: a cached run is trained by whichever test asks first, and each test checks them."""
     errors = Errors()
     logging.getLogger("attn_study").addHandler(errors)
     try:
-        summary = run_job(compose_config(*RUN, *overrides), run_dir)
+        train_run(overrides, run_dir, data_cache)
     finally:
         logging.getLogger("attn_study").removeHandler(errors)
-    assert errors.lines == []  # no logger (nor anything else) failed
-    return run_dir, summary
+    (run_dir.parent / "errors.json").write_text(json.dumps(errors.lines))
+
+
+@pytest.fixture(scope="module")
+def contract_run(trained_runs):
+    """The base run (CSV only), then the run with every family through the default loggers, W&B offline and CSV
+    (both trained once for the whole pytest run: read, never changed), and its summary."""
+    base = trained_runs.get(*RUN, "logger=csv", name="base")
+    overrides = [*RUN, f"analysis=[{','.join(REGISTRY)}]"]
+    for name in REGISTRY:
+        overrides += family_overrides(name, base)
+    runs = TrainedRuns(trained_runs.root, train=train_noting_errors)
+    run_dir = runs.get(*overrides)
+    assert json.loads((run_dir.parent / "errors.json").read_text()) == []  # no logger (nor anything else) failed
+    return run_dir, runs.summary(*overrides)
 
 
 @pytest.fixture(scope="module")
