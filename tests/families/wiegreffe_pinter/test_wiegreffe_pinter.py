@@ -117,10 +117,9 @@ RUN = [
 
 
 @pytest.fixture(scope="module")
-def base_run(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("wp") / "base"
-    run_job(compose_config(*RUN), run_dir)
-    return run_dir
+def base_run(trained_runs):
+    """The base run, trained once for the whole pytest run: read (as a source, a base), never changed."""
+    return trained_runs.get(*RUN, name="base")
 
 
 def test_a_preloaded_run_reproduces_its_source_attention_bit_for_bit(base_run, tmp_path):
