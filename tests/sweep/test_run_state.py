@@ -20,25 +20,26 @@ from tests.helpers import REPO, TINY, cli_env, entry_point, status, summary
 QUICK = [*TINY, "logger=csv", "encoder=average", "encoder.hidden_size=8"]
 
 
-def test_complete_run_is_skipped_and_force_runs_it_again(make_cfg, tmp_path, capsys):
-    first = run(make_cfg(*QUICK), tmp_path)
-    done = status(tmp_path)
+def test_complete_run_is_skipped_and_force_runs_it_again(trained_runs, make_cfg, tmp_path, capsys):
+    run_dir = trained_runs.copy(*QUICK, into=tmp_path)  # a complete run
+    first = summary(run_dir)
+    done = status(run_dir)
     assert done["state"] == "complete" and done["labels"] == ["negative", "positive"] and done["attempt"] == 1
-    again = run(make_cfg(*QUICK, "logger=none", "threads=1"), tmp_path)  # loggers and threads: same experiment
-    assert again == first and status(tmp_path) == done
+    again = run(make_cfg(*QUICK, "logger=none", "threads=1"), run_dir)  # loggers and threads: same experiment
+    assert again == first and status(run_dir) == done
     assert "complete already, skipped" in capsys.readouterr().out
-    run(make_cfg(*QUICK, "force=true"), tmp_path)
-    assert status(tmp_path)["finished"] > done["finished"] and status(tmp_path)["attempt"] == 2
+    run(make_cfg(*QUICK, "force=true"), run_dir)
+    assert status(run_dir)["finished"] > done["finished"] and status(run_dir)["attempt"] == 2
 
 
-def test_complete_results_of_another_config_are_never_overwritten(make_cfg, tmp_path):
-    run(make_cfg(*QUICK), tmp_path)
-    before = (tmp_path / "summary.json").read_bytes()
+def test_complete_results_of_another_config_are_never_overwritten(trained_runs, make_cfg, tmp_path):
+    run_dir = trained_runs.copy(*QUICK, into=tmp_path)  # a complete run
+    before = (run_dir / "summary.json").read_bytes()
     with pytest.raises(UserError, match=r"another configuration \(.*seed: 13 → 14.*force=true"):
-        run(make_cfg(*QUICK, "seed=14"), tmp_path)
-    assert run(make_cfg(*QUICK, "seed=14"), tmp_path, keep_going=True) is None
-    assert (tmp_path / "summary.json").read_bytes() == before
-    assert status(tmp_path)["state"] == "complete" and "seed" in status(tmp_path)["conflict"]["message"]
+        run(make_cfg(*QUICK, "seed=14"), run_dir)
+    assert run(make_cfg(*QUICK, "seed=14"), run_dir, keep_going=True) is None
+    assert (run_dir / "summary.json").read_bytes() == before
+    assert status(run_dir)["state"] == "complete" and "seed" in status(run_dir)["conflict"]["message"]
 
 
 def test_failure_is_recorded_in_the_run_dir(make_cfg, tmp_path):
@@ -67,18 +68,19 @@ def test_a_run_refused_once_its_data_is_read_leaves_no_directory_and_an_earlier_
     assert status(earlier)["state"] == "failed" and (earlier / ".hydra" / "config.yaml").is_file()
 
 
-def test_a_killed_attempt_is_cleared_and_run_again(make_cfg, tmp_path):
+def test_a_killed_attempt_is_cleared_and_run_again(trained_runs, make_cfg, tmp_path):
     cfg = make_cfg(*QUICK)
-    first = run(cfg, tmp_path)
-    record = status(tmp_path)
+    run_dir = trained_runs.copy(*QUICK, into=tmp_path)  # a complete run
+    first = summary(run_dir)
+    record = status(run_dir)
     # what a kill between writing summary.json and the completion marker leaves behind
-    state._write(tmp_path, {**record, "state": "running", "pid": 999999999})
-    (tmp_path / "summary.json").write_text('{"test/acc": -1}')
-    (tmp_path / "analysis" / "stale").mkdir(parents=True)
-    assert not state.is_complete(tmp_path)
-    result = run(cfg, tmp_path)
-    assert result["test/loss"] == first["test/loss"] and summary(tmp_path) == result
-    assert not (tmp_path / "analysis").exists() and status(tmp_path)["state"] == "complete"
+    state._write(run_dir, {**record, "state": "running", "pid": 999999999})
+    (run_dir / "summary.json").write_text('{"test/acc": -1}')
+    (run_dir / "analysis" / "stale").mkdir(parents=True)
+    assert not state.is_complete(run_dir)
+    result = run(cfg, run_dir)
+    assert result["test/loss"] == first["test/loss"] and summary(run_dir) == result
+    assert not (run_dir / "analysis").exists() and status(run_dir)["state"] == "complete"
 
 
 def test_a_live_attempt_on_this_host_is_not_run_twice(make_cfg, tmp_path):
@@ -229,44 +231,46 @@ def test_a_stopped_attempt_removes_its_half_written_analysis_folder_before_it_is
     assert status(tmp_path)["interrupted"]["signal"] == "SIGINT" and status(tmp_path)["state"] == "running"
 
 
-def test_an_unreadable_status_never_lets_a_relaunch_delete_results(make_cfg, tmp_path):
-    run(make_cfg(*QUICK), tmp_path)
-    files = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and p.name != "status.json"}
-    (tmp_path / "status.json").write_text('{"state": "compl')  # damaged
+def test_an_unreadable_status_never_lets_a_relaunch_delete_results(trained_runs, make_cfg, tmp_path):
+    run_dir = trained_runs.copy(*QUICK, into=tmp_path)  # a complete run
+    files = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file() and p.name != "status.json"}
+    (run_dir / "status.json").write_text('{"state": "compl')  # damaged
     with pytest.raises(UserError, match=r"status.json is unreadable.*force=true"):
-        run(make_cfg(*QUICK, "seed=14"), tmp_path)
-    assert run(make_cfg(*QUICK, "seed=14"), tmp_path, keep_going=True) is None
+        run(make_cfg(*QUICK, "seed=14"), run_dir)
+    assert run(make_cfg(*QUICK, "seed=14"), run_dir, keep_going=True) is None
     assert {p: p.read_bytes() for p in files} == files  # nothing deleted or changed
-    run(make_cfg(*QUICK, "seed=14", "force=true"), tmp_path)  # the user's explicit choice
-    assert status(tmp_path)["state"] == "complete"
+    run(make_cfg(*QUICK, "seed=14", "force=true"), run_dir)  # the user's explicit choice
+    assert status(run_dir)["state"] == "complete"
 
 
-def test_a_truncated_checkpoint_is_named_not_resumed(make_cfg, tmp_path):
+def test_a_truncated_checkpoint_is_named_not_resumed(trained_runs, make_cfg, tmp_path):
     cfg = make_cfg(*QUICK)
-    first = run(cfg, tmp_path)
-    record = status(tmp_path)
-    state._write(tmp_path, {**record, "state": "running", "pid": 999999999})  # killed
-    last = tmp_path / "checkpoints" / "last.ckpt"
-    last.write_bytes((tmp_path / "checkpoints" / "best.ckpt").read_bytes()[:100])
+    run_dir = trained_runs.copy(*QUICK, into=tmp_path)  # a complete run
+    first = summary(run_dir)
+    record = status(run_dir)
+    state._write(run_dir, {**record, "state": "running", "pid": 999999999})  # killed
+    last = run_dir / "checkpoints" / "last.ckpt"
+    last.write_bytes((run_dir / "checkpoints" / "best.ckpt").read_bytes()[:100])
     with pytest.raises(UserError, match=r"last.ckpt: unreadable checkpoint.*resume=false"):
-        run(cfg, tmp_path)
-    assert last.is_file() and (tmp_path / "summary.json").is_file()  # nothing deleted
-    assert run(make_cfg(*QUICK, "resume=false"), tmp_path)["test/loss"] == first["test/loss"]  # trained over
+        run(cfg, run_dir)
+    assert last.is_file() and (run_dir / "summary.json").is_file()  # nothing deleted
+    assert run(make_cfg(*QUICK, "resume=false"), run_dir)["test/loss"] == first["test/loss"]  # trained over
 
 
 # -- what a relaunch trusts: the summary, every setting, the resume point's config (issue 41) ---------------------
 
 
-def test_a_complete_run_whose_summary_is_gone_is_trained_again(make_cfg, tmp_path):
+def test_a_complete_run_whose_summary_is_gone_is_trained_again(trained_runs, make_cfg, tmp_path):
     """``complete`` in status.json is not enough: without summary.json the results are not whole, so the run is
     not complete and a relaunch trains it again (it does not skip it, nor fail reading the missing file)."""
     cfg = make_cfg(*QUICK)
-    first = run(cfg, tmp_path)
-    (tmp_path / "summary.json").unlink()
-    assert status(tmp_path)["state"] == "complete" and not state.is_complete(tmp_path)
-    again = run(cfg, tmp_path)
-    assert status(tmp_path)["state"] == "complete" and status(tmp_path)["attempt"] == 2
-    assert summary(tmp_path) == again and again["test/loss"] == first["test/loss"]
+    run_dir = trained_runs.copy(*QUICK, into=tmp_path)  # a complete run
+    first = summary(run_dir)
+    (run_dir / "summary.json").unlink()
+    assert status(run_dir)["state"] == "complete" and not state.is_complete(run_dir)
+    again = run(cfg, run_dir)
+    assert status(run_dir)["state"] == "complete" and status(run_dir)["attempt"] == 2
+    assert summary(run_dir) == again and again["test/loss"] == first["test/loss"]
 
 
 def test_a_setting_only_one_identity_has_is_the_same_only_when_it_is_null():
@@ -278,23 +282,23 @@ def test_a_setting_only_one_identity_has_is_the_same_only_when_it_is_null():
     assert state.identity_differences({"a": 1}, {"a": 1, "b": 2}) == ["b: <absent> → 2"]
 
 
-def test_a_complete_run_recorded_without_a_setting_now_set_is_another_configuration(make_cfg, tmp_path):
+def test_a_complete_run_recorded_without_a_setting_now_set_is_another_configuration(trained_runs, make_cfg, tmp_path):
     cfg = make_cfg(*QUICK)
-    run(cfg, tmp_path)
-    record = status(tmp_path)
+    run_dir = trained_runs.copy(*QUICK, into=tmp_path)  # a complete run
+    record = status(run_dir)
     old = {k: v for k, v in record["identity"].items() if k != "model/optimizer/lr"}  # recorded before lr existed
-    state._write(tmp_path, {**record, "identity": old})
+    state._write(run_dir, {**record, "identity": old})
     with pytest.raises(UserError, match=r"another configuration \(.*model.optimizer.lr: <absent> → 0.001"):
-        run(cfg, tmp_path)
+        run(cfg, run_dir)
 
 
 def test_a_killed_run_relaunched_with_another_setting_starts_over_not_from_its_last_checkpoint(
-    make_cfg, tmp_path, capsys
+    trained_runs, make_cfg, tmp_path, capsys
 ):
     """A killed attempt (``running``, its process gone) left ``checkpoints/last.ckpt``; the relaunch has another
     learning rate. It must not continue the other configuration's training: it trains from scratch, and ends with
     the numbers of a fresh run of the new setting (resuming the finished epoch would test the old model)."""
-    run(make_cfg(*QUICK), tmp_path / "run")
+    trained_runs.copy(*QUICK, into=tmp_path)  # a complete run at tmp_path/run
     record = status(tmp_path / "run")
     state._write(tmp_path / "run", {**record, "state": "running", "pid": 999999999})  # killed
     checkpoints = tmp_path / "run" / "checkpoints"

@@ -31,10 +31,9 @@ def files_of(run_dir: Path) -> dict:
 
 
 @pytest.fixture
-def complete_run(tmp_path):
-    run_dir = tmp_path / "run"
-    run(compose_config(*QUICK), run_dir)
-    return run_dir
+def complete_run(trained_runs, tmp_path):
+    """A private copy (at ``tmp_path/run``) of the complete run of QUICK, trained once for the whole pytest run."""
+    return trained_runs.copy(*QUICK, into=tmp_path)
 
 
 # -- results lost or relabelled ----------------------------------------------------------------------
