@@ -15,7 +15,6 @@ import pytest
 from attn_study.families.serrano_smith.callback import SerranoSmith
 from attn_study.job import state, stopping
 from attn_study.job.analyze import analyze
-from attn_study.job.run import run
 from tests.helpers import REPO, TINY, cli_env, compose_config, status
 
 
@@ -25,12 +24,11 @@ class Exited(Exception):
 
 
 def test_an_analysis_stopped_mid_way_keeps_its_finished_families_and_no_half_written_folder(
-    tmp_path, monkeypatch, capsys
+    trained_runs, tmp_path, monkeypatch, capsys
 ):
     """Jain & Wallace finishes, then Ctrl-C arrives while Serrano & Smith writes into its hidden folder: that folder
     is removed, J&W's is kept and ``summary.json`` holds its keys, the run stays complete, the process says so."""
-    run_dir = tmp_path / "run"
-    run(compose_config(*TINY, "logger=none", "encoder=average", "encoder.hidden_size=8"), run_dir)
+    run_dir = trained_runs.copy(*TINY, "logger=none", "encoder=average", "encoder.hidden_size=8", into=tmp_path)
     before = status(run_dir)
 
     def stop_while_writing(self, measured, out_dir, data):

@@ -7,14 +7,13 @@ import pathlib
 
 import pytest
 
-from attn_study.job.run import run
 from attn_study.report import cli
-from tests.helpers import TINY, compose_config
+from tests.helpers import TINY
 
 
 @pytest.mark.parametrize(("code", "says"), [(errno.ENOSPC, "No space left on device"), (errno.EROFS, "Read-only")])
-def test_a_folder_that_cannot_take_the_report_is_one_line(tmp_path, monkeypatch, capsys, code, says):
-    run(compose_config(*TINY, "logger=none", "encoder=average", "encoder.hidden_size=8"), tmp_path / "run")
+def test_a_folder_that_cannot_take_the_report_is_one_line(trained_runs, tmp_path, monkeypatch, capsys, code, says):
+    run_dir = trained_runs.get(*TINY, "logger=none", "encoder=average", "encoder.hidden_size=8")  # read only
     out = tmp_path / "out"
     write_text = pathlib.Path.write_text
 
@@ -25,7 +24,7 @@ def test_a_folder_that_cannot_take_the_report_is_one_line(tmp_path, monkeypatch,
 
     monkeypatch.setattr(pathlib.Path, "write_text", full)
     with pytest.raises(SystemExit) as exit_:
-        cli.main([str(tmp_path / "run"), "--out", str(out)])
+        cli.main([str(run_dir), "--out", str(out)])
     assert exit_.value.code == 2
     lines = capsys.readouterr().err.splitlines()
     assert lines == [

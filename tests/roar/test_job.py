@@ -19,26 +19,21 @@ SMALL = [*TINY, "logger=none", "encoder=average", "encoder.hidden_size=8"]
 
 
 @pytest.fixture(scope="module")
-def chain(tmp_path_factory):
+def chain(trained_runs):
     """An unmasked run and two recursive steps built on it (k = 0.1 by gradient, then k = 0.2: Madsen et al.'s
-    defaults — steps of 0.1, ⌊k n⌋ tokens, the gold label's one-hot gradient norm)."""
-    import os
-
-    root = tmp_path_factory.mktemp("roar")
-    os.environ["ATTN_STUDY_CACHE"] = str(root / "cache")
-    from tests.helpers import compose_config
-
-    run(compose_config(*SMALL), root / "base")
+    defaults — steps of 0.1, ⌊k n⌋ tokens, the gold label's one-hot gradient norm), by name: each trained once for
+    the whole pytest run, to be read, never changed."""
+    runs = {"base": trained_runs.get(*SMALL)}
     for name, fraction, source in (("r10", 0.1, "base"), ("r20", 0.2, "r10")):
-        cfg = compose_config(
+        step = [
             *SMALL,
             "roar=recursive",
             "roar.method=gradient",
             f"roar.fraction={fraction}",
-            f"roar.source={root / source}",
-        )
-        run(cfg, root / name)
-    return root
+            f"roar.source={runs[source]}",
+        ]
+        runs[name] = trained_runs.get(*step, name=name)
+    return runs
 
 
 def masks(run_dir):
@@ -46,17 +41,15 @@ def masks(run_dir):
 
 
 def test_each_recursive_step_keeps_the_earlier_masks_and_adds_its_own(chain):
-    first, second = masks(chain / "r10"), masks(chain / "r20")
-    base = load_run(chain / "base")
+    first, second = masks(chain["r10"]), masks(chain["r20"])
+    base = load_run(chain["base"])
     for split in ("train", "dev", "test"):
         lengths = [len(ids) for ids in base.datamodule.split(split).ids]
         for n, a, b in zip(lengths, first[split]["positions"], second[split]["positions"]):
             assert set(a) <= set(b)
             assert len(a) == int(np.floor(0.1 * n + 1e-9)) and len(b) == int(np.floor(0.2 * n + 1e-9))
-    status = json.loads((chain / "r20" / "status.json").read_text())["roar"]
-    assert (
-        status["recursive"] and status["source"] == str((chain / "r10").resolve()) and status["source_fraction"] == 0.1
-    )
+    status = json.loads((chain["r20"] / "status.json").read_text())["roar"]
+    assert status["recursive"] and status["source"] == str(chain["r10"].resolve()) and status["source_fraction"] == 0.1
     assert (status["label"], status["gradient"], status["rounding"], status["step"]) == (
         "gold",
         "one_hot_norm",
@@ -66,29 +59,29 @@ def test_each_recursive_step_keeps_the_earlier_masks_and_adds_its_own(chain):
 
 
 def test_a_finished_roar_run_reads_its_masked_data_back(chain):
-    loaded = load_run(chain / "r20")
+    loaded = load_run(chain["r20"])
     mask = loaded.datamodule.vocab.stoi["<mask>"]
     for split in ("train", "test"):
         ids = loaded.datamodule.split(split).ids
-        assert [np.flatnonzero(x == mask).tolist() for x in ids] == masks(chain / "r20")[split]["positions"]
+        assert [np.flatnonzero(x == mask).tolist() for x in ids] == masks(chain["r20"])[split]["positions"]
 
 
 def test_a_relaunch_reuses_the_masks_of_the_same_source(chain, make_cfg, monkeypatch, tmp_path):
     def never(*args, **kwargs):
         raise AssertionError("masks computed again")
 
-    shutil.copytree(chain / "r10", tmp_path / "r10")
+    shutil.copytree(chain["r10"], tmp_path / "r10")
     monkeypatch.setattr(job, "compute", never)
     cfg = make_cfg(
         *SMALL,
         "roar=recursive",
         "roar.method=gradient",
         "roar.fraction=0.1",
-        f"roar.source={chain / 'base'}",
+        f"roar.source={chain['base']}",
         "force=true",
     )
     run(cfg, tmp_path / "r10")  # trained again; the masks file is the same source's: reused
-    assert masks(tmp_path / "r10") == masks(chain / "r10")
+    assert masks(tmp_path / "r10") == masks(chain["r10"])
 
 
 @pytest.mark.parametrize(
@@ -108,7 +101,7 @@ def test_a_relaunch_reuses_the_masks_of_the_same_source(chain, make_cfg, monkeyp
 def test_a_source_that_cannot_be_built_on_is_refused_in_one_line_before_training(
     chain, make_cfg, tmp_path, overrides, says
 ):
-    names = {"MISSING": tmp_path / "nothing", "BASE": chain / "base", "R10": chain / "r10", "R20": chain / "r20"}
+    names = {"MISSING": tmp_path / "nothing", "BASE": chain["base"], "R10": chain["r10"], "R20": chain["r20"]}
     names["EMPTY"] = tmp_path
     overrides = [o.split("=")[0] + "=" + str(names.get(o.split("=")[1], o.split("=")[1])) for o in overrides]
     cfg = make_cfg(*SMALL, "roar=roar", "roar.method=gradient", "roar.fraction=0.3", *overrides)
