@@ -23,6 +23,7 @@ from attn_study.families.sanity.callback import (
     spearman_rho,
     stage_modules,
 )
+from attn_study.job.analyze import analyze
 from attn_study.job.run import run as run_job
 from attn_study.models import attention, encoders
 from tests.helpers import TINY, compose_config, tiny_model
@@ -187,18 +188,19 @@ def test_shuffled_labels_are_a_seeded_permutation_of_train_and_dev_only():
     assert all(np.array_equal(after[s], labels(13)[1][s]) for s in ("train", "dev"))
 
 
-def test_randomised_labels_compare_with_a_model_trained_on_permuted_labels(tmp_path, monkeypatch):
+def test_randomised_labels_compare_with_a_model_trained_on_permuted_labels(trained_runs, tmp_path, monkeypatch):
     """A run trained on shuffled labels (dataset.shuffle_labels) is the other model of test labels: a method blind
-    to the model stays at ρ = 1; a label run trained on the real labels, or on other data, is refused in one line."""
+    to the model stays at ρ = 1; a label run trained on the real labels, or on other data, is refused in one line.
+    The two models are the suite's cached runs; the one trained on the real labels is analysed in a copy."""
     monkeypatch.setitem(importance.METHODS, "position", Given("position", position))
-    base = [*TINY, "encoder=average", "encoder.hidden_size=8", "logger=csv"]
-    shuffled = run_job(compose_config(*base, "dataset.shuffle_labels=true", "analysis=[]"), tmp_path / "shuffled")
-    assert shuffled["data/shuffled_labels"] > 0
-    real = tmp_path / "real"
-    run_job(compose_config(*base, "analysis=[]"), real)
+    base = [*TINY, "logger=none", "encoder=average", "encoder.hidden_size=8"]
+    shuffled = trained_runs.get(*base, "dataset.shuffle_labels=true")
+    assert trained_runs.summary(*base, "dataset.shuffle_labels=true")["data/shuffled_labels"] > 0
+    real = trained_runs.get(*base)
+    run_dir = trained_runs.copy(*base, into=tmp_path)
     sanity = ["analysis=[sanity]", "analysis.sanity.tests=[labels]", "analysis.sanity.methods=[position,gradient]"]
-    summary = run_job(
-        compose_config(*base, *sanity, f"analysis.sanity.label_run={tmp_path / 'shuffled'}"), tmp_path / "run"
+    summary = analyze(
+        compose_config(f"ckpt_path={run_dir}", *sanity, f"analysis.sanity.label_run={shuffled}", name="analyze")
     )
     assert summary["sn/position/labels/spearman/mean"] == pytest.approx(1.0)
     assert "sn/gradient/decoder/spearman/mean" not in summary
@@ -208,8 +210,8 @@ def test_randomised_labels_compare_with_a_model_trained_on_permuted_labels(tmp_p
     from attn_study.job.plan import load_run
     from tests import reference as ref
 
-    trained, other = (load_run(tmp_path / name).model.double() for name in ("run", "shuffled"))
-    texts = [ids.tolist() for ids in load_run(tmp_path / "run").datamodule.split("test").ids]
+    trained, other = (load_run(path).model.double() for path in (run_dir, shuffled))
+    texts = [ids.tolist() for ids in load_run(run_dir).datamodule.split("test").ids]
     same = np.mean([ref.predicted(trained, t) == ref.predicted(other, t) for t in texts])
     assert summary["sn/labels/same_prediction/mean"] == pytest.approx(same)
     rho = [
@@ -223,9 +225,7 @@ def test_randomised_labels_compare_with_a_model_trained_on_permuted_labels(tmp_p
     missing = [*base, *sanity, f"analysis.sanity.label_run={tmp_path / 'missing'}", "force=true"]
     with pytest.raises(UserError, match=r"label_run=.*missing: no such directory"):
         run_job(compose_config(*missing), tmp_path / "refused")
-    other = compose_config(
-        *base, *sanity, "dataset.source.n_test=24", f"analysis.sanity.label_run={tmp_path / 'shuffled'}"
-    )
+    other = compose_config(*base, *sanity, "dataset.source.n_test=24", f"analysis.sanity.label_run={shuffled}")
     with pytest.raises(UserError, match="instances differ"):
         run_job(other, tmp_path / "other")
 
