@@ -183,18 +183,14 @@ def accuracy_by_hand(run_dir: Path) -> float:
 
 def train_run(overrides: list[str], run_dir: Path, data_cache: Path) -> None:
     """``attn-study`` with ``overrides`` into ``run_dir`` (``job.run.run``: status, record, summary), its data cached
-    in ``data_cache`` whatever the calling test set ``ATTN_STUDY_CACHE`` to."""
+    in ``data_cache`` and W&B offline and silent, whatever the caller (a test, a module's fixture) set."""
     from attn_study.job.run import run
 
-    before = os.environ.get("ATTN_STUDY_CACHE")
-    os.environ["ATTN_STUDY_CACHE"] = str(data_cache)
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ATTN_STUDY_CACHE", str(data_cache))
+        patch.setenv("WANDB_MODE", "offline")
+        patch.setenv("WANDB_SILENT", "true")
         run(compose_config(*overrides), run_dir)
-    finally:
-        if before is None:
-            del os.environ["ATTN_STUDY_CACHE"]
-        else:
-            os.environ["ATTN_STUDY_CACHE"] = before
 
 
 def files_of(folder: Path) -> dict[str, list[int]]:

@@ -41,10 +41,10 @@ TRACKED = [
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """One tiny run with a tracked family, logged to W&B (offline) and CSV."""
-    run_dir = tmp_path_factory.mktemp("wandb") / "run"
-    run(compose_config(*TRACKED), run_dir)
+def trained(trained_runs):
+    """One tiny run with a tracked family, logged to W&B (offline) and CSV (trained once for the whole pytest run:
+    read, never changed), and its W&B run read back."""
+    run_dir = trained_runs.get(*TRACKED)
     (wandb_run,) = offline_runs(run_dir)
     return run_dir, read_run(wandb_run)
 

@@ -37,18 +37,20 @@ TRACKED = [
 ]
 
 
+# dropout: a model left in eval mode, or random numbers drawn by the tracking, would change training
+TINY_RUN = [*TINY, "encoder=average", "encoder.hidden_size=8", "model.network.dropout=0.3"]
+
+
 def tiny(*overrides):
-    # dropout: a model left in eval mode, or random numbers drawn by the tracking, would change training
-    return compose_config(*TINY, "encoder=average", "encoder.hidden_size=8", "model.network.dropout=0.3", *overrides)
+    return compose_config(*TINY_RUN, *overrides)
 
 
 @pytest.fixture(scope="module")
-def tracked_run(tmp_path_factory):
-    """One run with both families, J&W tracked every epoch, W&B and CSV loggers."""
-    run = tmp_path_factory.mktemp("tracked") / "run"
-    os.environ.setdefault("WANDB_MODE", "offline")
-    summary = run_job(tiny(*BOTH, *TRACKED, "logger=[wandb,csv]"), run)
-    return run, summary
+def tracked_run(trained_runs):
+    """One run with both families, J&W tracked every epoch, W&B and CSV loggers (trained once for the whole pytest
+    run: read, never changed), and its summary."""
+    overrides = [*TINY_RUN, *BOTH, *TRACKED, "logger=[wandb,csv]"]
+    return trained_runs.get(*overrides), trained_runs.summary(*overrides)
 
 
 def test_two_families_in_one_run_reach_summary_json_and_the_wandb_run(tracked_run):
