@@ -11,16 +11,15 @@ import pytest
 from attn_study.cli import explain_main
 from attn_study.errors import UserError
 from attn_study.job.explain import explain, page, terminal
-from attn_study.job.run import run
-from tests.helpers import TINY, compose_config
+from tests.helpers import TINY
 
 METHODS = ["attention", "gradient", "loo", "integrated_gradients"]
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """A tiny BiLSTM run with the faithfulness family's per-token scores of every method explain shows."""
-    run_dir = tmp_path_factory.mktemp("explain") / "run"
+def trained(trained_runs):
+    """A tiny BiLSTM run with the faithfulness family's per-token scores of every method explain shows (trained once
+    for the whole pytest run: read, never changed)."""
     options = [
         "analysis=[faithfulness]",
         f"analysis.faithfulness.methods=[{','.join(METHODS)}]",
@@ -29,8 +28,7 @@ def trained(tmp_path_factory):
         "analysis.faithfulness.ig_steps=4",  # few steps: another count gives other numbers
     ]
     trained = ["trainer.max_epochs=4", "trainer.limit_train_batches=null", "dataset.source.n_train=600"]
-    run(compose_config(*TINY, *trained, "logger=none", "encoder=lstm", "encoder.hidden_size=8", *options), run_dir)
-    return run_dir
+    return trained_runs.get(*TINY, *trained, "logger=none", "encoder=lstm", "encoder.hidden_size=8", *options)
 
 
 def test_a_test_instance_typed_back_in_gets_the_scores_the_family_recorded(trained):
