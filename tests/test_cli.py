@@ -15,7 +15,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
 from attn_study import options
-from attn_study.cli import _quiet_third_party, train_main
+from attn_study.cli import _quiet_third_party, analyze_main, train_main
 from attn_study.config import config_differences
 from attn_study.data.processed import Preprocessing, build
 from attn_study.errors import UserError
@@ -140,12 +140,12 @@ def test_the_data_filter_says_each_drop_with_its_reason_and_nothing_for_a_reason
 CONF = REPO / "conf"
 
 
-def help_of(module: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", module, "--help"], cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
+def help_of(main, monkeypatch, capsys) -> str:
+    """``--help`` of the console entry point ``main``, run in this process (each entry point is run in a fresh one
+    in tests/test_run.py and tests/report/test_report.py)."""
+    code, out, err = entry_point(main, "--help", monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0, err[-2000:]
+    return out
 
 
 def option_lines(text: str) -> dict[str, str]:
@@ -163,10 +163,10 @@ def option_lines(text: str) -> dict[str, str]:
     return found
 
 
-def test_help_lists_every_selectable_option_with_a_description_and_nothing_else():
+def test_help_lists_every_selectable_option_with_a_description_and_nothing_else(monkeypatch, capsys):
     """The listing is conf/'s files (each of which composes and passes the schema: tests/sweep/test_trust.py) and
     the launchers, each of which composes here."""
-    listed = option_lines(help_of("attn_study.cli"))
+    listed = option_lines(help_of(train_main, monkeypatch, capsys))
     selectable, other = conf_options()
     launchers = {k for k in listed if k.startswith("hydra/launcher=")}
     assert set(listed) - launchers == selectable
@@ -188,33 +188,20 @@ def test_each_option_files_first_comment_line_is_its_description(tmp_path):
     assert options.options("encoder", tmp_path / "conf") == {"x": "One line.", "y": ""}
 
 
-def test_analyze_help_lists_only_what_applies_to_a_trained_model():
-    text = analyze_help()
+def test_analyze_help_lists_only_what_applies_to_a_trained_model(monkeypatch, capsys):
+    text = help_of(analyze_main, monkeypatch, capsys)
     listed = option_lines(text)
     assert {k.partition("=")[0] for k in listed} == {"analysis"}
     assert "ckpt_path=???" in text
     assert not re.search(r"(?m)^(encoder|dataset|trainer|training|model)=", text)
 
 
-def analyze_help() -> str:
-    done = subprocess.run(
-        [sys.executable, "-c", "from attn_study.cli import analyze_main; analyze_main()", "--help"],
-        cwd=REPO,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
+def test_report_help_is_plain_text(monkeypatch, capsys):
+    from attn_study.report.cli import main as report_main
 
-
-def test_report_help_is_plain_text():
-    done = subprocess.run(
-        [sys.executable, "-m", "attn_study.report.cli", "--help"], cwd=REPO, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0 and "index.html" in done.stdout and "--out DIR" in done.stdout
-    assert "``" not in done.stdout and "`" not in done.stdout
+    text = help_of(report_main, monkeypatch, capsys)
+    assert "index.html" in text and "--out DIR" in text
+    assert "``" not in text and "`" not in text
 
 
 # -- how a multirun names its job folders -------------------------------------------------------------
