@@ -18,7 +18,6 @@ import torch
 from attn_study.analysis.importance import gradient_importance
 from attn_study.errors import UserError
 from attn_study.families.jain_wallace.callback import JainWallace
-from attn_study.job.run import run
 from attn_study.models.outputs import log_odds
 from tests.helpers import REPO, TINY, cli_env, tiny_model, token_batch
 
@@ -104,10 +103,9 @@ def test_the_reference_log_odds_are_the_projects_for_every_class():
     torch.testing.assert_close(bench.all_log_odds(binary)[:, 0], log_odds(binary, torch.zeros(2, dtype=torch.long)))
 
 
-def test_the_importance_benchmark_runs_on_a_trained_run_and_agrees_with_captum(make_cfg, tmp_path):
+def test_the_importance_benchmark_runs_on_a_trained_run_and_agrees_with_captum(trained_runs):
     """The README's ``benchmarks/importance.py --run <dir>`` on a tiny complete run: exit 0, every mode agreeing."""
-    run_dir = tmp_path / "run"
-    run(make_cfg(*TINY, "logger=none", "encoder.hidden_size=8"), run_dir)
+    run_dir = trained_runs.get(*TINY, "logger=none", "encoder.hidden_size=8")  # read only
     done = run_benchmark(
         "importance.py",
         "--run",

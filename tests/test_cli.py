@@ -32,11 +32,10 @@ from tests.helpers import REPO, TINY, TWO_JOBS, cli_env, compose_config, conf_op
 CUT_SHORT = [*TINY, "logger=none", "encoder.hidden_size=8", "dataset.source.n_test=80", "dataset.eval_batch_size=16"]
 
 
-def test_a_test_cut_short_still_records_every_test_instances_attention(make_cfg, tmp_path):
+def test_a_test_cut_short_still_records_every_test_instances_attention(trained_runs):
     """``trainer=debug`` tests 2 batches; attention.parquet holds all 80 instances, each as the model gives it."""
-    run_dir = tmp_path / "run"
-    summary = train_and_test(check_plan(make_cfg(*CUT_SHORT)), run_dir)
-    assert summary["data/test_size"] == 80
+    run_dir = trained_runs.get(*CUT_SHORT)  # read only
+    assert trained_runs.summary(*CUT_SHORT)["data/test_size"] == 80
     frame = pd.read_parquet(run_dir / "attention.parquet")
     loaded = load_run(run_dir, force=True)
     expected = saved.record(loaded.model, loaded.datamodule)["test"]
@@ -46,10 +45,9 @@ def test_a_test_cut_short_still_records_every_test_instances_attention(make_cfg,
         assert frame["probabilities"].iloc[row] == pytest.approx(probs, abs=1e-6)
 
 
-def test_a_partial_attention_record_is_refused_in_one_line(make_cfg, tmp_path):
+def test_a_partial_attention_record_is_refused_in_one_line(trained_runs, make_cfg, tmp_path):
     """A run compared with a base whose attention.parquet lacks instances stops before training, in one line."""
-    base = tmp_path / "base"
-    run(make_cfg(*CUT_SHORT), base)
+    base = trained_runs.copy(*CUT_SHORT, into=tmp_path, name="base")
     frame = pd.read_parquet(base / "attention.parquet")
     frame.iloc[:40].to_parquet(base / "attention.parquet")
     compared = make_cfg(*CUT_SHORT, "analysis=[wiegreffe_pinter]", f"analysis.wiegreffe_pinter.base={base}")
@@ -99,9 +97,10 @@ def test_config_differences_lead_with_the_choices_and_keep_constructor_paths_out
     ]
 
 
-def test_a_single_run_refused_for_another_configuration_says_what_differs_and_hydra_run_dir(make_cfg, tmp_path, caplog):
-    run_dir = tmp_path / "run"
-    run(make_cfg(*TINY, "logger=none", "encoder.hidden_size=8"), run_dir)
+def test_a_single_run_refused_for_another_configuration_says_what_differs_and_hydra_run_dir(
+    trained_runs, make_cfg, tmp_path, caplog
+):
+    run_dir = trained_runs.copy(*TINY, "logger=none", "encoder.hidden_size=8", into=tmp_path)
     other = make_cfg(*TINY, "logger=none", "encoder=cnn", "encoder.filters=4")
     with pytest.raises(UserError) as refused:
         run(other, run_dir)
