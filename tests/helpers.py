@@ -240,9 +240,10 @@ class TrainedRuns:
     def check_all_unchanged(self) -> None:
         """:meth:`check_unchanged` for every run trained under ``root``."""
         for record in sorted(self.root.glob("*/files.json")):
-            (run_dir,) = [p for p in record.parent.iterdir() if p.is_dir()]
-            with FileLock(self.root / f"{record.parent.name}.lock"):
-                self.check_unchanged(run_dir)
+            with FileLock(self.root / f"{record.parent.name}.lock"):  # not while another worker trains it again
+                if record.is_file():
+                    (run_dir,) = [p for p in record.parent.iterdir() if p.is_dir()]
+                    self.check_unchanged(run_dir)
 
     def copy(self, *overrides: str, into: Path, name: str = "run") -> Path:
         """A private copy of :meth:`get`'s run at ``into/name``, for a test that changes it (analyses it again,
