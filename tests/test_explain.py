@@ -4,6 +4,9 @@ recorded for it (tokens.parquet)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -11,9 +14,10 @@ import pytest
 from attn_study.cli import explain_main
 from attn_study.errors import UserError
 from attn_study.job.explain import explain, page, terminal
-from tests.helpers import TINY
+from tests.helpers import REPO, TINY, cli_env
 
 METHODS = ["attention", "gradient", "loo", "integrated_gradients"]
+EXPLAIN = [sys.executable, "-c", "from attn_study.cli import explain_main; explain_main()"]
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +94,24 @@ def test_the_page_never_overwrites_a_file(trained, tmp_path, capsys):
     assert out.read_text() == "keep" and "the file exists" in capsys.readouterr().err
     explain_main([str(trained), "good", "--methods", "attention", "--out", str(tmp_path / "new.html")])
     assert "page: " in capsys.readouterr().out and (tmp_path / "new.html").is_file()
+
+
+def test_the_console_entry_point_in_a_fresh_process_explains_and_writes_its_page(trained, tmp_path):
+    """``attn-study-explain`` as a user runs it (its one fresh-process test; the others call it in this process): the
+    prediction and the method's line on the terminal, the page where --out says, exit 0."""
+    out = tmp_path / "page.html"
+    done = subprocess.run(
+        [*EXPLAIN, str(trained), "good", "--methods", "attention", "--out", str(out)],
+        cwd=REPO,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("'good': ") and any(line.split()[:1] == ["attention"] for line in lines)
+    assert f"page: {out}" in done.stdout and "good" in out.read_text()
 
 
 def test_a_run_that_is_not_there_or_not_complete_is_one_line(tmp_path):
