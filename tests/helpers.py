@@ -21,6 +21,7 @@ import torch
 from filelock import FileLock  # comes with torch
 from hydra import compose, initialize_config_dir
 
+from attn_study.analysis.importance.methods import ImportanceMethod
 from attn_study.cli import CONFIG_DIR
 from attn_study.data.datamodule import collate
 from attn_study.models import attention, encoders, projection
@@ -253,6 +254,21 @@ class TrainedRuns:
     def summary(self, *overrides: str, name: str = "run") -> dict:
         """The run's ``summary.json``: what ``job.run.run`` returned when it trained it."""
         return summary(self.get(*overrides, name=name))
+
+
+# -- importance methods a test defines ---------------------------------------------------------------
+
+
+class Given(ImportanceMethod):
+    """A test's importance method: its scores are ``compute(model, batch, α, ŷ, options)``'s."""
+
+    paper, signed, through_attention, explains_class = "a test's", False, False, False
+
+    def __init__(self, name: str, compute):
+        self.name, self.compute = name, compute
+
+    def scores(self, model, batch, alpha, probs, options):
+        return self.compute(model, batch, alpha, probs, options)
 
 
 # -- small models and batches --------------------------------------------------------------------

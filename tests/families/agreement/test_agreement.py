@@ -14,7 +14,6 @@ import torch
 
 from attn_study.analysis.aggregation import AggregationOptions
 from attn_study.analysis.importance import ImportanceOptions, importance, predict
-from attn_study.analysis.importance.methods import ImportanceMethod
 from attn_study.analysis.measuring import analysis_mode
 from attn_study.cli import train_main
 from attn_study.errors import UserError
@@ -25,20 +24,7 @@ from attn_study.families.agreement.keys import ag, pair_column, tau_key
 from attn_study.models.encoders import AverageEncoder, TransformerEncoder
 from attn_study.report.cli import main as report_main
 from tests import reference as ref
-from tests.helpers import TINY, StubData, entry_point, tiny_model, token_batch
-
-
-class Given(ImportanceMethod):
-    """A test's importance method: its scores are ``compute(model, batch, α, ŷ, options)``'s."""
-
-    paper, signed, through_attention, explains_class = "a test's", False, False, False
-
-    def __init__(self, name: str, compute):
-        self.name, self.compute = name, compute
-
-    def scores(self, model, batch, alpha, probs, options):
-        return self.compute(model, batch, alpha, probs, options)
-
+from tests.helpers import TINY, Given, StubData, entry_point, tiny_model, token_batch
 
 TEXTS = [[4, 5, 6, 7, 8, 9], [9, 10, 11], [12, 4, 13, 14], [5, 6]]
 

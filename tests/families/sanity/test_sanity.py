@@ -12,7 +12,6 @@ import torch
 from scipy import stats
 
 from attn_study.analysis import importance
-from attn_study.analysis.importance.methods import ImportanceMethod
 from attn_study.errors import UserError
 from attn_study.families.sanity.callback import (
     Sanity,
@@ -26,19 +25,7 @@ from attn_study.families.sanity.callback import (
 from attn_study.job.analyze import analyze
 from attn_study.job.run import run as run_job
 from attn_study.models import attention, encoders
-from tests.helpers import TINY, compose_config, tiny_model
-
-
-class Given(ImportanceMethod):
-    """A test's importance method: its scores are ``compute(model, batch, α, ŷ, options)``'s."""
-
-    paper, signed, through_attention, explains_class = "a test's", False, False, False
-
-    def __init__(self, name: str, compute):
-        self.name, self.compute = name, compute
-
-    def scores(self, model, batch, alpha, probs, options):
-        return self.compute(model, batch, alpha, probs, options)
+from tests.helpers import TINY, Given, compose_config, tiny_model
 
 
 def test_average_ranks_and_spearman_are_scipys_with_ties_and_padding():
