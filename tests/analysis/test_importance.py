@@ -218,12 +218,21 @@ def test_deleting_any_token_of_a_run_of_equal_tokens_gives_exactly_one_value(nam
     assert got[0, 0] != got[0, 1] and got[2, 0] != got[2, 1]
 
 
-def test_each_deletion_points_to_the_first_of_its_run_of_equal_tokens():
+@pytest.mark.parametrize(
+    ("texts", "expected"),
+    [
+        ([[5, 6, 6, 6, 7], [4, 4], [8, 9, 9, 8]], [0, 1, 1, 1, 4, 5, 5, 7, 8, 8, 10]),
+        # a run at the batch's very first deletion, and one at the end of a text followed by the next text's equal
+        # first token (different texts: never one run)
+        ([[4, 4, 5], [6, 7, 7], [7, 8]], [0, 0, 2, 3, 4, 4, 6, 7]),
+    ],
+)
+def test_each_deletion_points_to_the_first_of_its_run_of_equal_tokens(texts, expected):
     from attn_study.analysis.importance.leave_one_out import deletion_index, same_sequence
 
-    batch = token_batch([[5, 6, 6, 6, 7], [4, 4], [8, 9, 9, 8]])
+    batch = token_batch(texts)
     inst, pos, _ = deletion_index(batch)
-    assert same_sequence(batch, inst, pos).tolist() == [0, 1, 1, 1, 4, 5, 5, 7, 8, 8, 10]
+    assert same_sequence(batch, inst, pos).tolist() == expected
 
 
 def test_a_chunk_of_similar_lengths_keeps_its_longest_text_whole():
