@@ -11,7 +11,7 @@ import torch
 from scipy.spatial.distance import jensenshannon
 from scipy.stats import kendalltau
 
-from attn_study.stats import bootstrap_ci, entropy, jsd, kendall_tau_b, summarise, tvd
+from attn_study.stats import bootstrap_ci, entropy, jsd, kendall_tau_b, snap_ties, summarise, tvd
 
 LN2 = math.log(2.0)
 
@@ -239,6 +239,60 @@ def test_kendall_long_rows_and_nan():
     ref_tau, ref_p, _ = scipy_rows(x, y, mask)
     assert np.isnan(ref_tau[2]) and np.isnan(ref_p[2])
     assert_matches_scipy(tau, p, ref_tau, ref_p)
+
+
+@pytest.mark.parametrize(
+    ("x_dtype", "y_dtype", "expected"),
+    [
+        (torch.float32, torch.float64, torch.float64),
+        (torch.float64, torch.float32, torch.float64),
+        (torch.int64, torch.float32, torch.float32),
+        (torch.int64, torch.int64, torch.float64),
+    ],
+)
+def test_kendall_answers_in_the_promoted_floating_dtype_of_both_inputs(x_dtype, y_dtype, expected):
+    x = torch.tensor([[1, 2, 3, 4]], dtype=x_dtype)
+    y = torch.tensor([[1, 3, 2, 4]], dtype=y_dtype)
+    tau, p = kendall_tau_b(x, y)
+    assert tau.dtype == p.dtype == expected
+    # one discordant pair of six: τ = (5 − 1)/6; exact p = 2·(1 + 3)/4! (no or one inversion among 4 items)
+    assert tau.item() == pytest.approx(4 / 6) and p.item() == pytest.approx(8 / 24)
+
+
+@pytest.mark.parametrize("n", [170, 171, 172, 173])
+def test_kendall_exact_tails_past_the_factorials_float_range_are_scipys(n):
+    """A perfect order (Q = 0) has p = 2/n!, one swapped pair (Q = 1) p = 2/(n − 1)!; scipy's float factorial
+    overflows from 171! on, so it answers 0 there — 2/171! as a subnormal float would not be scipy's answer."""
+    x = np.arange(n, dtype=float)
+    swapped = x.copy()
+    swapped[[0, 1]] = swapped[[1, 0]]
+    rows_x, rows_y = np.stack([x, x, x]), np.stack([x, swapped, -x])
+    _, p = kendall_tau_b(torch.tensor(rows_x), torch.tensor(rows_y))
+    by_hand = [2 / math.factorial(n) if n < 171 else 0.0, 2 / math.factorial(n - 1) if n < 172 else 0.0]
+    expected = [by_hand[0], by_hand[1], by_hand[0]]
+    np.testing.assert_array_equal(p.numpy(), expected)
+    np.testing.assert_array_equal(expected, scipy_rows(rows_x, rows_y, np.ones_like(rows_x, dtype=bool))[1])
+
+
+def test_kendall_of_one_text_too_long_for_two_rows_per_pairwise_chunk():
+    """One row of 5800 entries: 5800² pairwise comparisons exceed the 2**25 bound, so the chunk holds that row
+    alone (and no more rows than the batch has): scipy's τ and p."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(1, 5800))
+    y = 0.2 * x + rng.normal(size=x.shape)
+    mask = np.ones_like(x, dtype=bool)
+    tau, p = kendall_tau_b(torch.tensor(x), torch.tensor(y), torch.tensor(mask))
+    assert_matches_scipy(tau, p, *scipy_rows(x, y, mask)[:2])
+
+
+def test_snap_ties_counts_a_nan_score_as_zero_and_zeroes_what_is_off_the_mask():
+    """NaN → 0 before the row's scale is taken: the largest magnitude on the mask stays 0.5 (step 5e-10), so 0.5
+    and 0.5 − 1e-10 are one tie, the NaN entry is 0, and so is the 0.7 off the mask."""
+    scores = torch.tensor([[float("nan"), 0.5, 0.5 - 1e-10, 0.25, 0.7]], dtype=torch.float64)
+    got = snap_ties(scores, torch.tensor([[True, True, True, True, False]]))
+    assert got[0, 0].item() == 0.0 and got[0, 4].item() == 0.0
+    assert got[0, 1].item() == got[0, 2].item() == pytest.approx(0.5, abs=1e-15)
+    assert got[0, 3].item() == pytest.approx(0.25, abs=1e-15)
 
 
 def test_kendall_no_mask_and_tiny_rows():
