@@ -45,8 +45,10 @@ def test_gradient_importance_closed_form_noenc_linear_decoder():
 
 
 def test_gradient_importance_multiclass_sums_over_outputs_when_asked():
+    """Σ_c |∇ŷ_c·e_t| of each text, also of two texts of one length computed together (one backward pass of the
+    batch's summed outputs: each row its own gradient, not a share of it)."""
     model = tiny_model(partial(encoders.RNNEncoder, hidden_size=4), num_classes=3, double=True)
-    batch = token_batch(SEQS[:2])
+    batch = token_batch(SEQS[:2] + [[7, 8, 9]])
     got = gradient_importance(model, batch, normalise=False, classes="sum")
     expected = torch.zeros_like(got)
     for c in range(3):
