@@ -169,6 +169,8 @@ def test_equal_length_chunks_cover_every_index_once_one_length_each():
     assert sorted(torch.cat(chunks).tolist()) == list(range(len(lengths)))
     assert all(len(c) <= 2 and lengths[c].unique().numel() == 1 for c in chunks)
     assert [int(lengths[c[0]]) for c in chunks] == [1, 3, 3, 5, 5, 9]  # shortest first
+    # one sequence per call when asked (the tightest memory bound), in the order of their lengths
+    assert [c.tolist() for c in equal_length_chunks(lengths, chunk_size=1)] == [[7], [1], [4], [5], [0], [2], [6], [3]]
 
 
 @pytest.mark.parametrize("boundary", [False, True])
