@@ -370,6 +370,9 @@ def test_bootstrap_interval_shrinks_as_n_grows_and_is_reproducible():
     assert widths[0] / widths[-1] == pytest.approx(8.0, rel=0.25)  # ∝ 1/√n
     assert bootstrap_ci(data[:100]) == bootstrap_ci(data[:100])  # seeded
     assert bootstrap_ci([np.nan, 2.0]) == (2.0, 2.0) and all(map(math.isnan, bootstrap_ci([np.nan])))
+    # two values 0 and 1: a resample's mean is 0, ½ or 1 (chance ¼, ½, ¼), so the 2.5 % and 97.5 % quantiles of
+    # 1000 resamples are 0 and 1 — an interval, not the first value twice
+    assert bootstrap_ci([0.0, 1.0]) == (0.0, 1.0) == bootstrap_by_hand([0.0, 1.0])
     low, high = bootstrap_ci(data[:1000], resamples=1000)
     assert low < data[:1000].mean() < high
 
