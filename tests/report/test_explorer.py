@@ -9,6 +9,7 @@ import base64
 import json
 import re
 import shutil
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -475,3 +476,39 @@ def test_the_wandb_table_carries_coloured_text_for_a_bounded_sample(analysed):
             {m: recorded.loc[row["uid"], m] for m in ("attention", "gradient", "loo", "adversarial")},
         )
         assert expected in cell
+
+
+def test_a_runs_base_column_missing_in_its_first_family_is_the_next_familys():
+    """Instance b has no prediction in the first family's rows (NaN) but has one (1) in the next family's: the page
+    shows 1 and derives ``correct`` from it — the first family's gap is neither a value nor a false."""
+    first = pd.DataFrame({"uid": ["a", "b"], "label": [0, 1], "prediction": [1.0, np.nan]})
+    second = pd.DataFrame({"uid": ["a", "b"], "prediction": [1, 1], "probability": [0.7, 0.6]})
+    data = SimpleNamespace(frames={"jain_wallace": first, "sanity": second})
+    base = explorer._base(data, pd.Series(["a", "b"]), 2)
+    assert {name: column.tolist() for name, column in base.items()} == {
+        "label": [0, 1],
+        "prediction": [1, 1],
+        "probability": [0.7, 0.6],
+        "correct": [False, True],
+    }
+
+
+def test_each_runs_file_name_is_its_path_below_the_runs_common_folder_in_safe_characters(tmp_path):
+    paths = [tmp_path / "sweep a" / "run 1", tmp_path / "sweep b" / "run/2", tmp_path / "sweep a" / "run 1"]
+    runs = [SimpleNamespace(path=path) for path in paths]
+    assert explorer._names(runs) == ["sweep_a__run_1", "sweep_b__run__2", "sweep_a__run_1_2"]
+
+
+def test_across_runs_a_column_the_runs_disagree_on_stays_one_per_run():
+    """Two runs of the same instances: their lengths agree (one shared column); their labels differ on b (1 and
+    0), so each run keeps its own label column — a shared one would show one run's labels for both."""
+
+    def run(name, labels):
+        frame = pd.DataFrame({"uid": ["a", "b"], "label": labels, "prediction": [0, 1], "length": [3, 4]})
+        return SimpleNamespace(run=SimpleNamespace(labels=["neg", "pos"], name=name), frames={"jain_wallace": frame})
+
+    rows = [explorer.Row("a", [0, 1], None, None), explorer.Row("b", [0, 1], None, None)]
+    columns, meta = explorer._columns([run("one", [0, 1]), run("two", [0, 0])], rows)
+    keys = {column["key"] for column in columns}
+    assert {"r1:label", "r2:label", "length"} <= keys and not {"label", "r1:length", "r2:length"} & keys
+    assert [m["label"] for m in meta] == ["r1:label", "r2:label"]
