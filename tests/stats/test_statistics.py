@@ -103,6 +103,18 @@ def test_entropy_matches_scipy():
     np.testing.assert_allclose(entropy(torch.tensor(p)).numpy(), sp_entropy(p, axis=-1), atol=1e-12)
 
 
+def test_entropy_over_the_last_dim_of_a_per_head_batch_nan_only_where_a_row_holds_one():
+    """(2 instances, 3 heads, 4 tokens): each row's entropy over its tokens; a NaN in instance 1, head 2 makes that
+    row NaN and no other."""
+    p = torch.full((2, 3, 4), 0.25, dtype=torch.float64)
+    p[0, 0] = torch.tensor([1.0, 0.0, 0.0, 0.0])
+    p[1, 2, 3] = float("nan")
+    expected = torch.full((2, 3), math.log(4), dtype=torch.float64)
+    expected[0, 0], expected[1, 2] = 0.0, float("nan")
+    torch.testing.assert_close(entropy(p), expected, equal_nan=True)
+    assert entropy(torch.tensor([0.5, 0.5], dtype=torch.float64)).item() == pytest.approx(math.log(2))
+
+
 # ---------------------------------------------------------------- Kendall τ-b
 
 
