@@ -99,11 +99,6 @@ def test_on_a_terminal_the_family_bar_is_erased_when_the_family_ends(capsys):
     assert "\n" not in err and err.split("\r")[-1].strip() == ""
 
 
-def test_the_training_bar_shows_the_metrics_but_the_loggers_version_and_undefined_values():
-    metrics = {"v_num": 3, "train_loss": 0.5, "val_auc": float("nan"), "val_f1": float("inf"), "epoch": 2}
-    assert progress.shown(metrics) == {"train_loss": 0.5, "epoch": 2}
-
-
 def test_each_step_adds_up_its_seconds_and_counts_each_batch_once():
     """A step's seconds add up over its runs; it counts a batch's instances the first time it ends on that batch
     (a method run under several models in one batch counts it once); a step before the first batch counts none."""
