@@ -447,6 +447,14 @@ def test_wandb_colours_the_most_disagreeing_first_then_a_seeded_sample():
         assert wandb_rows(frame, ()) == sorted(wandb_rows(frame, ()))  # no measure: only the seeded sample
 
 
+def test_a_large_wandb_table_colours_the_20_most_disagreeing_and_20_more_as_the_docs_say():
+    """docs/explorer.md: the 20 most disagreeing by the family's ★ column, then 20 drawn at random: of 100 rows whose
+    τ_g is its position, rows 0–19 first, then 20 others."""
+    frame = pd.DataFrame({"uid": [f"u{i}" for i in range(100)], "tau_grad": np.arange(100.0)})
+    chosen = wandb_rows(frame, JainWallace.DISAGREEMENT)
+    assert chosen[:20] == list(range(20)) and len(chosen) == 40 and len(set(chosen[20:]) - set(range(20))) == 20
+
+
 def test_a_table_smaller_than_the_sample_colours_each_row_once():
     """Fewer rows than the most-disagreeing plus the random sample: every row is chosen, none twice."""
     frame = pd.DataFrame({"uid": list("abcd"), "tau_grad": [0.5, -0.9, 0.1, 0.3]})
