@@ -15,6 +15,7 @@ import pytest
 
 import attn_study
 from attn_study.families import REGISTRY
+from attn_study.report import paper_tables
 from attn_study.report import scorecard as sc
 from attn_study.report.cli import build_report
 from attn_study.report.coverage import available_data, configured_data, coverage, summary_line
@@ -217,6 +218,11 @@ def test_the_coverage_names_a_paper_it_has_no_title_for_by_its_key_and_a_table_w
         1,
         1,
     )
+
+
+@pytest.mark.parametrize(("printed", "digits"), [("12", 1), ("0.5", 2), ("0.59", 3), ("-0.123", 3), ("<0.01", 3)])
+def test_ours_is_shown_to_one_digit_more_than_the_paper_printed_at_most_three(printed, digits):
+    assert paper_tables._digits(printed) == digits
 
 
 def test_summary_line_names_every_outcome_a_reader_asks_about():
