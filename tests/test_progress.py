@@ -89,6 +89,16 @@ def test_on_a_terminal_a_bar_counted_in_instances():
     assert out.getvalue() == ""  # the bar replaces the log's lines
 
 
+def test_on_a_terminal_the_family_bar_is_erased_when_the_family_ends(capsys):
+    """The bar is drawn on stderr and taken away at the end (``leave=False``): the line is blanked and the cursor
+    back at its start, no line of it left behind."""
+    with Progress("agreement/attention+gradient on test", 4, interactive=True, stream=io.StringIO()) as bar:
+        bar.update(4)
+    err = capsys.readouterr().err
+    assert "agreement/attention+gradient on test" in err  # it was drawn
+    assert "\n" not in err and err.split("\r")[-1].strip() == ""
+
+
 def test_each_step_adds_up_its_seconds_and_counts_each_batch_once():
     """A step's seconds add up over its runs; it counts a batch's instances the first time it ends on that batch
     (a method run under several models in one batch counts it once); a step before the first batch counts none."""

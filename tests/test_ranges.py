@@ -6,7 +6,10 @@ from __future__ import annotations
 import math
 
 import pytest
+from omegaconf import OmegaConf
 
+from attn_study.config import check_config
+from attn_study.errors import UserError
 from attn_study.ranges import (
     ANALYZE,
     BATCHES,
@@ -31,6 +34,7 @@ from attn_study.ranges import (
     untyped,
     whole,
 )
+from tests.helpers import REPO, compose_config
 
 
 @pytest.mark.parametrize(
@@ -111,6 +115,9 @@ def test_a_refusal_writes_the_value_as_the_user_did_a_quoted_boolean_quoted():
     assert refusal("x", 2, Boolean()) == "x=2: must be true or false, not 2"
     assert refusal("x", None, whole(1)) == "x=null: must be a whole number >= 1, not None"
     assert refusal("encoder.cell", "bogus", Word(("lstm", "gru"))) == "encoder.cell=bogus: choose one of lstm, gru"
+    # a boolean where a number goes: written as on the command line
+    assert refusal("x", True, whole(1)) == "x=true: must be a whole number >= 1, not True"
+    assert refusal("x", False, whole(1)) == "x=false: must be a whole number >= 1, not False"
 
 
 def test_a_value_set_through_another_option_is_refused_under_the_name_the_user_wrote():
@@ -252,3 +259,18 @@ def test_attn_study_analyzes_own_options_have_their_bounds():
     assert all(ANALYZE["seed"].problem(v) for v in (-1, 2**32))
     assert ANALYZE["threads"].problem(None) is None and ANALYZE["threads"].problem(1) is None
     assert ANALYZE["threads"].problem(0)
+
+
+@pytest.mark.parametrize("dataset", sorted(p.stem for p in (REPO / "conf" / "dataset").glob("[!_]*.yaml")))
+def test_every_shipped_datasets_defaults_are_inside_the_table(dataset):
+    """What conf/ ships (a bAbI task's ``class_tasks: null``, Zhang et al.'s ``classes: null``, W&B's ``group: null``)
+    is accepted as it is: a run refused before the user changed anything would be the table's mistake."""
+    cfg = compose_config(f"dataset={dataset}", "logger=[wandb,csv]")
+    assert problems(OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)) == []
+
+
+def test_attn_study_analyze_refuses_a_run_directory_that_does_not_exist_before_any_work(tmp_path):
+    missing = tmp_path / "no-such-run"
+    with pytest.raises(UserError) as refused:
+        check_config(compose_config(f"ckpt_path={missing}", name="analyze"), ANALYZE)
+    assert str(refused.value).startswith(f"ckpt_path={missing}: no such file or folder")

@@ -457,6 +457,19 @@ def test_each_analyze_logs_inside_the_run_beside_the_earlier_ones(trained, tmp_p
     assert analysis_config(cfg, run_dir).logger.csv.version == "analyze_2"
 
 
+def test_summary_json_holds_no_nan_and_says_why_each_value_is_undefined():
+    from attn_study.job.summary import finite_summary
+
+    nan = float("nan")
+    clean, undefined = finite_summary({"test/auroc": nan, "jw/tau_grad/mean": nan, "test/acc": 0.8, "x": float("inf")})
+    assert clean == {"test/auroc": None, "jw/tau_grad/mean": None, "test/acc": 0.8, "x": None}
+    assert undefined == {
+        "test/auroc": "undefined: the test split has one class",
+        "jw/tau_grad/mean": "undefined: no instance where it is defined",
+        "x": "inf",
+    }
+
+
 def test_the_answer_on_screen_is_each_familys_headline_with_its_interval():
     """``summary.answer``: the test metrics, the dev score chosen by, each family's HEADLINE_KEYS with their 95 %
     interval (only the families asked for), and a dash for an undefined value."""

@@ -45,8 +45,10 @@ def test_gradient_importance_closed_form_noenc_linear_decoder():
 
 
 def test_gradient_importance_multiclass_sums_over_outputs_when_asked():
+    """Σ_c |∇ŷ_c·e_t| of each text, also of two texts of one length computed together (one backward pass of the
+    batch's summed outputs: each row its own gradient, not a share of it)."""
     model = tiny_model(partial(encoders.RNNEncoder, hidden_size=4), num_classes=3, double=True)
-    batch = token_batch(SEQS[:2])
+    batch = token_batch(SEQS[:2] + [[7, 8, 9]])
     got = gradient_importance(model, batch, normalise=False, classes="sum")
     expected = torch.zeros_like(got)
     for c in range(3):
@@ -167,6 +169,8 @@ def test_equal_length_chunks_cover_every_index_once_one_length_each():
     assert sorted(torch.cat(chunks).tolist()) == list(range(len(lengths)))
     assert all(len(c) <= 2 and lengths[c].unique().numel() == 1 for c in chunks)
     assert [int(lengths[c[0]]) for c in chunks] == [1, 3, 3, 5, 5, 9]  # shortest first
+    # one sequence per call when asked (the tightest memory bound), in the order of their lengths
+    assert [c.tolist() for c in equal_length_chunks(lengths, chunk_size=1)] == [[7], [1], [4], [5], [0], [2], [6], [3]]
 
 
 @pytest.mark.parametrize("boundary", [False, True])
@@ -218,12 +222,21 @@ def test_deleting_any_token_of_a_run_of_equal_tokens_gives_exactly_one_value(nam
     assert got[0, 0] != got[0, 1] and got[2, 0] != got[2, 1]
 
 
-def test_each_deletion_points_to_the_first_of_its_run_of_equal_tokens():
+@pytest.mark.parametrize(
+    ("texts", "expected"),
+    [
+        ([[5, 6, 6, 6, 7], [4, 4], [8, 9, 9, 8]], [0, 1, 1, 1, 4, 5, 5, 7, 8, 8, 10]),
+        # a run at the batch's very first deletion, and one at the end of a text followed by the next text's equal
+        # first token (different texts: never one run)
+        ([[4, 4, 5], [6, 7, 7], [7, 8]], [0, 0, 2, 3, 4, 4, 6, 7]),
+    ],
+)
+def test_each_deletion_points_to_the_first_of_its_run_of_equal_tokens(texts, expected):
     from attn_study.analysis.importance.leave_one_out import deletion_index, same_sequence
 
-    batch = token_batch([[5, 6, 6, 6, 7], [4, 4], [8, 9, 9, 8]])
+    batch = token_batch(texts)
     inst, pos, _ = deletion_index(batch)
-    assert same_sequence(batch, inst, pos).tolist() == [0, 1, 1, 1, 4, 5, 5, 7, 8, 8, 10]
+    assert same_sequence(batch, inst, pos).tolist() == expected
 
 
 def test_a_chunk_of_similar_lengths_keeps_its_longest_text_whole():

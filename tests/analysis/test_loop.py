@@ -5,6 +5,7 @@ what a family needs of a model refused in one line; a family's own random stream
 from __future__ import annotations
 
 from functools import partial
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ import torch
 
 from attn_study.analysis.callback import AnalysisCallback
 from attn_study.analysis.importance import predict
-from attn_study.analysis.measuring import analysis_mode
+from attn_study.analysis.measuring import analysis_mode, instance_work, record_rows
 from attn_study.errors import UserError
 from attn_study.families import REGISTRY
 from attn_study.models import attention, encoders, projection
@@ -153,3 +154,39 @@ def test_each_family_refuses_the_models_it_cannot_analyse_in_one_line():
         "selected tokens, all tied; use analysis=[shortcuts] or [faithfulness]"
     )
     assert all("\n" not in message for message in [*sentences.values(), *selector.values()])
+
+
+def test_the_time_left_counts_tokens_or_for_a_quadratic_family_squared_lengths():
+    """Texts of 3 and 4 tokens: 3 + 4 = 7 units of work, or 3² + 4² = 25 for a family whose work is T × T."""
+    lengths = torch.tensor([3.0, 4.0], dtype=torch.float64)
+    assert instance_work(lengths, quadratic=False) == 7.0
+    assert instance_work(lengths, quadratic=True) == 25.0
+
+
+def test_analysis_mode_takes_no_parameter_gradients_and_gives_the_model_back_as_it_was():
+    model = tiny_model()
+    model.train()
+    frozen = model.output.weight
+    model.requires_grad_(True)
+    frozen.requires_grad_(False)
+    with analysis_mode(model):
+        assert not model.training and not any(p.requires_grad for p in model.parameters())
+    assert model.training and not frozen.requires_grad
+    assert all(p.requires_grad for name, p in model.named_parameters() if p is not frozen)
+
+
+def test_each_recorded_row_names_its_instance_and_holds_its_prediction_and_columns():
+    """Three instances of two classes: each row's predicted class and its probability are the instance's own (the
+    largest of its row of ŷ), the counts written as integers."""
+    split = SimpleNamespace(uids=["a", "b", "c", "d"], labels=np.array([0, 1, 1, 0]))
+    batch = {"index": torch.tensor([2, 0, 3])}
+    probs = torch.tensor([[0.2, 0.8], [0.9, 0.1], [0.4, 0.6]], dtype=torch.float64)
+    columns = {"length": torch.tensor([3.0, 5.0, 2.0]), "tau": torch.tensor([0.5, -0.25, 1.0])}
+    rows = {}
+    record_rows(rows, split, batch, probs, columns)
+    assert rows == {
+        2: {"index": 2, "uid": "c", "label": 1, "prediction": 1, "probability": 0.8, "length": 3, "tau": 0.5},
+        0: {"index": 0, "uid": "a", "label": 0, "prediction": 0, "probability": 0.9, "length": 5, "tau": -0.25},
+        3: {"index": 3, "uid": "d", "label": 0, "prediction": 1, "probability": 0.6, "length": 2, "tau": 1.0},
+    }
+    assert all(type(row["length"]) is int for row in rows.values())

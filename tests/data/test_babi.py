@@ -279,6 +279,22 @@ def test_options_and_paths(tmp_path: Path) -> None:
         BabiSource(str(tmp_path)).load()
 
 
+#: the 20 tasks' train files of the bAbI release (tasks_1-20_v1-2/en), as Weston et al. (2015) published them
+RELEASE_TRAIN_FILES = """
+qa1_single-supporting-fact qa2_two-supporting-facts qa3_three-supporting-facts qa4_two-arg-relations
+qa5_three-arg-relations qa6_yes-no-questions qa7_counting qa8_lists-sets qa9_simple-negation
+qa10_indefinite-knowledge qa11_basic-coreference qa12_conjunction qa13_compound-coreference qa14_time-reasoning
+qa15_basic-deduction qa16_basic-induction qa17_positional-reasoning qa18_size-reasoning qa19_path-finding
+qa20_agents-motivations
+""".split()
+
+
+def test_every_tasks_file_is_named_as_in_the_release() -> None:
+    source = BabiSource()
+    assert [source.file_name("train", task) for task in range(1, 21)] == [f"{n}_train.txt" for n in RELEASE_TRAIN_FILES]
+    assert BabiSource(task=6).file_name("test") == "qa6_yes-no-questions_test.txt"
+
+
 def test_fingerprint(babi_dir: Path) -> None:
     fp = BabiSource(str(babi_dir), task=1, variant="en").fingerprint()
     assert (fp["task"], fp["variant"]) == (1, "en")

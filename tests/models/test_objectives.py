@@ -81,30 +81,34 @@ class Logged:
     """The few module attributes an objective's loss reads, and what it logs."""
 
     def __init__(self, model):
-        self.model, self.logged = model, {}
+        self.model, self.logged, self.per = model, {}, {}
 
-    def log(self, key, value, **_):
+    def log(self, key, value, on_step=None, on_epoch=None, **_):
         self.logged[key] = float(value)
+        self.per[key] = "step" * bool(on_step) + "epoch" * bool(on_epoch)  # Lightning's aggregation of the value
 
 
 def test_the_adversary_loss_by_hand():
     """Two instances, binary model (ŷ = σ(logit)). Instance 1: ŷ_1 = 0.5, base 0.9 → TVD = ½(|0.5−0.9| +
     |0.5−0.1|) = 0.4; α = (½, ½) against base (¼, ¾) → KL = ½ ln 2 + ½ ln(2/3). Instance 2: ŷ_2 = σ(ln 3) =
     0.75, base 0.75 → TVD 0; α = (1, 0) against (1, 0) → KL 0 (0 · log 0 = 0, the base's zero floored only
-    where α > 0). Loss = mean(TVD) − λ mean(KL) with λ = 2."""
+    where α > 0). Instance 3 as instance 2 (three instances of two classes and two tokens: a sum over the wrong
+    axis shows). Loss = mean(TVD) − λ mean(KL) with λ = 2, each logged as an epoch's mean."""
     module = Logged(tiny_model(num_classes=2))
-    logits = torch.tensor([[0.0], [math.log(3.0)]])
-    attention = torch.tensor([[0.5, 0.5], [1.0, 0.0]])
-    batch = {"labels": torch.tensor([1, 0]), "fixed_attention": torch.tensor([[0.25, 0.75], [1.0, 0.0]])}
-    soft = torch.tensor([[0.1, 0.9], [0.25, 0.75]])
+    logits = torch.tensor([[0.0], [math.log(3.0)], [math.log(3.0)]])
+    attention = torch.tensor([[0.5, 0.5], [1.0, 0.0], [1.0, 0.0]])
+    base = torch.tensor([[0.25, 0.75], [1.0, 0.0], [1.0, 0.0]])
+    batch = {"labels": torch.tensor([1, 0, 0]), "fixed_attention": base}
+    soft = torch.tensor([[0.1, 0.9], [0.25, 0.75], [0.25, 0.75]])
     loss = objectives.ModelConsistentAdversary(lam=2.0).training_loss(module, logits, attention, batch, soft)
     kl = 0.5 * math.log(2) + 0.5 * math.log(2 / 3)
-    assert float(loss) == pytest.approx(0.4 / 2 - 2.0 * kl / 2)
-    assert module.logged["train/adversary_tvd"] == pytest.approx(0.2)
-    assert module.logged["train/adversary_kl"] == pytest.approx(kl / 2)
+    assert float(loss) == pytest.approx(0.4 / 3 - 2.0 * kl / 3)
+    assert module.logged["train/adversary_tvd"] == pytest.approx(0.4 / 3)
+    assert module.logged["train/adversary_kl"] == pytest.approx(kl / 3)
     assert module.logged["train/adversary_loss"] == pytest.approx(float(loss))
     objectives.ModelConsistentAdversary(lam=2.0).evaluate(module, logits, attention, batch, soft, "val")
     assert module.logged["val/adversary_loss"] == pytest.approx(float(loss))
+    assert set(module.per.values()) == {"epoch"}
     with pytest.raises(RuntimeError, match="base run's outputs and attention"):
         objectives.ModelConsistentAdversary().training_loss(module, logits, attention, batch, None)
 
@@ -129,7 +133,7 @@ def test_the_instance_weighted_loss_by_hand():
     )
     for parameter in module.mask_classifier.parameters():
         parameter.data.zero_()
-    module.log = lambda *args, **kwargs: None  # outside a trainer
+    module.log = Logged(None).log  # outside a trainer: what it logs, and how
     logits = torch.tensor([[0.0], [1.0], [-1.0]])
     attention = torch.tensor([[0.5, 0.5], [1.0, 0.0], [0.2, 0.8]])
     batch = {"labels": torch.tensor([0, 1, 1]), "mask": torch.ones(3, 2, dtype=torch.bool)}
@@ -137,6 +141,10 @@ def test_the_instance_weighted_loss_by_hand():
     softplus = lambda x: math.log1p(math.exp(x))  # noqa: E731
     expected = (0.5 * math.log(2) + 1.5 * softplus(-1.0) + 1.5 * softplus(1.0)) / 3.5 + math.log(2)
     assert loss.item() == pytest.approx(expected, rel=1e-6)
+    logged = module.log.__self__
+    # the weights over their mean 7/6: the largest 3/2 / (7/6) = 9/7
+    assert logged.logged == pytest.approx({"train/shortcut_aux_loss": math.log(2), "train/shortcut_weight_max": 9 / 7})
+    assert set(logged.per.values()) == {"epoch"}
     module.class_weights = torch.tensor([1.0, 2.0])  # class weights c = (1, 2) multiply w: ½, 3, 3
     loss = module.objective.training_loss(module, logits, attention, batch, None)
     expected = (0.5 * math.log(2) + 3 * softplus(-1.0) + 3 * softplus(1.0)) / 6.5 + math.log(2)

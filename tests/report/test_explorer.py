@@ -9,6 +9,7 @@ import base64
 import json
 import re
 import shutil
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -446,6 +447,14 @@ def test_wandb_colours_the_most_disagreeing_first_then_a_seeded_sample():
         assert wandb_rows(frame, ()) == sorted(wandb_rows(frame, ()))  # no measure: only the seeded sample
 
 
+def test_a_large_wandb_table_colours_the_20_most_disagreeing_and_20_more_as_the_docs_say():
+    """docs/explorer.md: the 20 most disagreeing by the family's ★ column, then 20 drawn at random: of 100 rows whose
+    τ_g is its position, rows 0–19 first, then 20 others."""
+    frame = pd.DataFrame({"uid": [f"u{i}" for i in range(100)], "tau_grad": np.arange(100.0)})
+    chosen = wandb_rows(frame, JainWallace.DISAGREEMENT)
+    assert chosen[:20] == list(range(20)) and len(chosen) == 40 and len(set(chosen[20:]) - set(range(20))) == 20
+
+
 def test_a_table_smaller_than_the_sample_colours_each_row_once():
     """Fewer rows than the most-disagreeing plus the random sample: every row is chosen, none twice."""
     frame = pd.DataFrame({"uid": list("abcd"), "tau_grad": [0.5, -0.9, 0.1, 0.3]})
@@ -475,3 +484,39 @@ def test_the_wandb_table_carries_coloured_text_for_a_bounded_sample(analysed):
             {m: recorded.loc[row["uid"], m] for m in ("attention", "gradient", "loo", "adversarial")},
         )
         assert expected in cell
+
+
+def test_a_runs_base_column_missing_in_its_first_family_is_the_next_familys():
+    """Instance b has no prediction in the first family's rows (NaN) but has one (1) in the next family's: the page
+    shows 1 and derives ``correct`` from it — the first family's gap is neither a value nor a false."""
+    first = pd.DataFrame({"uid": ["a", "b"], "label": [0, 1], "prediction": [1.0, np.nan]})
+    second = pd.DataFrame({"uid": ["a", "b"], "prediction": [1, 1], "probability": [0.7, 0.6]})
+    data = SimpleNamespace(frames={"jain_wallace": first, "sanity": second})
+    base = explorer._base(data, pd.Series(["a", "b"]), 2)
+    assert {name: column.tolist() for name, column in base.items()} == {
+        "label": [0, 1],
+        "prediction": [1, 1],
+        "probability": [0.7, 0.6],
+        "correct": [False, True],
+    }
+
+
+def test_each_runs_file_name_is_its_path_below_the_runs_common_folder_in_safe_characters(tmp_path):
+    paths = [tmp_path / "sweep a" / "run 1", tmp_path / "sweep b" / "run/2", tmp_path / "sweep a" / "run 1"]
+    runs = [SimpleNamespace(path=path) for path in paths]
+    assert explorer._names(runs) == ["sweep_a__run_1", "sweep_b__run__2", "sweep_a__run_1_2"]
+
+
+def test_across_runs_a_column_the_runs_disagree_on_stays_one_per_run():
+    """Two runs of the same instances: their lengths agree (one shared column); their labels differ on b (1 and
+    0), so each run keeps its own label column — a shared one would show one run's labels for both."""
+
+    def run(name, labels):
+        frame = pd.DataFrame({"uid": ["a", "b"], "label": labels, "prediction": [0, 1], "length": [3, 4]})
+        return SimpleNamespace(run=SimpleNamespace(labels=["neg", "pos"], name=name), frames={"jain_wallace": frame})
+
+    rows = [explorer.Row("a", [0, 1], None, None), explorer.Row("b", [0, 1], None, None)]
+    columns, meta = explorer._columns([run("one", [0, 1]), run("two", [0, 0])], rows)
+    keys = {column["key"] for column in columns}
+    assert {"r1:label", "r2:label", "length"} <= keys and not {"label", "r1:length", "r2:length"} & keys
+    assert [m["label"] for m in meta] == ["r1:label", "r2:label"]

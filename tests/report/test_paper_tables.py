@@ -15,6 +15,7 @@ import pytest
 
 import attn_study
 from attn_study.families import REGISTRY
+from attn_study.report import paper_tables
 from attn_study.report import scorecard as sc
 from attn_study.report.cli import build_report
 from attn_study.report.coverage import available_data, configured_data, coverage, summary_line
@@ -205,6 +206,25 @@ def test_not_run_says_data_absent_or_compute_and_one_seed_has_no_verdict():
     assert int(frame["numbers"].sum()) == len(sc.references())  # every published number is counted once
 
 
+def test_the_coverage_names_a_paper_it_has_no_title_for_by_its_key_and_a_table_without_dataset_a_dash():
+    judged = pd.DataFrame(
+        [{"paper": "unlisted_paper", "source": "Table 9", "dataset": "", "outcome": sc.REPRODUCED, "reason": ""}]
+    )
+    (row,) = coverage(judged).to_dict("records")
+    assert (row["paper"], row["table"], row["dataset"], row["numbers"], row[sc.REPRODUCED]) == (
+        "unlisted_paper",
+        "Table 9",
+        "—",
+        1,
+        1,
+    )
+
+
+@pytest.mark.parametrize(("printed", "digits"), [("12", 1), ("0.5", 2), ("0.59", 3), ("-0.123", 3), ("<0.01", 3)])
+def test_ours_is_shown_to_one_digit_more_than_the_paper_printed_at_most_three(printed, digits):
+    assert paper_tables._digits(printed) == digits
+
+
 def test_summary_line_names_every_outcome_a_reader_asks_about():
     counts = {sc.REPRODUCED: 18, sc.UNEXPLAINED: 1, sc.EXPLAINED: 1, sc.NOT_RUN: 3}
     assert (
@@ -227,8 +247,13 @@ def test_datasets_here_are_those_of_any_run_or_of_this_machines_data_paths(tmp_p
         f"paths:\n  data:\n    babi: {tmp_path / 'babi'}\n    snli: /nowhere\n"
     )
     assert configured_data(conf) == {"babi1", "babi2"}  # snli's path does not exist
+    # two steps of extending (babi3 → babi2 → babi1), and two configs that extend each other (no path, no loop)
+    (conf / "dataset" / "babi3.yaml").write_text("defaults:\n  - babi2\n  - _self_\ndataset:\n  name: babi3\n")
+    (conf / "dataset" / "loop_a.yaml").write_text("defaults:\n  - loop_b\n  - _self_\n")
+    (conf / "dataset" / "loop_b.yaml").write_text("defaults:\n  - loop_a\n  - _self_\n")
+    assert configured_data(conf) == {"babi1", "babi2", "babi3"}
     failed = Run(Path("/f"), "failed", config={"dataset": "imdb"})
-    assert available_data([failed], conf) == {"babi1", "babi2", "imdb"}
+    assert available_data([failed], conf) == {"babi1", "babi2", "babi3", "imdb"}
 
 
 def test_code_versions_and_numerics_are_named_and_a_mix_is_said():

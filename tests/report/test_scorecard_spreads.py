@@ -135,6 +135,20 @@ def test_the_authors_released_runs_are_said_beside_the_verdict(monkeypatch, valu
     assert others["authors' runs"].tolist() == [""]  # Table 1's F1: no released run of it here
 
 
+@pytest.mark.parametrize(
+    ("count", "said"),
+    [
+        (1, "within the authors' released runs 0.300…0.300 (1 run)"),
+        (2, "within the authors' released runs 0.300…0.350 (2 runs)"),
+    ],
+)
+def test_one_or_two_released_runs_are_counted_in_words(count, said):
+    """A cell whose authors released one run (0.30) or two (0.30, 0.35), all verified: ``1 run``, ``2 runs``."""
+    released = RELEASED.iloc[:count]
+    row = next(released.itertuples(index=False))
+    assert sc.authors_runs(row, 0.30, released)["authors' runs"] == said
+
+
 def test_the_real_20news_cell_is_within_the_authors_runs():
     """released_runs.csv's 20News BiLSTM τ_g of class 0: −0.053, 0.07 (quoted), 0.081, 0.175; ours 0.16."""
     said = tau_g_cell(sc.judge(split_runs()))["authors' runs"]

@@ -129,6 +129,24 @@ def test_the_gold_labels_importance_is_the_gold_classs():
         scores.one_hot_gradient_norm(torch.nn.Linear(2, 2), batch, torch.tensor([gold]))
 
 
+@pytest.mark.parametrize("method", ["attention", "raw", "rollout", "flow", "norms"])
+def test_a_method_that_explains_no_class_scores_the_same_for_the_gold_label(method):
+    """α and a Transformer's layer attention read no class: ``roar.label=gold`` gives the scores ``predicted`` does
+    (attention: α itself), never a refusal."""
+    from functools import partial
+
+    model = tiny_model(partial(encoders.TransformerEncoder, model_dim=8, num_heads=2, num_layers=2, ff_dim=16))
+    texts = [[4, 9, 13, 17, 21], [5, 6, 7]]
+    predicted = predict(model, token_batch(texts))[2].argmax(-1)
+    batch = token_batch(texts, labels=((predicted + 1) % 2).tolist())  # gold differs from the prediction
+    gold = scores.scores(method, model, batch, "gold", "jain_wallace", ImportanceOptions())
+    torch.testing.assert_close(
+        gold, scores.scores(method, model, batch, "predicted", "jain_wallace", ImportanceOptions())
+    )
+    if method == "attention":
+        torch.testing.assert_close(gold, predict(model, batch)[1])
+
+
 # -- the step (its sweep job one step below: tests/roar/test_source.py) and the options' checks ---------------------
 
 

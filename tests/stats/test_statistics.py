@@ -11,7 +11,7 @@ import torch
 from scipy.spatial.distance import jensenshannon
 from scipy.stats import kendalltau
 
-from attn_study.stats import bootstrap_ci, entropy, jsd, kendall_tau_b, summarise, tvd
+from attn_study.stats import bootstrap_ci, entropy, jsd, kendall_tau_b, snap_ties, summarise, tvd
 
 LN2 = math.log(2.0)
 
@@ -101,6 +101,18 @@ def test_entropy_matches_scipy():
     rng = np.random.default_rng(3)
     p = random_dists(rng, 50, 12)
     np.testing.assert_allclose(entropy(torch.tensor(p)).numpy(), sp_entropy(p, axis=-1), atol=1e-12)
+
+
+def test_entropy_over_the_last_dim_of_a_per_head_batch_nan_only_where_a_row_holds_one():
+    """(2 instances, 3 heads, 4 tokens): each row's entropy over its tokens; a NaN in instance 1, head 2 makes that
+    row NaN and no other."""
+    p = torch.full((2, 3, 4), 0.25, dtype=torch.float64)
+    p[0, 0] = torch.tensor([1.0, 0.0, 0.0, 0.0])
+    p[1, 2, 3] = float("nan")
+    expected = torch.full((2, 3), math.log(4), dtype=torch.float64)
+    expected[0, 0], expected[1, 2] = 0.0, float("nan")
+    torch.testing.assert_close(entropy(p), expected, equal_nan=True)
+    assert entropy(torch.tensor([0.5, 0.5], dtype=torch.float64)).item() == pytest.approx(math.log(2))
 
 
 # ---------------------------------------------------------------- Kendall τ-b
@@ -241,6 +253,60 @@ def test_kendall_long_rows_and_nan():
     assert_matches_scipy(tau, p, ref_tau, ref_p)
 
 
+@pytest.mark.parametrize(
+    ("x_dtype", "y_dtype", "expected"),
+    [
+        (torch.float32, torch.float64, torch.float64),
+        (torch.float64, torch.float32, torch.float64),
+        (torch.int64, torch.float32, torch.float32),
+        (torch.int64, torch.int64, torch.float64),
+    ],
+)
+def test_kendall_answers_in_the_promoted_floating_dtype_of_both_inputs(x_dtype, y_dtype, expected):
+    x = torch.tensor([[1, 2, 3, 4]], dtype=x_dtype)
+    y = torch.tensor([[1, 3, 2, 4]], dtype=y_dtype)
+    tau, p = kendall_tau_b(x, y)
+    assert tau.dtype == p.dtype == expected
+    # one discordant pair of six: τ = (5 − 1)/6; exact p = 2·(1 + 3)/4! (no or one inversion among 4 items)
+    assert tau.item() == pytest.approx(4 / 6) and p.item() == pytest.approx(8 / 24)
+
+
+@pytest.mark.parametrize("n", [170, 171, 172, 173])
+def test_kendall_exact_tails_past_the_factorials_float_range_are_scipys(n):
+    """A perfect order (Q = 0) has p = 2/n!, one swapped pair (Q = 1) p = 2/(n − 1)!; scipy's float factorial
+    overflows from 171! on, so it answers 0 there — 2/171! as a subnormal float would not be scipy's answer."""
+    x = np.arange(n, dtype=float)
+    swapped = x.copy()
+    swapped[[0, 1]] = swapped[[1, 0]]
+    rows_x, rows_y = np.stack([x, x, x]), np.stack([x, swapped, -x])
+    _, p = kendall_tau_b(torch.tensor(rows_x), torch.tensor(rows_y))
+    by_hand = [2 / math.factorial(n) if n < 171 else 0.0, 2 / math.factorial(n - 1) if n < 172 else 0.0]
+    expected = [by_hand[0], by_hand[1], by_hand[0]]
+    np.testing.assert_array_equal(p.numpy(), expected)
+    np.testing.assert_array_equal(expected, scipy_rows(rows_x, rows_y, np.ones_like(rows_x, dtype=bool))[1])
+
+
+def test_kendall_of_one_text_too_long_for_two_rows_per_pairwise_chunk():
+    """One row of 5800 entries: 5800² pairwise comparisons exceed the 2**25 bound, so the chunk holds that row
+    alone (and no more rows than the batch has): scipy's τ and p."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(1, 5800))
+    y = 0.2 * x + rng.normal(size=x.shape)
+    mask = np.ones_like(x, dtype=bool)
+    tau, p = kendall_tau_b(torch.tensor(x), torch.tensor(y), torch.tensor(mask))
+    assert_matches_scipy(tau, p, *scipy_rows(x, y, mask)[:2])
+
+
+def test_snap_ties_counts_a_nan_score_as_zero_and_zeroes_what_is_off_the_mask():
+    """NaN → 0 before the row's scale is taken: the largest magnitude on the mask stays 0.5 (step 5e-10), so 0.5
+    and 0.5 − 1e-10 are one tie, the NaN entry is 0, and so is the 0.7 off the mask."""
+    scores = torch.tensor([[float("nan"), 0.5, 0.5 - 1e-10, 0.25, 0.7]], dtype=torch.float64)
+    got = snap_ties(scores, torch.tensor([[True, True, True, True, False]]))
+    assert got[0, 0].item() == 0.0 and got[0, 4].item() == 0.0
+    assert got[0, 1].item() == got[0, 2].item() == pytest.approx(0.5, abs=1e-15)
+    assert got[0, 3].item() == pytest.approx(0.25, abs=1e-15)
+
+
 def test_kendall_no_mask_and_tiny_rows():
     x = torch.tensor([[12.0, 2, 1, 12, 2], [1.0, 2, 3, 4, 5]], dtype=torch.float64)
     y = torch.tensor([[1.0, 4, 7, 1, 0], [5.0, 4, 3, 2, 1]], dtype=torch.float64)
@@ -316,6 +382,9 @@ def test_bootstrap_interval_shrinks_as_n_grows_and_is_reproducible():
     assert widths[0] / widths[-1] == pytest.approx(8.0, rel=0.25)  # ∝ 1/√n
     assert bootstrap_ci(data[:100]) == bootstrap_ci(data[:100])  # seeded
     assert bootstrap_ci([np.nan, 2.0]) == (2.0, 2.0) and all(map(math.isnan, bootstrap_ci([np.nan])))
+    # two values 0 and 1: a resample's mean is 0, ½ or 1 (chance ¼, ½, ¼), so the 2.5 % and 97.5 % quantiles of
+    # 1000 resamples are 0 and 1 — an interval, not the first value twice
+    assert bootstrap_ci([0.0, 1.0]) == (0.0, 1.0) == bootstrap_by_hand([0.0, 1.0])
     low, high = bootstrap_ci(data[:1000], resamples=1000)
     assert low < data[:1000].mean() < high
 
