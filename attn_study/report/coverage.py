@@ -125,7 +125,8 @@ def summary_line(counts: dict, tentative: int = 0, not_run: str = "") -> str:
     if counts.get(NO_VERDICT, 0):
         parts.append(f"{counts[NO_VERDICT]} no verdict")
     parts.append(f"{counts.get(NOT_RUN, 0)} not run" + (f" ({not_run})" if not_run else ""))
-    line = f"{sum(counts.get(o, 0) for o in OUTCOMES)} numbers: " + ", ".join(parts)
+    total = sum(counts.get(o, 0) for o in OUTCOMES)
+    line = f"{total} number{'s' * (total != 1)}: " + ", ".join(parts)
     if tentative:
         line += f"; {tentative} verdict{'s' * (tentative > 1)} tentative (under {FIRM} seeds)"
     return line

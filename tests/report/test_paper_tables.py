@@ -310,3 +310,16 @@ def test_the_scorecards_files_name_a_predicted_class_as_the_runs_do(tmp_path):
     rows = pd.read_csv(out / "scorecard.csv")["row"].tolist()
     per_class = [r for r in rows if r.startswith("SST / ")]
     assert per_class and all(r.split(" / ")[1] in ("negative", "positive") for r in per_class), per_class
+
+
+def test_a_paper_table_of_one_published_number_is_drawn():
+    """J&W's Figure 3-5 captions each print one number: a table of one row is drawn with its heading, its one cell
+    (ours (paper)) and its summary line."""
+    runs = [run(i, {"jw/tau_grad/class_0/mean": v}) for i, v in enumerate((0.38, 0.40, 0.42))]
+    judged = sc.judge(runs)
+    one = judged[(judged["source"] == "Table 2") & (judged["key"] == "jw/tau_grad/class_0/mean")]
+    one = one[one["outcome"] != sc.NOT_RUN]
+    assert len(one) == 1
+    page = paper_tables._table("J&W Table 2, one number", one, paper_tables._class_names(runs))
+    assert f"id='{paper_tables._anchor('jain_wallace', 'Table 2')}'" in page
+    assert "0.400 (0.40)" in page and "1 number: 1 reproduced, 0 not reproduced" in page
