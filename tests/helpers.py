@@ -179,6 +179,20 @@ def accuracy_by_hand(run_dir: Path) -> float:
     return float(np.mean(correct))
 
 
+def run_benchmark(script: str, *args: str) -> subprocess.CompletedProcess:
+    """``python benchmarks/<script> <args>`` from the repository, asserted to succeed (its output tails if not)."""
+    done = subprocess.run(
+        [sys.executable, f"benchmarks/{script}", *args],
+        cwd=REPO,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return done
+
+
 # -- runs trained once per pytest run (tests/conftest.py's trained_runs) ---------------------------
 
 

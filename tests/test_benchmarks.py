@@ -8,8 +8,6 @@ import importlib.util
 import json
 import os
 import re
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
@@ -19,21 +17,7 @@ from attn_study.analysis.importance import gradient_importance
 from attn_study.errors import UserError
 from attn_study.families.jain_wallace.callback import JainWallace
 from attn_study.models.outputs import log_odds
-from tests.helpers import REPO, TINY, cli_env, tiny_model, token_batch
-
-
-def run_benchmark(script: str, *args: str) -> subprocess.CompletedProcess:
-    """``python benchmarks/<script> <args>`` from the repository, asserted to succeed (its output tails if not)."""
-    done = subprocess.run(
-        [sys.executable, f"benchmarks/{script}", *args],
-        cwd=REPO,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    return done
+from tests.helpers import REPO, TINY, run_benchmark, tiny_model, token_batch
 
 
 def test_the_gpu_grid_benchmark_runs_the_real_cli_and_writes_its_csv(tmp_path):

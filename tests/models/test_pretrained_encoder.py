@@ -310,25 +310,17 @@ def test_what_encoder_pretrained_cannot_take_is_refused_in_one_line(tmp_path, ov
 def test_the_batch_benchmark_runs_each_family_at_batch_1_and_at_its_chosen_batch(tmp_path):
     """benchmarks/pretrained_batch.py on a tiny trained run: a row per family, the chosen batch (the CPU's token
     budget over 4 texts: more than 1), the same instances at each batch."""
-    import subprocess
-    import sys
-
     from attn_study.job.run import run
-    from tests.helpers import REPO, cli_env
+    from tests.helpers import run_benchmark
 
     folder = save_checkpoint(tmp_path / "bert", head=False, pieces=True)
     run(run_config(folder, "analysis=[]"), tmp_path / "run")
     out = tmp_path / "batch.csv"
-    done = subprocess.run(
-        [sys.executable, "benchmarks/pretrained_batch.py", "--run", str(tmp_path / "run"), "--instances", "4"]
-        + ["--families", "jain_wallace,sparsity", "--threads", "1", "--out", str(out)],
-        cwd=REPO,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
+    run_benchmark(
+        "pretrained_batch.py",
+        *["--run", str(tmp_path / "run"), "--instances", "4", "--families", "jain_wallace,sparsity"],
+        *["--threads", "1", "--out", str(out)],
     )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     rows = pd.read_csv(out)
     assert rows["family"].tolist() == ["jain_wallace", "sparsity"]
     assert (rows["chosen_batch"] > 1).all() and (rows["instances"] == 4).all()
