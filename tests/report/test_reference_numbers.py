@@ -383,9 +383,7 @@ def test_each_explanation_keys_one_number_and_cites_a_section_of_the_docs():
     ]
     numbers = pd.concat([load(paper) for paper in FILES])
     for cause in causes.itertuples():
-        found = numbers
-        for column in ("paper", "source", "dataset", "row", "column", "statistic"):
-            found = found[found[column] == getattr(cause, column)]
+        found = matching(numbers, cause, ("paper", "source", "dataset", "row", "column", "statistic"))
         assert len(found) == 1, cause
         assert cause.when in ("", "ours higher", "ours lower") and cause.cause, cause
         page, _, anchor = cause.measured_in.partition("#")
@@ -462,10 +460,7 @@ def test_each_released_run_keys_one_number_and_says_where_it_was_read_or_quoted(
     ]
     numbers = pd.concat([load(paper) for paper in FILES])
     for run in runs.itertuples():
-        found = numbers
-        for column in CELL:
-            found = found[found[column] == getattr(run, column)]
-        assert len(found) == 1, run
+        assert len(matching(numbers, run, CELL)) == 1, run
         assert math.isfinite(float(run.value)) and run.repository == "successar/AttentionExplanation", run
         if run.verified == "yes":
             assert re.fullmatch(r"[0-9a-f]{40}", run.commit) and run.file.endswith(".csv") and not run.quoted_in, run
@@ -504,3 +499,10 @@ def test_the_20news_bilstm_runs_are_those_read_from_the_authors_files():
     loo = news[(news.row == "20News / 1") & news.column.str.startswith("Leave-One-Out")]
     assert sorted(loo.value.astype(float)) == [0.14196570834137898, 0.18175537438779737, 0.20]
     assert set(loo[loo.verified == "no"].quoted_in.str[:8]) == {"issue 55"}
+
+
+def matching(numbers: pd.DataFrame, entry, columns) -> pd.DataFrame:
+    """The rows of ``numbers`` equal to ``entry`` (a row of another table) in every one of ``columns``."""
+    for column in columns:
+        numbers = numbers[numbers[column] == getattr(entry, column)]
+    return numbers
