@@ -43,7 +43,7 @@ def test_length_filter_is_inclusive_counted_and_truncation_cuts(caplog):
     data = build(ListSource(tiny()), Preprocessing(min_length=2, max_length=4))
     assert data.stats["train"] == {"read": 5, "kept": 3, "too_short": 1, "too_long": 1, "longest": 0}
     assert sorted(len(x) for x in data.splits["train"].ids) == [2, 2, 4]  # both bounds inclusive
-    assert "5 read, 3 kept; dropped: 1 shorter than 2 tokens, 1 longer than 4 tokens" in caplog.text
+    assert "tiny/train: 5 read, 3 kept; dropped: 1 shorter than 2 tokens, 1 longer than 4 tokens" in caplog.text
     cut = build(ListSource(tiny()), Preprocessing(truncate=3))
     assert max(len(x) for x in cut.splits["test"].ids) == 3 and cut.stats["test"]["kept"] == 5
 
@@ -63,6 +63,41 @@ def test_empty_split_and_filter_that_empties_a_split_are_errors():
         build(ListSource(tiny()), Preprocessing(min_length=50))
     with pytest.raises(DataError, match="max_length"):
         Preprocessing(min_length=5, max_length=2)
+
+
+def test_a_label_outside_the_classes_is_an_error_naming_the_split():
+    """2 classes: labels 0..1. -1 among 0, 1, 0, 0 is outside, although the largest label is inside; 2 (the
+    number of classes) among 0, 1, 0, 0 is outside, although the smallest is inside."""
+    for bad in (-1, 2):
+        splits = tiny()
+        splits["train"][3] = RawExample(uid="3", text="x y", label=bad)
+        with pytest.raises(DataError, match=r"^dataset tiny/train: labels outside 0\.\.1$"):
+            build(ListSource(splits), Preprocessing())
+
+
+def test_boundary_tokens_move_each_rationale_position_by_one():
+    """ "good film" with rationale (1,) "film" becomes <sos> good film <eos>: "film" is now at 2; "a bad bad film"
+    with (0, 2) ("a", the second "bad") becomes (1, 3)."""
+
+    def ex(i, text, rationale):
+        return RawExample(uid=str(i), text=text, label=i % 2, rationale=rationale)
+
+    splits = {s: [ex(0, "good film", (1,)), ex(1, "a bad bad film", (0, 2))] for s in ("train", "dev", "test")}
+    data = build(ListSource(splits), Preprocessing(boundary_tokens=True))
+    train = data.splits["train"]
+    assert train.rationales == [(2,), (1, 3)]
+    assert [data.vocab.decode(ids[list(r)]) for ids, r in zip(train.ids, train.rationales)] == [
+        ["film"],
+        ["a", "bad"],
+    ]
+
+
+def test_a_cache_folder_whose_parents_do_not_exist_yet_is_created_and_used(tmp_path):
+    source = ListSource(tiny())
+    cache = tmp_path / "not" / "yet"
+    load_or_build(source, Preprocessing(), cache)
+    load_or_build(source, Preprocessing(), cache)
+    assert source.loads == 1 and (next(cache.iterdir()) / "COMPLETE").is_file()
 
 
 def test_cache_is_reused_keyed_and_rebuilt_when_corrupt(tmp_path):

@@ -32,6 +32,7 @@ def news_tar(news_dir: Path, tmp_path: Path) -> Path:
 def test_clean_post_drops_header_quotes_attribution_and_signature() -> None:
     assert clean_post(NEWS_SPECIAL) == NEWS_SPECIAL_CLEAN
     assert clean_post(NEWS_SPECIAL.replace("\n", "\r\n")) == NEWS_SPECIAL_CLEAN
+    assert clean_post(NEWS_SPECIAL.replace("\n", "\r")) == NEWS_SPECIAL_CLEAN  # old Mac line ends: a lone CR
 
 
 @pytest.mark.parametrize(

@@ -60,6 +60,12 @@ def test_a_words_score_from_its_pieces_by_hand():
         word_scores(scores, words, "mean")
 
 
+def test_scores_and_pieces_of_different_lengths_are_refused_by_their_counts():
+    """3 scores for the 2 pieces of words [0, 1]: the message names both counts."""
+    with pytest.raises(ValueError, match="^3 scores for 2 pieces$"):
+        word_scores([0.1, 0.2, 0.3], [0, 1])
+
+
 def test_pieces_join_into_their_word():
     assert join_pieces(["un", "##believ", "##able"]) == "unbelievable"
     assert join_pieces(["Ġunbeliev", "able"]) == "unbelievable"  # byte-level BPE's word start

@@ -307,6 +307,16 @@ def test_what_encoder_pretrained_cannot_take_is_refused_in_one_line(tmp_path, ov
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
+def test_roar_at_fraction_0_masks_no_piece_so_its_token_is_not_refused(tmp_path):
+    """roar.fraction=0 (ROAR's unmasked baseline) with the default roar.token=<mask>, which is no special token of
+    the BERT tokenizer: nothing is masked, so the run is planned (the same with fraction 0.1 is refused above)."""
+    from attn_study.job.plan import build_plan, check_plan
+
+    folder = save_checkpoint(tmp_path / "bert", head=False, pieces=True)
+    overrides = ("analysis=[]", "roar=roar", "roar.source=/nowhere", "roar.fraction=0")
+    build_plan(check_plan(run_config(folder, *overrides)), tmp_path / "run")
+
+
 def test_the_batch_benchmark_runs_each_family_at_batch_1_and_at_its_chosen_batch(tmp_path):
     """benchmarks/pretrained_batch.py on a tiny trained run: a row per family, the chosen batch (the CPU's token
     budget over 4 texts: more than 1), the same instances at each batch."""
