@@ -189,7 +189,10 @@ def test_a_run_of_its_own_and_its_analyses_share_a_group_and_two_analyses_are_na
         options = ["analysis.jain_wallace.tests=[correlation]", "analysis.jain_wallace.max_instances=4"]
         analyze(compose_config(f"ckpt_path={run_dir}", *options, name="analyze"))
         time.sleep(1.1)  # the names tell analyses apart to the second
-    training, *analyses = (read_run(p) for p in offline_runs(run_dir))
+    # W&B's folders sort by the second they started: the training's and an analysis' may share one
+    records = [read_run(p) for p in offline_runs(run_dir)]
+    analyses = [r for r in records if "-analyze-" in r.run.display_name]
+    (training,) = [r for r in records if r not in analyses]
     assert training.run.run_group == "solo" and [a.run.run_group for a in analyses] == ["solo", "solo"]
     names = [a.run.display_name for a in analyses]
     prefix = f"{training.run.display_name}-analyze-jain_wallace-"
