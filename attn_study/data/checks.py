@@ -7,7 +7,6 @@ import logging
 
 import numpy as np
 
-from attn_study.data.text import UNK_ID
 from attn_study.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -38,8 +37,7 @@ def check_data(datamodule, max_length: int | None = None) -> tuple[dict, list[st
             warnings.append(f"the {split} split has one class: its AUROC is undefined (null)")
     for split in ("train", "test"):
         ids = np.concatenate(data.splits[split].ids) if len(data.splits[split]) else np.zeros(0, dtype=np.int64)
-        unknown = getattr(data.vocab, "unk_id", UNK_ID)  # a checkpoint's tokenizer has its own (encoder=pretrained)
-        rate = float(np.mean(ids == unknown)) if len(ids) else 0.0
+        rate = float(np.mean(ids == data.vocab.unk_id)) if len(ids) else 0.0  # a checkpoint's tokenizer: its own
         metrics[f"data/unk_rate/{split}"] = rate
         if rate > 0.5:
             warnings.append(

@@ -148,7 +148,9 @@ def tokenize_sentences_many(texts: Iterable[str], batch_size: int = 1000) -> lis
 
 
 class Vocab:
-    """Word ↔ id map with ``<pad>`` = 0 and ``<unk>`` = 1, built from training tokens."""
+    """Word ↔ id map with ``<pad>`` = 0 and ``<unk>`` = 1 (``unk_id``), built from training tokens."""
+
+    unk_id = UNK_ID
 
     def __init__(self, words: Iterable[str]):
         self.itos: list[str] = [PAD, UNK]
