@@ -364,9 +364,10 @@ def explain_main(argv: list[str] | None = None) -> None:
         from attn_study.job import explain  # torch: once the arguments are read
 
         methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+        path = explain.page_path(args.run, args.out)
         explained = explain.explain(args.run, texts, methods, args.ig_steps)
         print(explain.terminal(explained, colour=sys.stdout.isatty()))
-        print(f"page: {explain.write_page(explained, args.run, args.out)}")
+        print(f"page: {explain.write_page(explained, args.run, path)}")
     except UserError as err:
         print(f"attn-study-explain: error: {err}", file=sys.stderr)
         sys.exit(2)

@@ -86,11 +86,16 @@ def test_mistakes_are_one_line(trained, capsys, argv, says):
     assert len(err) == 1 and says in err[0]
 
 
-def test_the_page_never_overwrites_a_file(trained, tmp_path, capsys):
+def test_the_page_never_overwrites_a_file(trained, tmp_path, capsys, monkeypatch):
+    """A file at --out is refused before the run is loaded, and left as it was."""
+    from attn_study.job import explain
+
     out = tmp_path / "mine.html"
     out.write_text("keep")
-    with pytest.raises(SystemExit):
-        explain_main([str(trained), "good", "--methods", "attention", "--out", str(out)])
+    with monkeypatch.context() as patched:
+        patched.setattr(explain, "explain", lambda *a: pytest.fail("the run was explained before --out was checked"))
+        with pytest.raises(SystemExit):
+            explain_main([str(trained), "good", "--methods", "attention", "--out", str(out)])
     assert out.read_text() == "keep" and "the file exists" in capsys.readouterr().err
     explain_main([str(trained), "good", "--methods", "attention", "--out", str(tmp_path / "new.html")])
     assert "page: " in capsys.readouterr().out and (tmp_path / "new.html").is_file()

@@ -137,11 +137,17 @@ def page(explained: list[Explained], run: Path) -> str:
     return "".join(parts)
 
 
-def write_page(explained: list[Explained], run: Path, out: Path | None) -> Path:
-    """The page at ``out``, by default ``<run>/explain/<time>.html`` (a new file: nothing is overwritten)."""
+def page_path(run: Path, out: Path | None) -> Path:
+    """Where the page goes: ``out``, by default ``<run>/explain/<time>.html``; a file that exists is refused (nothing
+    is overwritten) — asked before any work."""
     path = Path(out) if out else Path(run) / "explain" / f"{time.strftime('%Y-%m-%d_%H-%M-%S')}.html"
     if path.exists():
         raise UserError(f"--out {path}: the file exists; give a new name (nothing was overwritten)")
+    return path
+
+
+def write_page(explained: list[Explained], run: Path, path: Path) -> Path:
+    """The page at ``path`` (:func:`page_path`), written whole or not at all."""
     try:
         return write_text_atomic(path, page(explained, Path(run)))
     except OSError as err:
