@@ -36,8 +36,8 @@ def check_data(datamodule, max_length: int | None = None) -> tuple[dict, list[st
         if len(np.unique(data.splits[split].labels)) < 2:
             warnings.append(f"the {split} split has one class: its AUROC is undefined (null)")
     for split in ("train", "test"):
-        ids = np.concatenate(data.splits[split].ids) if len(data.splits[split]) else np.zeros(0, dtype=np.int64)
-        rate = float(np.mean(ids == data.vocab.unk_id)) if len(ids) else 0.0  # a checkpoint's tokenizer: its own
+        ids = np.concatenate(data.splits[split].ids)  # an empty split is refused when the data are read
+        rate = float(np.mean(ids == data.vocab.unk_id))  # a checkpoint's tokenizer has its own unk_id
         metrics[f"data/unk_rate/{split}"] = rate
         if rate > 0.5:
             warnings.append(

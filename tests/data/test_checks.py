@@ -4,13 +4,16 @@ flagged, and the flag is recorded in status.json and summary.json."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from attn_study.data.datamodule import TextDataModule
 from attn_study.data.markers import Injection
 from attn_study.data.processed import Preprocessing
 from attn_study.data.synthetic import SyntheticSource
+from attn_study.data.text import Vocab
 from attn_study.errors import DataError, UserError
 from attn_study.job.attempt import train_and_test
 from attn_study.job.run import run
@@ -128,3 +131,47 @@ def test_a_data_constructor_refuses_in_the_configs_words(build, line):
     with pytest.raises((DataError, UserError)) as refused:
         build()
     assert str(refused.value).startswith(line)
+
+
+class StubSplit:
+    """A split as check_data reads it: labels, per-instance ids and their lengths."""
+
+    def __init__(self, labels, ids):
+        self.labels, self.ids = np.array(labels, dtype=int), [np.array(i, dtype=int) for i in ids]
+        self.lengths = np.array([len(i) for i in ids], dtype=int)
+
+    def __len__(self):
+        return len(self.labels)
+
+
+def stub_module(splits: dict, vocab_size: int = 10) -> SimpleNamespace:
+    """A set-up datamodule as check_data reads it: ``splits`` {name: (labels, ids)}, a vocabulary of
+    ``vocab_size`` words with <unk> = 1."""
+    data = SimpleNamespace(
+        splits={name: StubSplit(*split) for name, split in splits.items()},
+        vocab=Vocab([f"w{i}" for i in range(vocab_size - 2)]),
+        stats={},
+        label_names=["a", "b"],
+    )
+    return SimpleNamespace(data=data, name="stub", preprocessing=SimpleNamespace(min_count=1), batch_size=4)
+
+
+def test_two_classes_and_half_unknown_tokens_are_no_warning():
+    """By hand: every split has both classes (no AUROC warning); the test split's tokens are 1 of 2 <unk> — a rate of
+    exactly 0.5, not "mostly unknown" (the warning is for > 0.5)."""
+    from attn_study.data.checks import check_data
+
+    both = ([0, 1], [[2, 3], [4, 5]])
+    metrics, warnings = check_data(stub_module({"train": both, "dev": both, "test": ([0, 1], [[1, 2], [1, 3]])}))
+    assert warnings == [] and metrics == {"data/unk_rate/train": 0.0, "data/unk_rate/test": 0.5}
+
+
+def test_the_long_instance_warning_names_the_three_longest():
+    from attn_study.data.checks import LONG_INSTANCE, check_data
+
+    lengths = [LONG_INSTANCE + 4, LONG_INSTANCE + 3, LONG_INSTANCE + 2, LONG_INSTANCE + 1]
+    train = ([0, 1, 0, 1], [[2] * n for n in lengths])
+    both = ([0, 1], [[2, 3], [4, 5]])
+    _, warnings = check_data(stub_module({"train": train, "dev": both, "test": both}))
+    (long,) = [w for w in warnings if "longest instances" in w]
+    assert f"have {lengths[0]}, {lengths[1]}, {lengths[2]} tokens and no" in long
