@@ -3,6 +3,7 @@
 <run>/
   .hydra/config.yaml, overrides.yaml, hydra.yaml   the run's record of its config (written once an attempt starts)
   status.json                                      running → complete | failed (attn_study.job.state)
+  .attn-study.lock                                 locked by the process running an attempt (attn_study.job.state)
   summary.json                                     every final metric, flat
   error.txt                                        the traceback of a failed attempt
   checkpoints/best.ckpt, last.ckpt                 the tested checkpoint; the resume point while training
@@ -20,6 +21,7 @@ from pathlib import Path
 RECORD = ".hydra"
 CONFIG, OVERRIDES, HYDRA = "config.yaml", "overrides.yaml", "hydra.yaml"
 STATUS, SUMMARY, ERROR = "status.json", "summary.json", "error.txt"
+CLAIM = ".attn-study.lock"
 CHECKPOINTS, BEST, LAST = "checkpoints", "best.ckpt", "last.ckpt"
 ATTENTION = "attention.parquet"
 ANALYSIS = "analysis"

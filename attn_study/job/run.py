@@ -41,6 +41,8 @@ def run(
 
     - the config is checked first, once (``check_plan``: the plan the attempt builds and trains), and that
       ``run_dir`` can be written; any refusal changes nothing in ``run_dir``;
+    - the attempt holds the run's claim (``state.claim``: the OS's lock) from before it reads the status until it
+      ends; a job another process holds is left to it (refused), so two launches never run one job;
     - complete already with the same config identity → skipped (its summary returned) unless
       ``force=true``; complete with a *different* identity → refused, the results are left alone; a
       directory holding results but no readable status (unknown) → refused, nothing deleted;
@@ -63,25 +65,57 @@ def run(
     for line in unread_settings(cfg, overrides):
         log.warning(line)
     ident = json.loads(_canonical(state.identity(cfg)))
-    previous = state.read_status(run_dir)
-    same_config = state.same_identity(previous.get("identity", {}), ident)
     force = bool(cfg.get("force"))
-    if state.is_complete(run_dir, previous) and not force:
-        if same_config:
-            print(f"complete already, skipped (force=true re-runs it): {run_dir}", flush=True)
-            return read_json(run_dir / layout.SUMMARY)
-        diffs = config_differences(previous.get("identity", {}), ident)
-        message = (
-            f"{run_dir} holds complete results of another configuration ({'; '.join(diffs)}); nothing was "
-            f"changed: re-run it with force=true (replaces them) or choose another {elsewhere}"
-        )
-        with contextlib.suppress(OSError):  # a note on the run, where it can be written
-            state.record_conflict(run_dir, previous, message)
-        return _refuse(message, keep_going)
+    previous = state.read_status(run_dir)
+    if state.is_complete(run_dir, previous) and not force:  # skipped even where the directory is read-only
+        return _complete_already(run_dir, previous, ident, keep_going, elsewhere)
     try:
         ensure_writable(run_dir, elsewhere)
     except UserError as err:
         return _refuse(str(err), keep_going)
+    with state.claim(run_dir) as held:
+        if not held:
+            return _refuse(_held_elsewhere(run_dir), keep_going)
+        return _attempt(plan, run_dir, ident, force, keep_going, elsewhere, overrides, hydra)
+
+
+def _complete_already(run_dir: Path, previous: dict, ident: dict, keep_going: bool, elsewhere: str) -> dict | None:
+    """A complete run: skipped (its summary) when its config identity is ``ident``, else refused, untouched."""
+    if state.same_identity(previous.get("identity", {}), ident):
+        print(f"complete already, skipped (force=true re-runs it): {run_dir}", flush=True)
+        return read_json(run_dir / layout.SUMMARY)
+    diffs = config_differences(previous.get("identity", {}), ident)
+    message = (
+        f"{run_dir} holds complete results of another configuration ({'; '.join(diffs)}); nothing was "
+        f"changed: re-run it with force=true (replaces them) or choose another {elsewhere}"
+    )
+    with contextlib.suppress(OSError):  # a note on the run, where it can be written
+        state.record_conflict(run_dir, previous, message)
+    return _refuse(message, keep_going)
+
+
+def _held_elsewhere(run_dir: Path) -> str:
+    """Why a run whose claim another process holds is left to it (``force=true`` does not take it over)."""
+    status = state.read_status(run_dir)
+    who = (
+        f"process {status['pid']} on {status.get('host')} (started "
+        f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(status.get('started', 0)))})"
+        if status.get("state") == "running" and status.get("pid")
+        else "another attn-study process"
+    )
+    return f"{run_dir} is being run by {who}; wait for it or stop it"
+
+
+def _attempt(
+    plan, run_dir: Path, ident: dict, force: bool, keep_going: bool, elsewhere: str, overrides, hydra
+) -> dict | None:
+    """The attempt, under the run's claim: its state read again (another launch may have finished it since),
+    then skipped, refused, resumed or started afresh."""
+    cfg = plan.cfg
+    previous = state.read_status(run_dir)
+    if state.is_complete(run_dir, previous) and not force:
+        return _complete_already(run_dir, previous, ident, keep_going, elsewhere)
+    same_config = state.same_identity(previous.get("identity", {}), ident)
     refusal = _unfinished_state_refusal(run_dir, previous, force, elsewhere)
     last = run_dir / layout.CHECKPOINTS / layout.LAST
     resume = bool(cfg.get("resume", True)) and previous.get("state") == "running" and last.is_file() and same_config
@@ -89,7 +123,7 @@ def run(
         refusal = _unreadable_checkpoint(last)
     if refusal is not None:
         return _refuse(refusal, keep_going)
-    fresh = not previous and not any(p for p in run_dir.iterdir() if p.name != layout.ANALYZE_LOGS)
+    fresh = not previous and not any(p for p in run_dir.iterdir() if p.name not in (layout.ANALYZE_LOGS, layout.CLAIM))
     state.clear_attempt(run_dir, keep_checkpoints=resume)
     state.write_record(run_dir, cfg, overrides, hydra)
     running = state.mark_running(run_dir, ident, previous, resumed=resume)

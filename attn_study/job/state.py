@@ -7,10 +7,16 @@ so it is never mistaken for a finished one; one stopped by SIGTERM or SIGINT say
 the signal and the time). The status also stores the job's config *identity* (the
 resolved config minus settings that do not change results), so a relaunch can tell "same experiment,
 already done" from "different experiment in the same directory".
+
+One process at a time runs an attempt: it holds ``.attn-study.lock`` (:func:`claim`) from before it reads the
+status until the attempt ends, so two launches of one sweep can never both start a job.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import math
 import os
 import secrets
@@ -19,13 +25,14 @@ import socket
 import string
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
 from attn_study import layout
 from attn_study.io import read_json, write_json_atomic, write_text_atomic
-from attn_study.layout import ATTEMPT_OUTPUTS, ATTENTION, CHECKPOINTS, ERROR, RECORD, STATUS, WANDB
+from attn_study.layout import ATTEMPT_OUTPUTS, ATTENTION, CHECKPOINTS, CLAIM, ERROR, RECORD, STATUS, WANDB
 from attn_study.sweep.naming import NOT_RESULTS
 from attn_study.tracking import code_version, flatten, numerics
 
@@ -188,6 +195,33 @@ def record_conflict(run_dir: Path, status: dict, message: str) -> None:
     _write(
         run_dir, {**status, "conflict": {"time": time.time(), "message": message, "launch": os.environ.get(LAUNCH_ENV)}}
     )
+
+
+@contextlib.contextmanager
+def claim(run_dir: Path) -> Iterator[bool]:
+    """Hold ``run_dir`` for one attempt: an exclusive lock (``flock``) on ``run_dir/.attn-study.lock``, taken
+    without waiting. Yields True while this process holds it, False when another process holds it (it is running
+    this run now). Reading the status, deciding and marking the attempt ``running`` all happen under it, so of two
+    launches that reach a job at the same moment exactly one runs it.
+
+    The OS drops the lock when its holder ends, however it ends (killed, out of memory), so a claim is never
+    stale. The file stays: removing it would let a third process lock a new file while a second still holds the
+    old one. Linux's NFS client takes the lock on the server, so it also holds between the nodes of a cluster. On a
+    file system without locks (``ENOLCK``) it yields True, and :func:`still_running` (this host only) is the guard."""
+    fd = os.open(Path(run_dir) / CLAIM, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held = True
+        except BlockingIOError:
+            held = False
+        except OSError as err:
+            if err.errno not in (errno.ENOLCK, errno.EOPNOTSUPP):
+                raise
+            held = True
+        yield held
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def still_running(status: dict) -> bool:

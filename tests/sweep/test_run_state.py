@@ -3,10 +3,13 @@ clean up after a killed attempt, resume training from the last checkpoint."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -91,6 +94,97 @@ def test_a_live_attempt_on_this_host_is_not_run_twice(make_cfg, tmp_path):
             run(make_cfg(*QUICK), tmp_path)
     finally:
         sleeper.kill()
+
+
+def fake_training(trained: list):
+    """A stand-in for ``train_and_test`` that notes the call, takes a moment and writes the summary."""
+
+    def train_and_test(plan, run_dir, **kwargs):
+        trained.append(threading.get_ident())
+        time.sleep(0.3)
+        (run_dir / "summary.json").write_text("{}")
+        return {}
+
+    return train_and_test
+
+
+def test_two_launches_reaching_one_job_at_the_same_moment_run_it_once(make_cfg, tmp_path, monkeypatch):
+    """Two launches read the job's status before either has marked it running (each read waits for the other's,
+    unless the run's claim has refused the other already): exactly one trains it, the other leaves it (refused)."""
+    together = threading.Barrier(2, timeout=2)
+    read = state.read_status
+
+    def read_at_once(run_dir):
+        found = read(run_dir)
+        with contextlib.suppress(threading.BrokenBarrierError):
+            together.wait()
+        return found
+
+    trained: list = []
+    monkeypatch.setattr(state, "read_status", read_at_once)
+    monkeypatch.setattr("attn_study.job.attempt.train_and_test", fake_training(trained))
+    cfg, results = make_cfg(*QUICK), []
+    launches = [threading.Thread(target=lambda: results.append(run(cfg, tmp_path, keep_going=True))) for _ in range(2)]
+    for launch in launches:
+        launch.start()
+    for launch in launches:
+        launch.join(30)
+    assert len(trained) == 1 and sorted(result is None for result in results) == [False, True]
+    assert status(tmp_path)["state"] == "complete" and status(tmp_path)["attempt"] == 1
+
+
+def test_a_job_claimed_by_another_process_is_left_to_it_even_with_force_and_free_once_it_ends(
+    make_cfg, tmp_path, monkeypatch
+):
+    """The claim is the OS's lock on ``.attn-study.lock``: another process holding it (before it has written any
+    status) keeps the job from ``run`` — ``force=true`` included, nothing written — and a holder killed with
+    SIGKILL leaves no stale claim behind."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_CLAIM, str(tmp_path)], cwd=REPO, env=cli_env(), stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        for force in ("false", "true"):
+            with pytest.raises(UserError, match="being run by another attn-study process; wait for it or stop it"):
+                run(make_cfg(*QUICK, f"force={force}"), tmp_path)
+        assert [p.name for p in tmp_path.iterdir()] == [".attn-study.lock"]
+    finally:
+        holder.kill()
+        holder.wait()
+    trained: list = []
+    monkeypatch.setattr("attn_study.job.attempt.train_and_test", fake_training(trained))
+    run(make_cfg(*QUICK), tmp_path)
+    assert len(trained) == 1 and status(tmp_path)["state"] == "complete"
+
+
+def test_a_job_another_launch_finished_while_this_one_reached_its_claim_is_skipped_not_run_again(
+    trained_runs, make_cfg, tmp_path, monkeypatch
+):
+    """This launch read no status; before it takes the claim, the other launch completes the job and lets go.
+    Under the claim the status is read again: the complete run is skipped, its results untouched."""
+    complete = trained_runs.copy(*QUICK, into=tmp_path, name="other")
+    job, hold = tmp_path / "job", state.claim
+
+    @contextlib.contextmanager
+    def finished_meanwhile(run_dir):
+        shutil.copytree(complete, run_dir, dirs_exist_ok=True)  # the other launch's attempt, complete
+        with hold(run_dir) as held:
+            yield held
+
+    trained: list = []
+    monkeypatch.setattr(state, "claim", finished_meanwhile)
+    monkeypatch.setattr("attn_study.job.attempt.train_and_test", fake_training(trained))
+    assert run(make_cfg(*QUICK), job) == summary(complete)
+    assert trained == [] and status(job) == status(complete)
+
+
+HOLD_CLAIM = """
+import sys, time
+from attn_study.job.state import claim
+with claim(sys.argv[1]) as held:
+    print("held" if held else "refused", flush=True)
+    time.sleep(60)
+"""
 
 
 def launch_and_stop(args, tmp_path, sig, output: bool = False, ready=None):
