@@ -217,6 +217,30 @@ def files_of(folder: Path) -> dict[str, list[int]]:
     }
 
 
+@contextlib.contextmanager
+def claimed_elsewhere(run_dir: Path):
+    """Another process holds ``run_dir``'s claim (``job.state.claim``) while the block runs; it is killed after."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_CLAIM, str(run_dir)], cwd=REPO, env=cli_env(), stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
+
+
+_HOLD_CLAIM = """
+import sys, time
+from attn_study.job.state import claim
+with claim(sys.argv[1]) as held:
+    print("held" if held else "refused", flush=True)
+    time.sleep(120)
+"""
+
+
 class TrainedRuns:
     """Runs trained once per pytest run, each keyed by its overrides (and the name of its directory, which W&B groups
     it by), under ``root``: the first test to ask for a run trains it, the others — in any xdist worker — wait for it

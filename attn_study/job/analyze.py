@@ -71,17 +71,27 @@ def analysis_record(run_cfg: DictConfig, run_dir: Path, labels: list[str]) -> di
 def analyze(cfg: DictConfig) -> dict:
     """Test the run at ``cfg.ckpt_path`` with ``cfg.analysis``; return the rebuilt run summary."""
     from attn_study.job import state
-    from attn_study.job.checks import ensure_writable, out_of_space
-    from attn_study.job.components import component
-    from attn_study.job.loggers import build_loggers
-    from attn_study.job.plan import build_plan, check_plan
-    from attn_study.job.summary import answer, rebuild_summary
+    from attn_study.job.checks import ensure_writable
 
     run_dir, ckpt = saved.locate(cfg.ckpt_path)
     force = bool(cfg.get("force"))
     saved.require_complete(run_dir, "ckpt_path", force)
     complete = state.is_complete(run_dir)
     ensure_writable(run_dir, "ckpt_path (a copy of the run directory you can write to)")
+    with state.claim(run_dir) as held:  # one process at a time trains or analyses a run
+        if not held:
+            raise UserError(f"{run_dir} is being trained or analysed by {state.claimed_by(run_dir)}; wait for it")
+        return _analyze_held(cfg, run_dir, ckpt, complete)
+
+
+def _analyze_held(cfg: DictConfig, run_dir: Path, ckpt: Path, complete: bool) -> dict:
+    """:func:`analyze` under the run's claim."""
+    from attn_study.job.checks import out_of_space
+    from attn_study.job.components import component
+    from attn_study.job.loggers import build_loggers
+    from attn_study.job.plan import build_plan, check_plan
+    from attn_study.job.summary import answer, rebuild_summary
+
     run_cfg = analysis_config(cfg, run_dir)
     try:
         plan = check_plan(run_cfg)

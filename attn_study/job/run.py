@@ -75,7 +75,7 @@ def run(
         return _refuse(str(err), keep_going)
     with state.claim(run_dir) as held:
         if not held:
-            return _refuse(_held_elsewhere(run_dir), keep_going)
+            return _refuse(f"{run_dir} is being run by {state.claimed_by(run_dir)}; wait for it or stop it", keep_going)
         return _attempt(plan, run_dir, ident, force, keep_going, elsewhere, overrides, hydra)
 
 
@@ -92,18 +92,6 @@ def _complete_already(run_dir: Path, previous: dict, ident: dict, keep_going: bo
     with contextlib.suppress(OSError):  # a note on the run, where it can be written
         state.record_conflict(run_dir, previous, message)
     return _refuse(message, keep_going)
-
-
-def _held_elsewhere(run_dir: Path) -> str:
-    """Why a run whose claim another process holds is left to it (``force=true`` does not take it over)."""
-    status = state.read_status(run_dir)
-    who = (
-        f"process {status['pid']} on {status.get('host')} (started "
-        f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(status.get('started', 0)))})"
-        if status.get("state") == "running" and status.get("pid")
-        else "another attn-study process"
-    )
-    return f"{run_dir} is being run by {who}; wait for it or stop it"
 
 
 def _attempt(

@@ -224,6 +224,15 @@ def claim(run_dir: Path) -> Iterator[bool]:
         os.close(fd)  # releases the lock
 
 
+def claimed_by(run_dir: Path) -> str:
+    """Who holds ``run_dir``'s claim, as far as its status says: the running process, else "another process"."""
+    status = read_status(run_dir)
+    if status.get("state") == "running" and status.get("pid"):
+        started = time.strftime("%Y-%m-%d %H:%M", time.localtime(status.get("started", 0)))
+        return f"process {status['pid']} on {status.get('host')} (started {started})"
+    return "another attn-study process"
+
+
 def still_running(status: dict) -> bool:
     """Whether the process recorded in a ``running`` status is alive on this host — the same process: a
     process with that PID that started after the status was written (the PID reused after a reboot, or by

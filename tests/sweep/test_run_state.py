@@ -18,7 +18,7 @@ from attn_study.cli import train_main
 from attn_study.errors import UserError
 from attn_study.job import state
 from attn_study.job.run import run
-from tests.helpers import REPO, TINY, cli_env, entry_point, status, summary
+from tests.helpers import REPO, TINY, claimed_elsewhere, cli_env, entry_point, status, summary
 
 QUICK = [*TINY, "logger=csv", "encoder=average", "encoder.hidden_size=8"]
 
@@ -139,18 +139,11 @@ def test_a_job_claimed_by_another_process_is_left_to_it_even_with_force_and_free
     """The claim is the OS's lock on ``.attn-study.lock``: another process holding it (before it has written any
     status) keeps the job from ``run`` — ``force=true`` included, nothing written — and a holder killed with
     SIGKILL leaves no stale claim behind."""
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_CLAIM, str(tmp_path)], cwd=REPO, env=cli_env(), stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with claimed_elsewhere(tmp_path):
         for force in ("false", "true"):
             with pytest.raises(UserError, match="being run by another attn-study process; wait for it or stop it"):
                 run(make_cfg(*QUICK, f"force={force}"), tmp_path)
         assert [p.name for p in tmp_path.iterdir()] == [".attn-study.lock"]
-    finally:
-        holder.kill()
-        holder.wait()
     trained: list = []
     monkeypatch.setattr("attn_study.job.attempt.train_and_test", fake_training(trained))
     run(make_cfg(*QUICK), tmp_path)
@@ -176,15 +169,6 @@ def test_a_job_another_launch_finished_while_this_one_reached_its_claim_is_skipp
     monkeypatch.setattr("attn_study.job.attempt.train_and_test", fake_training(trained))
     assert run(make_cfg(*QUICK), job) == summary(complete)
     assert trained == [] and status(job) == status(complete)
-
-
-HOLD_CLAIM = """
-import sys, time
-from attn_study.job.state import claim
-with claim(sys.argv[1]) as held:
-    print("held" if held else "refused", flush=True)
-    time.sleep(60)
-"""
 
 
 def launch_and_stop(args, tmp_path, sig, output: bool = False, ready=None):

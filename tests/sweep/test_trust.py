@@ -21,7 +21,16 @@ from attn_study.job import saved, state
 from attn_study.job.analyze import analyze
 from attn_study.job.checks import out_of_space
 from attn_study.job.run import run
-from tests.helpers import REPO, TINY, accuracy_by_hand, compose_config, conf_options, entry_point, status
+from tests.helpers import (
+    REPO,
+    TINY,
+    accuracy_by_hand,
+    claimed_elsewhere,
+    compose_config,
+    conf_options,
+    entry_point,
+    status,
+)
 
 QUICK = [*TINY, "logger=csv", "encoder=average", "encoder.hidden_size=8"]
 
@@ -179,6 +188,17 @@ def test_analysing_an_unfinished_run_does_not_make_it_look_finished(complete_run
             compose_config(*QUICK, "attention=preloaded", f"attention.source={complete_run}"),
             complete_run.parent / "on_it",
         )
+
+
+def test_a_run_another_process_trains_or_analyses_is_not_analysed_at_once(complete_run):
+    """Two analyses of one run at once would write the same folders (and one's clean-up would remove the other's
+    half-written ones): an analysis waits for the run's claim like training, refused in one line, nothing changed."""
+    before = files_of(complete_run)
+    args = [f"ckpt_path={complete_run}", "analysis=[jain_wallace]", "use_loggers=false"]
+    with claimed_elsewhere(complete_run):
+        with pytest.raises(UserError, match=r"^.*/run is being trained or analysed by another attn-study process"):
+            analyze(compose_config(*args, name="analyze"))
+    assert files_of(complete_run) == before
 
 
 # -- configurations that produce meaningless numbers ----------------------------------------------------
