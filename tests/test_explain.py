@@ -86,6 +86,22 @@ def test_mistakes_are_one_line(trained, capsys, argv, says):
     assert len(err) == 1 and says in err[0]
 
 
+def test_integrated_gradients_take_the_steps_given_from_one_up(trained, tmp_path, capsys):
+    """``--ig-steps`` reaches the method as given, 1 (the smallest) included: the terminal shows the scores of
+    ``explain(…, ig_steps=1)``, which differ from 50 steps'; 0 is refused in one line."""
+    with pytest.raises(SystemExit) as exit_:
+        explain_main([str(trained), "good movie", "--ig-steps", "0"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.strip() == "attn-study-explain: error: --ig-steps=0: must be a whole number >= 1"
+    page_at = ["--methods", "integrated_gradients", "--out", str(tmp_path / "one.html")]
+    explain_main([str(trained), "good movie", "--ig-steps", "1", *page_at])
+    shown = capsys.readouterr().out.splitlines()[:2]
+    one = explain(trained, ["good movie"], ["integrated_gradients"], ig_steps=1)
+    assert shown == terminal(one, colour=False).splitlines()
+    fifty = explain(trained, ["good movie"], ["integrated_gradients"], ig_steps=50)
+    assert not np.allclose(one[0].scores["integrated_gradients"], fifty[0].scores["integrated_gradients"])
+
+
 def test_the_page_never_overwrites_a_file(trained, tmp_path, capsys, monkeypatch):
     """A file at --out is refused before the run is loaded, and left as it was."""
     from attn_study.job import explain

@@ -20,6 +20,7 @@ from attn_study.errors import UserError
 from attn_study.job import saved, state
 from attn_study.job.analyze import analyze
 from attn_study.job.checks import out_of_space
+from attn_study.job.plan import load_run
 from attn_study.job.run import run
 from tests.helpers import (
     REPO,
@@ -188,6 +189,22 @@ def test_analysing_an_unfinished_run_does_not_make_it_look_finished(complete_run
             compose_config(*QUICK, "attention=preloaded", f"attention.source={complete_run}"),
             complete_run.parent / "on_it",
         )
+
+
+def test_a_loaded_run_and_the_runs_it_stands_on_must_be_finished_unless_forced(complete_run, tmp_path):
+    """``load_run`` (``attn-study-explain``, a run built on another) requires the run complete, and the runs *it*
+    was built on too (here its ``attention.source``), each refused in one line naming its option; ``force`` reaches
+    down to them."""
+    on_it = tmp_path / "on_it"
+    run(compose_config(*QUICK, "attention=preloaded", f"attention.source={complete_run}"), on_it)
+    assert load_run(on_it).path == on_it
+    state._write(complete_run, {**status(complete_run), "state": "failed"})
+    with pytest.raises(UserError, match=r"^attention.source=.*not complete \(state: failed\)"):
+        load_run(on_it)
+    assert load_run(on_it, force=True).path == on_it
+    state._write(on_it, {**status(on_it), "state": "failed"})
+    with pytest.raises(UserError, match=r"^ckpt_path=.*on_it.*not complete \(state: failed\)"):
+        load_run(on_it)
 
 
 def test_a_run_another_process_trains_or_analyses_is_not_analysed_at_once(complete_run):
