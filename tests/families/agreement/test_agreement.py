@@ -202,3 +202,16 @@ def test_texts_under_two_tokens_are_counted_as_too_short_and_left_out_of_every_p
     _, summary = measured(Agreement(methods=["attention", "loo"]), model, batch)
     assert summary[ag("n_instances")] == 3 and summary[ag("dropped", "too_short")] == 1
     assert summary[ag("attention", "loo", "tau", "n")] == 2
+
+
+def test_scores_that_vanish_are_counted_as_constant():
+    """A decoder that ignores its input (output weights 0): every gradient and deletion is 0 on every token, so
+    each text of two tokens or more (here 3 of 4) has constant gradient and loo scores — counted as such, not as
+    too short —, and their pairs have no defined τ; the attention (a learnt scorer's) is not constant."""
+    model = tiny_model(double=True)
+    model.output.weight.zero_()
+    batch = token_batch([[4], [5, 6], [7, 8, 9, 10], [11, 12, 13]])
+    _, summary = measured(Agreement(methods=["attention", "gradient", "loo"]), model, batch)
+    assert summary[ag("gradient", "constant_scores")] == 3 and summary[ag("loo", "constant_scores")] == 3
+    assert summary[ag("attention", "constant_scores")] == 0 and summary[ag("dropped", "too_short")] == 1
+    assert summary[ag("attention", "gradient", "tau", "n")] == 0

@@ -1076,3 +1076,38 @@ def test_integrated_gradients_keep_the_boundary_tokens_in_the_baseline_closed_fo
         expected[1 : n + 1] = moved / moved.sum() * (p[0] - p[1])
         torch.testing.assert_close(scores[r].detach(), expected, rtol=0, atol=1e-10, msg=f"text {r}")
     assert gap.abs().max() < 1e-10
+
+
+def test_nan_or_zero_scores_are_counted_as_left_to_the_tie_break_and_a_nan_token_ranks_as_0():
+    """A method whose scores are NaN over a text (a layer attention past ``flow_max_length``) ranks it by the
+    tie-break alone (its NaN read as 0): counted with the constant ones. Here the gradient of instance 0 (four
+    tokens) is made NaN everywhere: counted for the gradient, as instance 3's gradient made 0 everywhere (constant);
+    instance 1's finite, distinct scores are not.
+    A NaN token is a 0 against the rationale too: instance 2's gradient (NaN, 0.2, 0.3) with the rationale its
+    first token ranks that token last, AP = precision at it = 1/3 (scikit-learn's average precision)."""
+    from sklearn.metrics import average_precision_score
+
+    from attn_study.analysis.measuring import analysis_mode
+    from attn_study.data.datamodule import collate
+    from tests.helpers import StubData
+
+    model = tiny_model(double=True)
+    texts = [[5, 6, 7, 8], [9, 10, 11], [12, 13, 14], [15, 16, 17]]
+    batch = collate([{"index": i, "ids": t, "label": 0, "rationale": (0,)} for i, t in enumerate(texts)], num_classes=2)
+    analysis = Faithfulness(methods=["attention", "gradient"], fractions=[0.5], hard_rationale_k="oracle")
+    computed = analysis.scores
+
+    def with_nan(model, batch, alpha, probs, run):
+        out, extra = computed(model, batch, alpha, probs, run)
+        out["gradient"] = out["gradient"].masked_fill((batch["index"] == 0)[:, None], float("nan"))
+        out["gradient"][batch["index"] == 3] = 0.0
+        out["gradient"][batch["index"] == 2, :3] = torch.tensor([float("nan"), 0.2, 0.3], dtype=torch.double)
+        return out, extra
+
+    analysis.scores = with_nan
+    with analysis_mode(model):
+        measured = analysis.measure(model, StubData(batch), "test", np.arange(4), ["removal", "rationale"])
+    assert measured.frame["gradient_constant"][[0, 1, 3]].tolist() == [1.0, 0.0, 1.0]
+    expected = average_precision_score([1, 0, 0], [0.0, 0.2, 0.3])
+    assert expected == pytest.approx(1 / 3) and measured.frame["gradient_ap"][2] == pytest.approx(expected)
+    assert measured.frame["attention_constant"].tolist() == [0.0, 0.0, 0.0, 0.0]

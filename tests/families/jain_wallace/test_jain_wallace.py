@@ -424,3 +424,57 @@ def test_permutations_and_adversaries_are_each_instances_own():
             best, _, feasible = epsilon_max_jsd(tvds, jsds, 0.01)
             assert frame.loc[i, "adv_emax_jsd"] == pytest.approx(float(best[0]), abs=1e-9)
             assert frame.loc[i, "adv_feasible"] == int(feasible[0])
+
+
+def test_the_kept_adversary_is_the_selected_one():
+    """tokens.parquet's adversarial column and the heatmaps' adversary of each instance are the adversary the
+    paper's selection picks, worked out on the instance alone: among its K adversaries with TVD ≤ ε, the one of
+    largest JSD (NaN and None where none is within ε). With seed 5 the picks are adversary 0, 0, none, 2, 2."""
+    import numpy as np
+
+    from attn_study.analysis.importance import token_mask
+    from attn_study.analysis.measuring import analysis_mode
+    from attn_study.analysis.seeding import instance_draws
+    from attn_study.families.jain_wallace.callback import JainWallace
+    from tests.helpers import StubData
+
+    model = tiny_model(num_classes=2, double=True, seed=3)
+    texts = [*SEQS, [7, 8, 9, 10, 11]]
+    family = JainWallace(batch_size=2, seed=5, adversaries=3, steps=15, tests=["adversarial"])
+    with analysis_mode(model):
+        measured = family.measure(
+            model, StubData(token_batch(texts), serve_order=[2, 4, 0, 3, 1]), "test", np.arange(5), ["adversarial"]
+        )
+        picks = []
+        for i, text in enumerate(texts):
+            single = token_batch([text])
+            enc, alpha, probs = predict(model, single)
+            noise = instance_draws(
+                torch.tensor([i]), enc.mask, 5, family.STREAMS["adversary_init"], (3,), normal=True, dtype=alpha.dtype
+            )
+            adv, tvds, jsds = adversarial_attention(
+                model, enc, alpha, probs, k=3, steps=15, lr=family.lr, lam=family.lam, epsilon=0.01, noise=noise
+            )
+            within = [k for k in range(3) if tvds[0, k] <= 0.01]
+            pick = max(within, key=lambda k: float(jsds[0, k])) if within else None
+            picks.append(pick)
+            kept, shown = measured.tokens.scores["adversarial"][i], measured.extras["adversaries"][i]
+            if pick is None:
+                assert np.isnan(kept).all() and shown["adversarial"] is None and shown["adv_tvd"] is None
+            else:
+                expected = adv[0, pick][token_mask(single)[0]].numpy()
+                np.testing.assert_allclose(kept, expected, rtol=1e-6)
+                np.testing.assert_allclose(shown["adversarial"], expected, rtol=1e-9)
+                assert shown["adv_tvd"] == pytest.approx(float(tvds[0, pick]), abs=1e-12)
+    assert picks == [0, 0, None, 2, 2]
+
+
+def test_epsilons_are_checked_and_kept():
+    """ε and the selection's ε are probabilities: one in (0, 1) is kept, 1.5 is refused naming its option."""
+    from attn_study.families.jain_wallace.callback import JainWallace
+
+    family = JainWallace(epsilon=0.02, select_epsilon=0.05)
+    assert (family.epsilon, family.select_epsilon) == (0.02, 0.05)
+    for option in ("epsilon", "select_epsilon"):
+        with pytest.raises(UserError, match=rf"analysis\.jain_wallace\.{option}="):
+            JainWallace(**{option: 1.5})

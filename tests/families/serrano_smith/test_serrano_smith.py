@@ -392,3 +392,30 @@ def test_serrano_smith_after_training(make_cfg, tmp_path):
     frac = frame["attention_frac"].dropna()
     assert ((frac > 0) & (frac <= 1)).all()
     assert not list((run / "analysis").glob(".*partial"))
+
+
+def test_a_two_item_text_is_erased_and_a_one_item_text_is_not():
+    """§4 on a text of two items, by hand: erasing the top-attended item leaves all the attention on the other
+    (and the random other item is that other one), so js_top = JS(p, output of α one-hot on the other item),
+    js_random = JS(p, output of α one-hot on the top item), Δα = |α₀ − α₁|. A one-item text has no other item:
+    its single-erasure columns are NaN."""
+    from attn_study.analysis.measuring import analysis_mode
+    from attn_study.stats import jsd
+    from tests.helpers import StubData
+
+    model = tiny_model(double=True, num_classes=3, seed=2)
+    texts = [[8, 9], [7], [5, 6, 7]]
+    family = SerranoSmith(batch_size=3, tests=["single"])
+    with analysis_mode(model):
+        frame = family.measure(model, StubData(token_batch(texts), num_classes=3), "test", np.arange(3), ["single"])
+        frame = frame.frame.set_index("index")
+        enc, alpha, probs = predict(model, token_batch([texts[0]]))
+        top = int(alpha[0].argmax())
+        one_hot = torch.eye(2, dtype=torch.double)
+        on_other, on_top = (model.probabilities(model.decode(enc, one_hot[[k]])) for k in (1 - top, top))
+    assert frame.loc[0, "js_top"] == pytest.approx(float(jsd(probs, on_other)[0]), abs=1e-12)
+    assert frame.loc[0, "js_random"] == pytest.approx(float(jsd(probs, on_top)[0]), abs=1e-12)
+    assert frame.loc[0, "delta_alpha"] == pytest.approx(abs(float(alpha[0, 0] - alpha[0, 1])), abs=1e-12)
+    assert frame.loc[0, "flip_top"] == float(on_other.argmax() != probs.argmax())
+    assert frame.loc[1, ["delta_js", "delta_alpha", "js_top", "js_random", "flip_top", "flip_random"]].isna().all()
+    assert frame.loc[2, ["delta_js", "js_top"]].notna().all()

@@ -96,7 +96,12 @@ def test_the_family_compares_a_run_with_its_base_file_by_instance(tmp_path):
     assert summary["wp/jsd/mean"] == pytest.approx(math.log(2) / 2)
     bad = pd.read_parquet(tmp_path / layout.ATTENTION).iloc[:3]
     bad.to_parquet(tmp_path / layout.ATTENTION)
-    with pytest.raises(UserError, match=str(tmp_path)):
+    # the base's 3 instances are this run's first 3: the first difference is the missing fourth (position 3)
+    with pytest.raises(UserError, match=str(tmp_path)) as refused:
+        family.measure(model, StubData(batch), "test", np.arange(4), ["comparison"])
+    assert "(3 vs 4, first difference at position 3:" in str(refused.value)
+    bad.assign(uid=["t0", "t9", "t2"]).to_parquet(tmp_path / layout.ATTENTION)  # another instance at position 1
+    with pytest.raises(UserError, match=r"\(3 vs 4, first difference at position 1:"):
         family.measure(model, StubData(batch), "test", np.arange(4), ["comparison"])
 
 
