@@ -12,8 +12,9 @@ a unary minus or ``not`` dropped, or a call's second argument replaced by its fi
 "a statistic of the attention against itself") —, is written over the module, and the tests run
 (``pytest -x -q`` and whatever follows ``--``). A mutant the tests fail on is *killed*; one they pass is a
 *survivor*: a bug the suite cannot see, or a change that does not change behaviour (read it and decide).
-The module is restored after every mutant, also on Ctrl-C. Not part of CI: a developer's tool, run on
-the modules they touch (minutes per module on 2 cores).
+A test run past ``--timeout`` is a *timeout*, counted with neither: a hang the mutant caused, or tests slower than
+the limit (raise it and re-check). The module is restored after every mutant, also on Ctrl-C and SIGTERM. Not part
+of CI: a developer's tool, run on the modules they touch (minutes per module on 2 cores).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import argparse
 import ast
 import copy
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -111,6 +113,10 @@ def function_lines(tree: ast.AST, names: list[str]) -> set[int]:
     return out
 
 
+def stop(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("module", type=Path, help="the module to mutate")
@@ -134,6 +140,7 @@ def main() -> None:
         found = sorted(random.Random(args.seed).sample(found, args.limit), key=lambda s: s.index)
     print(f"{len(found)} mutants of {module.relative_to(REPO)}; tests: {' '.join(args.tests + extra)}", flush=True)
     survivors = []
+    signal.signal(signal.SIGTERM, stop)  # `timeout`, a scheduler: the module is restored as on Ctrl-C
     try:
         for n, site in enumerate(found, 1):
             module.write_text(ast.unparse(mutate(tree, site)) + "\n")
@@ -145,23 +152,25 @@ def main() -> None:
                     capture_output=True,
                     timeout=args.timeout,
                 )
-                killed = result.returncode != 0
-            except subprocess.TimeoutExpired:
-                killed = True  # a hang is noticed too
-            verdict = "killed" if killed else "SURVIVED"
+                verdict = "killed" if result.returncode != 0 else "SURVIVED"
+            except subprocess.TimeoutExpired:  # a hang the mutant caused, or tests slower than --timeout: unknown
+                verdict = "TIMEOUT"
             print(
                 f"[{n}/{len(found)}] {verdict:8s} line {site.line:4d} {site.kind:8s} {site.text[:90]} "
                 f"({time.time() - started:.0f} s)",
                 flush=True,
             )
-            if not killed:
-                survivors.append(site)
+            if verdict != "killed":
+                survivors.append((site, verdict))
     finally:
         module.write_text(original)
-    print(f"\n{len(found) - len(survivors)} of {len(found)} killed; survivors:")
-    for site in survivors:
-        print(f"  line {site.line}: {site.kind}: {site.text[:120]}")
+    print(f"\n{len(found) - len(survivors)} of {len(found)} killed; survivors and timeouts (raise --timeout):")
+    for site, verdict in survivors:
+        print(f"  line {site.line}: {site.kind}: {site.text[:120]}" + (" (timeout)" if verdict == "TIMEOUT" else ""))
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        sys.exit("mutate: stopped; the module is as it was")
