@@ -13,7 +13,7 @@ ORDER = 50  # the family's place in the report (its sections come in ORDER)
 FF_METHODS = {
     "attention": "α_t, the model's attention",
     "gradient": "|∂p/∂e_t · e_t|, attention detached (Jain & Wallace)",
-    "grad_norm": "‖∂p/∂e_t‖₂, through the attention (Meister et al. Eq. 4)",
+    "grad_norm": "‖∂ℓ_c/∂e_t‖₂ (ℓ_c the log-odds), through the attention (Meister et al. Eq. 4)",
     "input_x_gradient": "Σ_d e_td ∂p/∂e_td, signed, through the attention (Captum InputXGradient)",
     "integrated_gradients": "IG of p w.r.t. e_t summed over d, zero-embedding baseline, signed, through the "
     "attention (Captum IntegratedGradients)",

@@ -12,9 +12,9 @@ ORDER = 30  # the family's place in the report (its sections come in ORDER)
 #: per-instance distributions over the real tokens whose normalised entropy is reported (sp/entropy/<name>/…)
 SP_DISTRIBUTIONS = {
     "attention": "α",
-    "g_input": "g_ŷ(x): ‖∂ŷ/∂e_i‖, Eq. 4",
+    "g_input": "g_ŷ(x): ‖∂ℓ_ŷ/∂e_i‖, ℓ the log-odds (Eq. 4's ‖∂ŷ/∂e_i‖ ÷ ŷ(1−ŷ): one distribution)",
     "loo_input": "D_ŷ(x): |ŷ − ŷ₋ᵢ|, token deleted, Eq. 6",
-    "g_intermediate": "g_ŷ(h): ‖∂ŷ/∂h_i‖",
+    "g_intermediate": "g_ŷ(h): ‖∂ℓ_ŷ/∂h_i‖, ℓ the log-odds (‖∂ŷ/∂h_i‖ ÷ ŷ(1−ŷ): one distribution)",
     "loo_intermediate": "D_ŷ(h): |ŷ − ŷ|h_i erased from α|",
     "g_hidden": "g_{h_p}(x): ‖∂‖h_p‖/∂e_i‖, Eq. 5; mean over p (Table 1)",
 }
