@@ -271,6 +271,28 @@ def test_a_new_attempt_that_does_not_resume_gets_a_new_wandb_id(tmp_path):
     assert state.mark_running(tmp_path, {}, previous, resumed=False)["wandb_id"] != "old12345"
 
 
+def test_a_failed_attempt_ends_its_wandb_run_with_exit_status_1(tmp_path, monkeypatch):
+    """Training that raises: the run is ``failed`` and its W&B run is ended with exit status 1 (W&B shows it as
+    failed), not left open for the next job of a sweep nor ended as finished (status 0)."""
+    import lightning as L
+
+    import attn_study.job.attempt as run_module
+
+    class Broken(L.Callback):
+        def on_train_epoch_start(self, trainer, pl_module):
+            raise RuntimeError("broken on purpose")
+
+    run_dir = tmp_path / "run"
+    build_callbacks = run_module.build_callbacks
+    monkeypatch.setattr(run_module, "build_callbacks", lambda *a: build_callbacks(*a) + [Broken()])
+    cfg = compose_config(*TINY, "logger=wandb", "encoder=average", "encoder.hidden_size=8")
+    with pytest.raises(RuntimeError, match="broken on purpose"):
+        run(cfg, run_dir)
+    assert status(run_dir)["state"] == "failed"
+    (failed,) = [read_run(p) for p in offline_runs(run_dir)]
+    assert failed.exit_code == 1
+
+
 SWEEP_JOBS = [
     ["projection=sparsegen_grid/lam-3"],
     ["projection=sparsegen_grid/lam0.5"],
