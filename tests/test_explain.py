@@ -58,6 +58,17 @@ def test_an_unknown_word_is_read_as_unk_and_counted(trained):
     assert sum(e.scores["attention"]) == pytest.approx(1.0)  # α over the text's tokens
 
 
+def test_a_run_that_wraps_its_texts_in_boundary_tokens_shows_the_typed_words_alone(trained_runs):
+    """dataset.preprocessing.boundary_tokens=true: the model reads <sos> w₁ … wₙ <eos>; explain shows the n typed
+    words, each with its score (an unknown word first and last: both ends are the text's own)."""
+    run_dir = trained_runs.get(
+        *TINY, "logger=none", "encoder.hidden_size=8", "dataset.preprocessing.boundary_tokens=true"
+    )
+    (e,) = explain(run_dir, ["zzzqqx good zzzqqx"], ["attention"])
+    assert len(e.tokens) == 3 and e.tokens[0] == e.tokens[-1] == "<unk>" and e.unknown == 2
+    assert len(e.scores["attention"]) == 3
+
+
 def test_the_terminal_and_the_page_show_every_method_and_escape_the_text(trained):
     (e,) = explain(trained, ["good <b>bad</b>"], ["attention", "gradient"])
     plain = terminal([e], colour=False).splitlines()
