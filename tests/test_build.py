@@ -86,3 +86,10 @@ def test_the_resume_point_is_the_last_epoch_even_when_the_best_is_an_earlier_one
     assert resumed.global_step == 10
     assert torch.load(checkpoints / "best.ckpt", weights_only=False)["global_step"] == 2
     assert torch.load(checkpoints / "last.ckpt", weights_only=False)["global_step"] == 10
+
+
+def test_word_tying_is_off_when_its_settings_are_left_out(tmp_path):
+    """``~training.word_tying`` (no weight given at all): weight 0, no word-tying objective, as with ``weight: 0.0``."""
+    cfg = compose_config(*TINY, "~training.word_tying", "logger=csv")
+    assert "word_tying" not in cfg.training
+    assert build_plan(check_plan(cfg), tmp_path).module.word_tying is None

@@ -4,6 +4,7 @@ recorded for it (tokens.parquet)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -13,7 +14,7 @@ import pytest
 
 from attn_study.cli import explain_main
 from attn_study.errors import UserError
-from attn_study.job.explain import explain, page, terminal
+from attn_study.job.explain import Explained, explain, page, terminal
 from tests.helpers import REPO, TINY, cli_env
 
 METHODS = ["attention", "gradient", "loo", "integrated_gradients"]
@@ -56,6 +57,31 @@ def test_an_unknown_word_is_read_as_unk_and_counted(trained):
     assert e.tokens[0] == "<unk>" and e.unknown == 1
     assert "1 word not in the run's vocabulary" in terminal([e], colour=False)
     assert sum(e.scores["attention"]) == pytest.approx(1.0)  # α over the text's tokens
+
+
+def test_a_run_that_wraps_its_texts_in_boundary_tokens_shows_the_typed_words_alone(trained_runs):
+    """dataset.preprocessing.boundary_tokens=true: the model reads <sos> w₁ … wₙ <eos>; explain shows the n typed
+    words, each with its score (an unknown word first and last: both ends are the text's own)."""
+    run_dir = trained_runs.get(
+        *TINY, "logger=none", "encoder.hidden_size=8", "dataset.preprocessing.boundary_tokens=true"
+    )
+    (e,) = explain(run_dir, ["zzzqqx good zzzqqx"], ["attention"])
+    assert len(e.tokens) == 3 and e.tokens[0] == e.tokens[-1] == "<unk>" and e.unknown == 2
+    assert len(e.scores["attention"]) == 3
+
+
+def test_the_terminal_paints_each_token_the_colour_the_page_shows_over_white():
+    """The page gives a token of shade s the background rgba(r, g, b, |s|) over white, i.e. c·|s| + 255·(1 − |s|) per
+    channel (rounded): the terminal paints that colour. Scores 1, 0.6, 0, −0.2 (shades the same: the largest is 1);
+    blue (31, 119, 180) for a positive score, orange (230, 97, 1) for a negative one."""
+    e = Explained("a b c d", ["a", "b", "c", "d"], "positive", 0.9, {"attention": [1.0, 0.6, 0.0, -0.2]}, 0)
+    line = terminal([e], colour=True).splitlines()[1]
+    assert re.findall(r"48;2;(\d+);(\d+);(\d+)m(\w)", line) == [
+        ("31", "119", "180", "a"),  # all of the colour
+        ("121", "173", "210", "b"),  # 31·0.6 + 102 = 120.6, 119·0.6 + 102 = 173.4, 180·0.6 + 102 = 210
+        ("255", "255", "255", "c"),  # none: white
+        ("250", "223", "204", "d"),  # 230·0.2 + 204 = 250, 97·0.2 + 204 = 223.4, 1·0.2 + 204 = 204.2
+    ]
 
 
 def test_the_terminal_and_the_page_show_every_method_and_escape_the_text(trained):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 
@@ -37,6 +38,27 @@ def test_run_directory_contract(make_cfg, tmp_path):
     assert (run / "checkpoints" / "best.ckpt").is_file()
     assert "val/acc" in (run / "csv" / "metrics.csv").read_text().splitlines()[0]
     assert not list(run.glob(".*.tmp"))
+
+
+def test_the_trainer_shows_the_projects_training_bar_unless_it_is_turned_off(make_cfg, tmp_path):
+    """No ``trainer.enable_progress_bar`` given: the project's training bar (not Lightning's own); false: none."""
+    from attn_study.job.attempt import _trainer
+    from attn_study.progress import training_bar
+
+    shown = _trainer(make_cfg(*TINY), tmp_path, [], []).progress_bar_callback
+    assert type(shown) is type(training_bar())
+    hidden = _trainer(make_cfg(*TINY, "++trainer.enable_progress_bar=false"), tmp_path, [], [])
+    assert hidden.progress_bar_callback is None
+
+
+def test_a_test_cut_short_says_how_many_instances_a_pass_of_their_own_recorded(make_cfg, tmp_path, caplog):
+    """trainer=debug tests 2 batches of 16 of the 80 test instances: the other 80 − 2 × 16 = 48 are recorded by a
+    pass of their own, and the log says so, naming the file they go to. (``logger=none``: no logger at all.)"""
+    cut_short = ["logger=none", "encoder.hidden_size=8", "dataset.source.n_test=80", "dataset.eval_batch_size=16"]
+    with caplog.at_level(logging.INFO, logger="attn_study.job.attempt"):
+        train_and_test(make_cfg(*TINY, *cut_short), tmp_path / "run")
+    assert "attention.parquet: 48 of the 80 test instances were not tested" in caplog.text
+    assert not (tmp_path / "run" / "lightning_logs").exists()  # logger=none: no logger of Lightning's own either
 
 
 def test_same_seed_same_metrics(make_cfg, tmp_path):

@@ -176,18 +176,24 @@ def test_an_analyze_run_is_linked_to_its_training_run(trained, tmp_path):
     assert "jw/tau_grad/mean" in analysed.summary and "jw/tau_grad/mean" not in analysed.history_keys
 
 
-def test_a_run_of_its_own_and_its_analyses_share_a_group_and_two_analyses_are_named_apart(tmp_path):
+def test_a_run_of_its_own_and_its_analyses_share_a_group_and_two_analyses_are_named_apart(tmp_path, capsys):
     """A run outside a sweep groups under its directory's name, and each attn-study-analyze of it joins that group
-    under a name of its own (two analyses of the same families are two W&B runs a team tells apart)."""
+    under a name of its own (two analyses of the same families are two W&B runs a team tells apart). Each analysis
+    shows the headline results of the family it analysed on screen."""
     import time
 
+    from attn_study import families
     from attn_study.job.analyze import analyze
 
     run_dir = tmp_path / "solo"
     run(compose_config(*TINY, "logger=wandb", "encoder=average", "encoder.hidden_size=8"), run_dir)
     for _ in range(2):
+        capsys.readouterr()
         options = ["analysis.jain_wallace.tests=[correlation]", "analysis.jain_wallace.max_instances=4"]
-        analyze(compose_config(f"ckpt_path={run_dir}", *options, name="analyze"))
+        summary = analyze(compose_config(f"ckpt_path={run_dir}", *options, name="analyze"))
+        shown = [k for k in families.REGISTRY["jain_wallace"].headline if k in summary]
+        on_screen = capsys.readouterr().out
+        assert shown and all(re.search(rf"^  {re.escape(k)} ", on_screen, re.M) for k in shown)
         time.sleep(1.1)  # the names tell analyses apart to the second
     # W&B's folders sort by the second they started: the training's and an analysis' may share one
     records = [read_run(p) for p in offline_runs(run_dir)]
@@ -197,6 +203,7 @@ def test_a_run_of_its_own_and_its_analyses_share_a_group_and_two_analyses_are_na
     names = [a.run.display_name for a in analyses]
     prefix = f"{training.run.display_name}-analyze-jain_wallace-"
     assert len(set(names)) == 2 and all(n.startswith(prefix) for n in names)
+    assert not [r for r in records if "sweep/name" in r.config]  # no sweep's job: the analyses say so too
 
 
 def test_a_stopped_analysis_ends_its_wandb_run_as_stopped(trained, tmp_path):
@@ -271,6 +278,28 @@ def test_a_new_attempt_that_does_not_resume_gets_a_new_wandb_id(tmp_path):
     assert state.mark_running(tmp_path, {}, previous, resumed=False)["wandb_id"] != "old12345"
 
 
+def test_a_failed_attempt_ends_its_wandb_run_with_exit_status_1(tmp_path, monkeypatch):
+    """Training that raises: the run is ``failed`` and its W&B run is ended with exit status 1 (W&B shows it as
+    failed), not left open for the next job of a sweep nor ended as finished (status 0)."""
+    import lightning as L
+
+    import attn_study.job.attempt as run_module
+
+    class Broken(L.Callback):
+        def on_train_epoch_start(self, trainer, pl_module):
+            raise RuntimeError("broken on purpose")
+
+    run_dir = tmp_path / "run"
+    build_callbacks = run_module.build_callbacks
+    monkeypatch.setattr(run_module, "build_callbacks", lambda *a: build_callbacks(*a) + [Broken()])
+    cfg = compose_config(*TINY, "logger=wandb", "encoder=average", "encoder.hidden_size=8")
+    with pytest.raises(RuntimeError, match="broken on purpose"):
+        run(cfg, run_dir)
+    assert status(run_dir)["state"] == "failed"
+    (failed,) = [read_run(p) for p in offline_runs(run_dir)]
+    assert failed.exit_code == 1
+
+
 SWEEP_JOBS = [
     ["projection=sparsegen_grid/lam-3"],
     ["projection=sparsegen_grid/lam0.5"],
@@ -315,6 +344,21 @@ def test_the_code_version_outside_a_checkout_says_unknown(tmp_path):
     if head:  # a checkout (an installed copy has no .git)
         described = tracking.describe_code(REPO)
         assert described["commit"] == head and isinstance(described["dirty"], bool)
+
+
+def test_an_analysis_logs_the_sweep_name_as_its_training_did_only_for_a_sweeps_job(tmp_path):
+    """``sweep/name`` in an analysis' config: for a run whose directory lies in a sweep's (its record beside it), not
+    for a run of its own, although the analysis of that one gets a W&B group too (its directory's name)."""
+    from attn_study.io import write_json_atomic
+    from attn_study.job.analyze import analysis_record
+    from attn_study.sweep.naming import SWEEP_RECORD
+
+    cfg = compose_config(*TINY, "logger=wandb", "logger.wandb.group=solo")
+    (tmp_path / "solo").mkdir()
+    assert "sweep/name" not in analysis_record(cfg, tmp_path / "solo", ["negative", "positive"])
+    (tmp_path / "grid" / "job").mkdir(parents=True)
+    write_json_atomic(tmp_path / "grid" / SWEEP_RECORD, {"name": "multirun", "group": "multirun-2026-11-29"})
+    assert analysis_record(cfg, tmp_path / "grid" / "job", ["negative", "positive"])["sweep/name"] == "multirun"
 
 
 def test_machine_paths_are_logged_by_their_last_part():

@@ -55,14 +55,14 @@ def next_version(folder: Path, stem: str) -> str:
 
 def analysis_record(run_cfg: DictConfig, run_dir: Path, labels: list[str]) -> dict:
     """The config an ``attn-study-analyze`` run logs: the analysed run's (``sweep/name`` when it was a sweep
-    job), its class names and this code's version, and the link to it — ``analyze/of``, the W&B id of its
-    training run, and ``analyze/run``, its directory's name."""
+    job: its directory lies in a sweep's, as its training logged it), its class names and this code's version,
+    and the link to it — ``analyze/of``, the W&B id of its training run, and ``analyze/run``, its directory's
+    name."""
     from attn_study.job import state
 
-    group = OmegaConf.select(run_cfg, "logger.wandb.group")
     return tracking.logged_config(
         run_cfg,
-        in_sweep=group is not None,
+        in_sweep=wandb_group(run_dir.parent) is not None,
         **tracking.run_metadata(labels),
         **{"analyze/of": state.read_status(run_dir).get("wandb_id", "unknown"), "analyze/run": run_dir.name},
     )

@@ -32,7 +32,7 @@ def ensure_writable(path: Path, option: str) -> None:
 
 def out_of_space(error: BaseException, path: Path, option: str) -> UserError | None:
     """A ``UserError`` saying so when ``error`` came from a full disk (``ENOSPC`` anywhere in its chain, or
-    torch's "unexpected pos" from a truncated write with no room left), else None."""
+    torch's "unexpected pos" from a truncated write with less than 64 MiB left), else None."""
     chain, seen, full = error, set(), False
     while chain is not None and id(chain) not in seen and not full:
         seen.add(id(chain))

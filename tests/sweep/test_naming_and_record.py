@@ -194,3 +194,23 @@ def test_a_sibling_is_named_by_its_sweeps_record_not_by_this_processs_environmen
     monkeypatch.setenv(JOB_KEYS_ENV, '["encoder"]')  # left by an earlier plain multirun of this process
     expected = sweep / job_dir_name(["seed=1", "dataset.path=/data/sst", "experiment=base"], recorded)
     assert resolve_run("sibling:base", "attention.source", job) == expected
+
+
+def test_a_first_sweep_into_folders_that_do_not_exist_yet_is_recorded_there(tmp_path, monkeypatch):
+    """A fresh project's first sweep: hydra.sweep.dir (``outputs/sweeps/<name>``) is made with its parents, and the
+    sweep's record written into it."""
+    from omegaconf import open_dict
+
+    from attn_study.job.state import LAUNCH_ENV
+    from attn_study.sweep.naming import JOB_KEYS_ENV
+    from attn_study.sweep.record import SweepRecorder, read_record
+
+    for var in (LAUNCH_ENV, JOB_KEYS_ENV):  # set by the launch: restored afterwards
+        monkeypatch.setenv(var, "")
+    sweep_dir = tmp_path / "outputs" / "sweeps" / "grid"
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=["logger=none", f"hydra.sweep.dir={sweep_dir}"], return_hydra_config=True)
+    with open_dict(cfg):
+        cfg.hydra.overrides.task = ["seed=1,2"]
+    SweepRecorder().on_multirun_start(cfg)
+    assert sorted(read_record(sweep_dir)["jobs"]) == ["seed=1", "seed=2"]

@@ -406,6 +406,8 @@ def test_only_a_live_process_of_this_host_started_before_the_status_is_still_run
         assert not state.still_running({**live, "pid": os.getpid()})
         assert not state.still_running({**live, "started": started - 5})  # the PID now belongs to a newer process
         assert state.still_running({**live, "started": started - 0.5})  # /proc's start: whole-second boot time
+        with pytest.raises(subprocess.TimeoutExpired):
+            sleeper.wait(timeout=1)  # asked whether it runs, never signalled: it lives on
     finally:
         sleeper.kill()
         sleeper.wait()

@@ -437,6 +437,10 @@ def test_a_full_disk_is_said_in_one_line(tmp_path, monkeypatch):
 
     monkeypatch.setattr(shutil, "disk_usage", lambda _path: shutil._ntuple_diskusage(100, 100, 0))
     assert out_of_space(RuntimeError("unexpected pos 1 vs 2"), tmp_path, "hydra.run.dir") is not None
+    mib = 2**20  # a truncated write is a full disk below 64 MiB free, not at 64 MiB
+    for free, full in ((64 * mib - 1, True), (64 * mib, False)):
+        monkeypatch.setattr(shutil, "disk_usage", lambda _path, free=free: shutil._ntuple_diskusage(100 * mib, 0, free))
+        assert (out_of_space(RuntimeError("unexpected pos 1 vs 2"), tmp_path, "hydra.run.dir") is not None) == full
 
 
 def test_another_version_of_a_checkpoint_or_config_is_named(complete_run):
