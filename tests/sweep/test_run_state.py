@@ -4,6 +4,7 @@ clean up after a killed attempt, resume training from the last checkpoint."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import signal
@@ -148,6 +149,25 @@ def test_a_job_claimed_by_another_process_is_left_to_it_even_with_force_and_free
     monkeypatch.setattr("attn_study.job.attempt.train_and_test", fake_training(trained))
     run(make_cfg(*QUICK), tmp_path)
     assert len(trained) == 1 and status(tmp_path)["state"] == "complete"
+
+
+@pytest.mark.parametrize(("error", "held"), [(errno.ENOLCK, True), (errno.EOPNOTSUPP, True), (errno.EIO, None)])
+def test_a_file_system_without_locks_leaves_the_pid_check_to_guard_and_any_other_error_is_raised(
+    tmp_path, monkeypatch, error, held
+):
+    """No locks on the file system (ENOLCK, EOPNOTSUPP): the claim is granted (``still_running`` is then the
+    guard); any other error of ``flock`` is not taken for either answer."""
+
+    def no_locks(fd, operation):
+        raise OSError(error, os.strerror(error))
+
+    monkeypatch.setattr(state.fcntl, "flock", no_locks)
+    if held is None:
+        with pytest.raises(OSError), state.claim(tmp_path):
+            pass
+    else:
+        with state.claim(tmp_path) as granted:
+            assert granted is held
 
 
 def test_a_job_another_launch_finished_while_this_one_reached_its_claim_is_skipped_not_run_again(
