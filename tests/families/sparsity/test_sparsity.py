@@ -20,6 +20,7 @@ from attn_study.analysis.importance import (
     predict,
 )
 from attn_study.analysis.measuring import analysis_mode
+from attn_study.families.sparsity import keys as sparsity_keys
 from attn_study.families.sparsity.callback import Sparsity, pooled_over_rows
 from attn_study.models import encoders, projection
 from attn_study.stats import entropy
@@ -390,6 +391,8 @@ def test_sparsity_outputs(trained):
     assert on_disk["sp/n_instances"] == 20
     # a final statistic: in the run summary, not in the per-epoch history of csv/metrics.csv
     assert "sp/entropy/g_hidden/mean" not in (run / "csv" / "metrics.csv").read_text().splitlines()[0]
+    # the statistics drawn against the epoch (report, epochs.png) are ones the family computes
+    assert set(sparsity_keys.TRACKED) <= summary.keys()
 
 
 def test_the_meister_sweep_spans_orders_of_magnitude_of_lambda_below_zero():
