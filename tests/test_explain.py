@@ -112,9 +112,9 @@ def test_mistakes_are_one_line(trained, capsys, argv, says):
     assert len(err) == 1 and says in err[0]
 
 
-def test_integrated_gradients_take_the_steps_given_from_one_up(trained, tmp_path, capsys):
+def test_integrated_gradients_take_the_steps_given_from_one_up(trained, tmp_path, capsys, monkeypatch):
     """``--ig-steps`` reaches the method as given, 1 (the smallest) included: the terminal shows the scores of
-    ``explain(…, ig_steps=1)``, which differ from 50 steps'; 0 is refused in one line."""
+    ``explain(…, ig_steps=1)``, which differ from 50 steps', the default; 0 is refused in one line."""
     with pytest.raises(SystemExit) as exit_:
         explain_main([str(trained), "good movie", "--ig-steps", "0"])
     assert exit_.value.code == 2
@@ -126,6 +126,12 @@ def test_integrated_gradients_take_the_steps_given_from_one_up(trained, tmp_path
     assert shown == terminal(one, colour=False).splitlines()
     fifty = explain(trained, ["good movie"], ["integrated_gradients"], ig_steps=50)
     assert not np.allclose(one[0].scores["integrated_gradients"], fifty[0].scores["integrated_gradients"])
+    from attn_study.job import explain as module
+
+    asked = []
+    monkeypatch.setattr(module, "explain", lambda run, texts, methods, steps: asked.append(steps) or fifty)
+    explain_main([str(trained), "good movie", *page_at[:2], "--out", str(tmp_path / "default.html")])
+    assert asked == [50]  # the default
 
 
 def test_the_page_never_overwrites_a_file(trained, tmp_path, capsys, monkeypatch):
