@@ -216,13 +216,16 @@ class Faithfulness(AnalysisCallback):
         run.tokens.add(batch, **{method: values for method, values in scores.items() if method != "random"})
         text = token_mask(batch)
         columns["length"] = text.sum(1)
-        for method, values in scores.items():  # rankings left to the random tie-break alone (counted)
-            columns[f"{method}_constant"] = (undefined_code(values, text) >= UNDEFINED.index("nan")).double()
+        ranked = {m: torch.nan_to_num(s.double(), nan=0.0) for m, s in scores.items()}  # a NaN score ranks as 0
+        for method, values in scores.items():  # texts with a NaN score; rankings left to the tie-break alone
+            columns[f"{method}_nan"] = (undefined_code(values, text) == UNDEFINED.index("nan")).double()
+            tied = undefined_code(ranked[method], text) == UNDEFINED.index("constant")
+            columns[f"{method}_constant"] = tied.double()
         if "attention" in scores:  # how each method ranks the tokens against attention: τ-b per instance
             for method in [m for m in scores if m not in ("attention", "random")]:  # in the methods' order
                 columns[f"{method}_tau_attention"] = kendall_tau_b(scores["attention"], scores[method], text)[0]
         tiebreak = self.draws(batch, batch["mask"], "ties")
-        orders = {m: ranking(torch.nan_to_num(s.double(), nan=0.0), text, tiebreak) for m, s in scores.items()}
+        orders = {m: ranking(s, text, tiebreak) for m, s in ranked.items()}
         return {
             "alpha": alpha,
             "probs": probs,
@@ -311,8 +314,10 @@ class Faithfulness(AnalysisCallback):
         mean [CI]; the paired comparison with attention; seconds."""
         frame = measured.frame
         out = {ff("n_instances"): len(frame), ff("dropped", "too_short"): int((frame["length"] < 2).sum())}
-        for method in self.methods:  # all-tied (or NaN) scores: the ranking is the random tie-break's
-            out[ff(method, "constant_scores")] = int(frame.loc[frame["length"] >= 2, f"{method}_constant"].sum())
+        counted = frame["length"] >= 2
+        for method in self.methods:  # NaN scores (ranked as 0); all tied once so: the ranking is the tie-break's
+            out[ff(method, "nan_scores")] = int(frame.loc[counted, f"{method}_nan"].sum())
+            out[ff(method, "constant_scores")] = int(frame.loc[counted, f"{method}_constant"].sum())
         measures = []
         if "removal" in tests:
             measures += [("comp_aopc", ("comprehensiveness", "aopc")), ("suff_aopc", ("sufficiency", "aopc"))]

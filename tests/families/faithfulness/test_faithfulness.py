@@ -1082,7 +1082,8 @@ def test_nan_or_zero_scores_are_counted_as_left_to_the_tie_break_and_a_nan_token
     """A method whose scores are NaN over a text (a layer attention past ``flow_max_length``) ranks it by the
     tie-break alone (its NaN read as 0): counted with the constant ones. Here the gradient of instance 0 (four
     tokens) is made NaN everywhere: counted for the gradient, as instance 3's gradient made 0 everywhere (constant);
-    instance 1's finite, distinct scores are not.
+    instance 1's finite, distinct scores are not, nor is instance 2's (NaN, 0.2, 0.3), whose finite scores still
+    rank its tokens. Instances 0 and 2 are the gradient's NaN ones (``nan_scores`` 2, ``constant_scores`` 2).
     A NaN token is a 0 against the rationale too: instance 2's gradient (NaN, 0.2, 0.3) with the rationale its
     first token ranks that token last, AP = precision at it = 1/3 (scikit-learn's average precision)."""
     from sklearn.metrics import average_precision_score
@@ -1107,7 +1108,11 @@ def test_nan_or_zero_scores_are_counted_as_left_to_the_tie_break_and_a_nan_token
     analysis.scores = with_nan
     with analysis_mode(model):
         measured = analysis.measure(model, StubData(batch), "test", np.arange(4), ["removal", "rationale"])
-    assert measured.frame["gradient_constant"][[0, 1, 3]].tolist() == [1.0, 0.0, 1.0]
+    assert measured.frame["gradient_constant"].tolist() == [1.0, 0.0, 0.0, 1.0]
+    assert measured.frame["gradient_nan"].tolist() == [1.0, 0.0, 1.0, 0.0]
+    summary = analysis.summarise(measured, ["removal", "rationale"])
+    assert (summary["ff/gradient/constant_scores"], summary["ff/gradient/nan_scores"]) == (2, 2)
+    assert (summary["ff/attention/constant_scores"], summary["ff/attention/nan_scores"]) == (0, 0)
     expected = average_precision_score([1, 0, 0], [0.0, 0.2, 0.3])
     assert expected == pytest.approx(1 / 3) and measured.frame["gradient_ap"][2] == pytest.approx(expected)
     assert measured.frame["attention_constant"].tolist() == [0.0, 0.0, 0.0, 0.0]
