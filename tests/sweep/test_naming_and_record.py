@@ -198,7 +198,8 @@ def test_a_sibling_is_named_by_its_sweeps_record_not_by_this_processs_environmen
 
 def test_a_first_sweep_into_folders_that_do_not_exist_yet_is_recorded_there(tmp_path, monkeypatch):
     """A fresh project's first sweep: hydra.sweep.dir (``outputs/sweeps/<name>``) is made with its parents, and the
-    sweep's record written into it."""
+    sweep's record written into it. Launched again (to resume it), the sweep's folder exists: the same record gets
+    the second launch."""
     from omegaconf import open_dict
 
     from attn_study.job.state import LAUNCH_ENV
@@ -214,3 +215,6 @@ def test_a_first_sweep_into_folders_that_do_not_exist_yet_is_recorded_there(tmp_
         cfg.hydra.overrides.task = ["seed=1,2"]
     SweepRecorder().on_multirun_start(cfg)
     assert sorted(read_record(sweep_dir)["jobs"]) == ["seed=1", "seed=2"]
+    SweepRecorder().on_multirun_start(cfg)
+    record = read_record(sweep_dir)
+    assert sorted(record["jobs"]) == ["seed=1", "seed=2"] and len(record["launches"]) == 2
