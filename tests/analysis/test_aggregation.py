@@ -109,6 +109,18 @@ def test_flow_refuses_sequences_longer_than_its_bound_and_says_so():
     assert torch.isnan(scores[0]).all() and torch.isfinite(scores[1]).all()
 
 
+def test_flow_is_normalised_over_the_text_when_a_boundary_token_takes_most_of_it():
+    # One layer over <sos>, w1, w2 (the text: w1, w2); every position attends to <sos> alone:
+    #   A = [[1, 0, 0]] * 3  →  Â = [[1, 0, 0], [.5, .5, 0], [.5, 0, .5]], α = (0, .8, .2).
+    # With one layer a token's flow is Σ_i min(Â[i, j], α_i): w1 min(.5, .8) = .5, w2 min(.5, .2) = .2, a total of
+    # .7 < 1 (<sos> is no source), normalised (0, 5/7, 2/7).
+    attention = torch.tensor([[[[1.0, 0, 0], [1, 0, 0], [1, 0, 0]]]], dtype=torch.float64)
+    alpha = torch.tensor([[0.0, 0.8, 0.2]], dtype=torch.float64)
+    mask, text = torch.ones(1, 3, dtype=torch.bool), torch.tensor([[False, True, True]])
+    scores, _ = aggregation.flow(attention, alpha, mask, text, max_length=8)
+    np.testing.assert_allclose(scores[0].numpy(), [0.0, 5 / 7, 2 / 7], atol=1e-9)
+
+
 def test_norms_equal_the_formula_on_two_tokens():
     # one layer, two heads, vectors in 2-d: f^0(x_0) = (1, 0), f^0(x_1) = (0, 2), f^1(x_0) = (3, 4), f^1(x_1) = (1, 1)
     transformed = torch.tensor([[[[1.0, 0], [0, 2]], [[3, 4], [1, 1]]]], dtype=torch.float64)
@@ -210,6 +222,10 @@ def test_models_without_layer_attention_or_with_too_few_layers_are_refused_in_on
         aggregation.check_aggregations(model, ["raw"], AggregationOptions(layer=2), "analysis.x.methods")
     with pytest.raises(UserError, match="heads"):
         aggregation.check_aggregations(model, ["norms"], AggregationOptions(head=5), "analysis.x.methods")
+    for head in (-1, 2):  # two heads: 0 and 1
+        with pytest.raises(UserError, match=rf"head={head}, and the model has 2 heads \(0 … 1\)"):
+            aggregation.check_aggregations(model, ["raw"], AggregationOptions(head=head), "analysis.x.methods")
+    aggregation.check_aggregations(model, ["raw"], AggregationOptions(head=0), "x")
     aggregation.check_aggregations(model, ["raw", "flow"], AggregationOptions(layer=-2, head=1), "x")
     aggregation.check_aggregations(average_model(), ["attention", "loo"], AggregationOptions(), "x")
 

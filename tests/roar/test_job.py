@@ -84,6 +84,26 @@ def test_a_relaunch_reuses_the_masks_of_the_same_source(chain, make_cfg, monkeyp
     assert masks(tmp_path / "r10") == masks(chain["r10"])
 
 
+def test_the_scoring_time_recorded_is_the_source_models_pass(chain, make_cfg, monkeypatch, tmp_path):
+    """``status.json``'s ``roar.scoring_seconds`` (and the masks file's ``seconds``) is the time the source's model
+    took to score every split: on a clock that stands still but for 12.5 s during that pass, 12.5."""
+    from types import SimpleNamespace
+
+    now = [1000.0]
+    monkeypatch.setattr(job, "time", SimpleNamespace(time=lambda: now[0], sleep=job.time.sleep))
+    score_and_choose = job.score_and_choose
+
+    def scored_in_12_5_s(*args):
+        now[0] += 12.5
+        return score_and_choose(*args)
+
+    monkeypatch.setattr(job, "score_and_choose", scored_in_12_5_s)
+    step = [*SMALL, "roar=recursive", "roar.method=gradient", "roar.fraction=0.1", f"roar.source={chain['base']}"]
+    run(make_cfg(*step), tmp_path / "r10")
+    assert json.loads((tmp_path / "r10" / "status.json").read_text())["roar"]["scoring_seconds"] == 12.5
+    assert json.loads(job.masks_file(tmp_path / "r10").read_text())["seconds"] == 12.5
+
+
 @pytest.mark.parametrize(
     ("overrides", "says"),
     [

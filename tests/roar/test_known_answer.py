@@ -16,6 +16,7 @@ TASK = ["sweep=smoke_roar", "logger=none"]
 def test_masking_the_truth_leaves_chance_and_masking_at_random_does_not(make_cfg, tmp_path):
     base = run(make_cfg(*TASK, "roar.fraction=0"), tmp_path / "base")
     assert base["test/acc"] > 0.9  # the unmasked model reads the task
+    assert [base[f"data/masked_share/{split}"] for split in ("train", "dev", "test")] == [0.0, 0.0, 0.0]  # k = 0
     accuracy = {}
     for method in ("truth", "random"):
         cfg = make_cfg(*TASK, f"roar.method={method}", "roar.fraction=0.2", f"roar.source={tmp_path / 'base'}")

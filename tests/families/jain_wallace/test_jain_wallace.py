@@ -70,6 +70,15 @@ def test_selected_adversaries_stay_within_epsilon():
     assert torch.all(best <= math.log(2) + 1e-6)
 
 
+def test_an_adversary_exactly_at_epsilon_is_within_it():
+    """ε-max JSD = max_k 1[TVD_k ≤ ε]·JSD_k: the bound is inclusive. Row 0, ε = .5: adversaries 0 (TVD .5) and 1
+    (.25) qualify, 2 (.75) does not: JSD .4 of adversary 0, 2 within ε. Row 1: none qualifies: 0, index −1, 0."""
+    change = torch.tensor([[0.5, 0.25, 0.75], [0.75, 1.0, 0.625]])
+    divergence = torch.tensor([[0.4, 0.2, 0.6], [0.1, 0.2, 0.3]])
+    best, which, n_ok = epsilon_max_jsd(change, divergence, 0.5)
+    assert best.tolist() == pytest.approx([0.4, 0.0]) and which.tolist() == [0, -1] and n_ok.tolist() == [2, 0]
+
+
 def test_adversary_reaches_ln2_when_the_decoder_ignores_attention():
     """With the output layer zeroed the output never moves, so nothing stops the adversary: its
     JSD from the (roughly uniform) attention approaches the bound as its mass concentrates."""
