@@ -19,6 +19,7 @@ from attn_study.report.render import (
     format_ratio,
     html_label,
     html_page,
+    html_table,
     markdown,
     sentence,
     with_p_note,
@@ -44,6 +45,8 @@ NBSP = "\u00a0"
         ("count", 10.0, "10"),
         ("number", 0.41234, "0.412"),
         ("p", 1.1e-9, "1.1e-09"),
+        ("p", 0.001, "0.001"),  # 3 decimals from 0.001 up
+        ("p", 9.9e-4, "9.9e-04"),
     ],
 )
 def test_each_kind_prints_as_a_reader_expects(kind, value, printed):
@@ -83,6 +86,9 @@ def test_the_papers_labels_show_no_tex(text, shown):
 
 def test_a_long_name_may_break_where_a_reader_expects():
     assert html_label("a=b,c/d_e", breaks=True) == "a=<wbr>b,<wbr>c/<wbr>d_<wbr>e"
+    # a table's cells may break (a run's folder), its headers are labels as they are
+    table = html_table(pd.DataFrame({"run/name": ["sst/lstm_1"]}))
+    assert "<th>run/name</th>" in table and "<td>sst/<wbr>lstm_<wbr>1</td>" in table
 
 
 def test_a_caption_is_one_sentence():

@@ -675,6 +675,8 @@ def test_permutation_and_adversary_results_across_runs(sweep):
         for cls, shift in ((None, 0.0), (0, 0.1), (1, 0.2)):
             part = "" if cls is None else f"class_{cls}/"
             summary |= {f"jw/perm/median_tvd/{part}{k}": 0.01 + shift for k in ("mean", "ci_low", "ci_high")}
+            if name == "imdb-lstm":  # tests=[correlation, permutation]: no adversary
+                continue
             summary |= {f"jw/adv/emax_jsd/{part}{k}": 0.3 + shift for k in ("mean", "ci_low", "ci_high")}
             summary |= {f"jw/adv/emax_jsd/{part}frac_above_0.5": 0.25, f"jw/adv/{part}none_feasible_frac": 0.05}
         path.write_text(json.dumps(summary))
@@ -683,6 +685,11 @@ def test_permutation_and_adversary_results_across_runs(sweep):
     sst = table[table["dataset"] == "sst"].set_index("class")
     assert list(sst.index) == ["all", "neg", "pos"] and list(sst["n"]) == [20, 10, 10]
     assert sst.loc["pos", "adv_jsd_mean"] == pytest.approx(0.5) and sst.loc["all", "perm_tvd_mean"] == 0.01
+    assert list(sst["adv_jsd_above_0.5"]) == [0.25] * 3 and list(sst["no_adversary"]) == [0.05] * 3
+    imdb = table[table["dataset"] == "imdb"].set_index("class")
+    assert imdb.loc["pos", "perm_tvd_mean"] == pytest.approx(0.21)
+    adversary = ["adv_jsd_mean", "adv_jsd_ci_low", "adv_jsd_ci_high", "adv_jsd_above_0.5", "no_adversary"]
+    assert imdb[adversary].isna().all().all()  # not run: empty, never a placeholder
     assert "0.500 [0.500, 0.500]" in (out / "jw_permutation_adversarial.md").read_text()
 
 

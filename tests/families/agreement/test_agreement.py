@@ -168,6 +168,31 @@ def test_the_report_reads_pairs_in_either_order_of_their_methods():
     ]
 
 
+def test_each_matrix_file_holds_its_own_dataset_and_models_rows_as_the_table_has_them(tmp_path):
+    """Two datasets, one run each: ``ag_tau_<dataset>_<model>.csv`` is that run's rows of :func:`report.table`, its
+    columns and nothing else (no row number of the whole table)."""
+    from pathlib import Path
+
+    from attn_study.report.runs import Run
+
+    def run(dataset, a, b, stats):
+        config = {"dataset": dataset, "encoder": "lstm", "attention": "additive", "projection": "softmax", "seed": 13}
+        summary = {ag("n_instances"): stats["n"], **{tau_key(a, b, k): v for k, v in stats.items()}}
+        return Run(Path(dataset), "complete", config=config, summary=summary)
+
+    imdb = run("imdb", "attention", "loo", {"mean": 0.2, "ci_low": 0.1, "ci_high": 0.3, "n": 10})
+    sst = run("sst", "gradient", "attention", {"mean": 0.4, "ci_low": 0.3, "ci_high": 0.5, "n": 8})
+    report.sections([imdb, sst], tmp_path)
+    model = "lstm + additive (softmax)"
+    columns = ["dataset", "model", "seed", "a", "b", "mean", "ci_low", "ci_high", "n"]
+    for stem, row in (
+        ("ag_tau_imdb_lstm_additive_softmax", ["imdb", model, 13, "attention", "loo", 0.2, 0.1, 0.3, 10]),
+        ("ag_tau_sst_lstm_additive_softmax", ["sst", model, 13, "attention", "gradient", 0.4, 0.3, 0.5, 8]),
+    ):
+        written = pd.read_csv(tmp_path / f"{stem}.csv")
+        assert list(written.columns) == columns and written.values.tolist() == [row]
+
+
 # -- near-ties snapped before τ, and τ against scipy (issue 41) ---------------------------------------------------
 
 

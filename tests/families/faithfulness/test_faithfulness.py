@@ -714,6 +714,39 @@ def test_the_report_ranks_soft_metrics_up_and_auc_tp_down(tmp_path):
         assert cells["rank (AUC-TP)"] == ("1" if best else "3") and cells["rank (Soft-NC)"] == ("3" if best else "1")
 
 
+def test_a_method_measured_by_auc_tp_alone_is_in_the_table():
+    """``analysis.faithfulness`` with AUC-TP only: its methods are found by their ``auc_tp/value`` key."""
+    from pathlib import Path
+
+    from attn_study.families.faithfulness.report import methods
+    from attn_study.report.runs import Run
+
+    summary = {"ff/n_instances": 5, "ff/gradient/auc_tp/value": 0.3, "ff/attention/auc_tp/value": 0.4}
+    assert methods(Run(Path("/r"), "complete", summary=summary)) == ["attention", "gradient"]  # the registry's order
+
+
+def test_two_seeds_of_a_method_are_compared_with_attentions_two():
+    """With 2 seeds each, a method's comprehensiveness and AUPRC are set against attention's by the exact
+    permutation criterion: every seed above every seed of attention, p = 2 / C(4, 2) = 0.33 (rounded)."""
+    from pathlib import Path
+
+    from attn_study.families.faithfulness.report import display, table
+    from attn_study.report.runs import Run
+
+    config = {"dataset": "sst", "encoder": "lstm", "attention": "additive", "projection": "softmax"}
+    runs = []
+    for seed, (of_attention, of_gradient) in enumerate(((0.2, 0.5), (0.3, 0.6)), start=1):
+        summary = {"ff/n_instances": 5}
+        for method, value in (("attention", of_attention), ("gradient", of_gradient)):
+            summary.update({f"ff/{method}/comprehensiveness/aopc/{s}": value for s in ("mean", "ci_low", "ci_high")})
+        runs.append(Run(Path(f"/r{seed}"), "complete", config=config | {"seed": seed}, summary=summary))
+    shown = display(table(runs)).set_index("method")
+    assert shown.loc["gradient", "vs attention: comprehensiveness"] == "Δ +0.300, beyond seed spread (p = 0.33)"
+    assert shown.loc["gradient", "comprehensiveness AOPC ↑"] == "0.550 ± 0.050"  # mean, std (ddof 0) of 0.5, 0.6
+    assert np.isnan(shown.loc["attention", "vs attention: comprehensiveness"])  # attention itself: no comparison
+    assert not [c for c in display(table(runs[:1])).columns if c.startswith("vs")]  # one seed: no spread to compare
+
+
 # -- issue 38 §7: the references' conventions (AUC-TP: Atanasova et al.'s code; ERASER's hard rationales) ----------
 
 
