@@ -13,8 +13,11 @@ a unary minus or ``not`` dropped, or a call's second argument replaced by its fi
 (``pytest -x -q`` and whatever follows ``--``). A mutant the tests fail on is *killed*; one they pass is a
 *survivor*: a bug the suite cannot see, or a change that does not change behaviour (read it and decide).
 A test run past ``--timeout`` is a *timeout*, counted with neither: a hang the mutant caused, or tests slower than
-the limit (raise it and re-check). The module is restored after every mutant, also on Ctrl-C and SIGTERM. Not part
-of CI: a developer's tool, run on the modules they touch (minutes per module on 2 cores).
+the limit (raise it and re-check). The tests run once on the module as it is first: they must collect and pass, or
+every mutant would count as killed (a ``-k`` that selects nothing exits 5, a failing test 1), and the tool stops.
+The module is restored after every mutant, also on Ctrl-C and SIGTERM; while a mutant's tests run, the file on disk
+is the mutant (unparsed: other line numbers). Not part of CI: a developer's tool, run on the modules they touch
+(minutes per module on 2 cores).
 """
 
 from __future__ import annotations
@@ -139,6 +142,18 @@ def main() -> None:
     if args.limit and len(found) > args.limit:
         found = sorted(random.Random(args.seed).sample(found, args.limit), key=lambda s: s.index)
     print(f"{len(found)} mutants of {module.relative_to(REPO)}; tests: {' '.join(args.tests + extra)}", flush=True)
+    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *args.tests, *extra]
+    if found:
+        try:
+            baseline = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            sys.exit(f"mutate: the tests ran past --timeout {args.timeout} s on the module as it is: raise it")
+        if baseline.returncode != 0:  # nothing mutated yet: a kill would mean nothing
+            tail = (baseline.stdout + baseline.stderr).strip().splitlines()[-3:]
+            sys.exit(
+                f"mutate: the tests do not pass on the module as it is (pytest exit {baseline.returncode}): "
+                + " | ".join(tail)
+            )
     survivors = []
     signal.signal(signal.SIGTERM, stop)  # `timeout`, a scheduler: the module is restored as on Ctrl-C
     try:
@@ -146,12 +161,7 @@ def main() -> None:
             module.write_text(ast.unparse(mutate(tree, site)) + "\n")
             started = time.time()
             try:
-                result = subprocess.run(
-                    [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *args.tests, *extra],
-                    cwd=REPO,
-                    capture_output=True,
-                    timeout=args.timeout,
-                )
+                result = subprocess.run(command, cwd=REPO, capture_output=True, timeout=args.timeout)
                 verdict = "killed" if result.returncode != 0 else "SURVIVED"
             except subprocess.TimeoutExpired:  # a hang the mutant caused, or tests slower than --timeout: unknown
                 verdict = "TIMEOUT"
