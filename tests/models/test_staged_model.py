@@ -255,6 +255,26 @@ def test_the_peak_memory_is_counted_from_the_runs_start():
     assert held.sum() > 0 and after - before == pytest.approx(200, abs=20)
 
 
+def test_the_peak_memory_in_mib_from_linux_its_fallback_and_cuda(tmp_path, monkeypatch):
+    """VmHWM 204800 kB = 200 MiB; without /proc, ru_maxrss 409600 kB = 400 MiB; CUDA's peak 3 · 2^20 bytes = 3 MiB."""
+    from types import SimpleNamespace
+
+    from attn_study.job import memory
+
+    status = tmp_path / "status"
+    status.write_text("Name:\tpython\nVmPeak:\t  999999 kB\nVmHWM:\t  204800 kB\nVmRSS:\t  1000 kB\n")
+    monkeypatch.setattr(memory, "_STATUS", status)
+    monkeypatch.setattr(memory.torch.cuda, "is_available", lambda: False)
+    assert memory.peak_mib() == {"run/peak_memory_mib": 200.0}
+    monkeypatch.setattr(memory, "_STATUS", tmp_path / "no-proc")
+    monkeypatch.setattr(memory.resource, "getrusage", lambda who: SimpleNamespace(ru_maxrss=409600))
+    assert memory.peak_mib() == {"run/peak_memory_mib": 400.0}
+    monkeypatch.setattr(memory.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(memory.torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(memory.torch.cuda, "max_memory_allocated", lambda: 3 * 2**20)
+    assert memory.peak_mib() == {"run/peak_memory_mib": 400.0, "run/peak_gpu_memory_mib": 3.0}
+
+
 def _packed_states(rnn: torch.nn.RNNBase, embedded: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """The reference: ``rnn`` over the packed sequences (what RNNEncoder ran before its padded two-pass path)."""
     from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
