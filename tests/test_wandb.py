@@ -69,6 +69,7 @@ def test_the_history_holds_only_what_has_a_time_axis(trained):
         metric = logged.metrics[key]
         assert metric.step_metric == "epoch" and metric.summary.min and metric.summary.max and metric.summary.last
         assert set(logged.summary[key]) == {"min", "max", "last"}
+    assert logged.metrics["epoch"].options.hidden  # the x axis, not a panel of its own
     epochs = [row["epoch"] for row in logged.history if "val/jw/tau_grad/mean" in row]
     assert epochs == [0, 1]
     steps = [row["_step"] for row in logged.history]

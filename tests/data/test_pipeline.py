@@ -186,6 +186,30 @@ def test_datamodule_batches_index_back_into_the_split(tmp_path):
     assert isinstance(next(iter(dm.train_dataloader()))["ids"], torch.Tensor)
 
 
+def test_unbucketed_training_batches_are_consecutive_cuts_of_the_epochs_shuffle(tmp_path):
+    """``bucket=false``: a training batch is ``batch_size`` consecutive instances of the epoch's permutation (from
+    (seed, epoch)), never regrouped by length across batches; the batches come in a shuffled order."""
+    texts = [" ".join(["word"] * n) for n in range(1, 41)]  # 40 instances of 40 distinct lengths
+    splits = {
+        split: [RawExample(uid=str(i), text=t, label=i % 2) for i, t in enumerate(texts)]
+        for split in ("train", "dev", "test")
+    }
+    dm = TextDataModule(ListSource(splits), batch_size=4, bucket=False, seed=3, cache_dir=tmp_path)
+    served = [sorted(batch["index"].tolist()) for batch in dm.train_dataloader()]
+    permutation = np.random.default_rng([3, 0]).permutation(40).tolist()
+    assert sorted(served) == sorted(sorted(permutation[i : i + 4]) for i in range(0, 40, 4))
+
+
+def test_a_fixed_attention_must_have_one_weight_per_token_of_each_instance(tmp_path):
+    dm = TextDataModule(ListSource(tiny()), cache_dir=tmp_path)
+    weights = [np.full(len(ids), 1 / len(ids)) for ids in dm.split("test").ids]
+    dm.fix_attention({"test": weights})
+    np.testing.assert_array_equal(dm.split("test").fixed_attention[1], weights[1])
+    weights[1] = weights[1][:-1]  # one instance's attention a token short
+    with pytest.raises(ValueError, match="test: the fixed attentions do not match the instances' lengths"):
+        dm.fix_attention({"test": weights})
+
+
 def test_cache_is_keyed_on_content_and_checks_its_own_bytes(tmp_path):
     """A CSV corrected in place with its size and mtime kept (``cp -p``) gets a new entry; an entry with
     flipped bits but the same size is rebuilt, never used."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import logging
 
 import numpy as np
 import pytest
@@ -47,7 +48,9 @@ def test_vocab_min_count_order_and_reserved_ids():
 
 
 @pytest.mark.parametrize("gz,header", [(False, False), (True, True)])
-def test_embeddings_found_missing_and_pad(tmp_path, gz, header):
+def test_embeddings_found_missing_and_pad(tmp_path, gz, header, caplog):
+    """Found rows are the file's, ``<pad>`` is 0, a missing word is a seeded N(0, 1) draw; the log says how many
+    vectors were read (3: a fastText header is not one) and the share of the 3 vocabulary words found (2 of 3)."""
     vocab = Vocab(["good", "bad", "meh"])
     lines = (["3 4"] if header else []) + ["good 1 2 3 4", "bad 0.5 0.5 0.5 0.5", "other 9 9 9 9"]
     path = tmp_path / ("vec.txt.gz" if gz else "vec.txt")
@@ -57,7 +60,9 @@ def test_embeddings_found_missing_and_pad(tmp_path, gz, header):
             handle.write(text)
     else:
         path.write_text(text)
-    matrix, coverage = load_embeddings(path, vocab, dim=4, seed=0)
+    with caplog.at_level(logging.INFO, logger="attn_study.data.embeddings"):
+        matrix, coverage = load_embeddings(path, vocab, dim=4, seed=0)
+    assert f"embeddings {path}: 3 vectors read, 66.7% of 3 vocabulary words found" in caplog.messages
     assert matrix.shape == (5, 4)
     np.testing.assert_array_equal(matrix[PAD_ID], 0)
     np.testing.assert_array_equal(matrix[vocab.stoi["good"]], [1, 2, 3, 4])

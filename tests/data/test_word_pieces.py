@@ -103,6 +103,15 @@ def test_the_synthetic_texts_in_pieces_keep_their_words_and_rationales():
     assert not batch["token_mask"][torch.arange(len(ends)), ends].any()
 
 
+def test_a_split_of_a_single_text_keeps_its_rationale_in_pieces():
+    """A dev split of one text: its rationale is the pieces of the raw text's rationale words, as in a longer split."""
+    module = data(SyntheticSource(n_train=24, n_dev=1, n_test=8, seed=3))
+    (example,) = SyntheticSource(n_train=24, n_dev=1, n_test=8, seed=3).load()["dev"]
+    words = module.split("dev").words[0]
+    expected = {k for k, w in enumerate(words) if w in set(example.rationale)}
+    assert expected and set(module.split("dev").rationales[0]) == expected
+
+
 class PairSource:
     """Two passages with questions, as a pair task's source yields them (``texts``: single texts instead)."""
 

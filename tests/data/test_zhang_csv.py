@@ -105,6 +105,10 @@ def test_other_presets(tmp_path: Path) -> None:
     )
     splits = ZhangCSVSource(str(yelp), dataset="yelp", dev_size=5).load()
     assert ('Great food, "really".', 4) in [(e.text, e.label) for e in splits["train"] + splits["dev"]]
+    stars = ["1 star", "2 stars", "3 stars", "4 stars", "5 stars"]  # the reviews' class indices 1-5
+    for dataset in ("yelp", "amazon"):
+        source = ZhangCSVSource(str(yelp), dataset=dataset)
+        assert (source.num_classes, source.label_names) == (5, stars)
     with pytest.raises(UserError, match="dataset.source.dataset=imdb"):
         ZhangCSVSource(str(yelp), dataset="imdb")
 

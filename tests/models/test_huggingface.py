@@ -141,3 +141,17 @@ def test_what_needs_a_pooling_attention_is_refused_before_any_work(tmp_path):
             with pytest.raises(UserError, match=says):
                 analyze_pretrained(cfg, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_sequence_holds_the_fewer_of_the_models_positions_and_the_tokenizers_limit():
+    """BERT: its position table (64) or the tokenizer's ``model_max_length`` (40), the fewer; RoBERTa's table holds
+    ``pad_token_id`` + 1 positions below its first (roberta-base: 514 rows, 512 usable)."""
+    from types import SimpleNamespace
+
+    from attn_study.models.huggingface import position_limit
+
+    bert = SimpleNamespace(model_type="bert", max_position_embeddings=64)
+    assert position_limit(bert, SimpleNamespace(model_max_length=40)) == 40
+    assert position_limit(bert, SimpleNamespace(model_max_length=1000)) == 64
+    roberta = SimpleNamespace(model_type="roberta", max_position_embeddings=514, pad_token_id=1)
+    assert position_limit(roberta, SimpleNamespace(model_max_length=10**30)) == 512

@@ -239,6 +239,36 @@ def test_training_seconds_stop_at_the_end_of_fit(monkeypatch):
     assert resumed.seconds_before == 20.0
 
 
+def test_the_bar_shows_the_training_and_validation_loss_once_per_epoch_and_the_test_loss_is_a_final_value(tmp_path):
+    """``train/loss`` and ``val/loss`` are on the training bar, ``test/loss`` is logged but not shown there; each is
+    an epoch's mean alone (no ``…_step`` / ``…_epoch`` twins)."""
+    import lightning as L
+
+    from attn_study.job.components import build_datamodule, build_model
+    from tests.helpers import TINY, compose_config
+
+    cfg = compose_config(*TINY, "logger=none", "encoder.hidden_size=8")
+    datamodule = build_datamodule(cfg)
+    module = build_model(cfg, datamodule)
+    trainer = L.Trainer(
+        max_epochs=1,
+        limit_train_batches=2,
+        limit_val_batches=1,
+        limit_test_batches=1,
+        num_sanity_val_steps=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    )
+    trainer.fit(module, datamodule=datamodule)
+    assert {"train/loss", "val/loss"} <= set(trainer.progress_bar_metrics)
+    trainer.test(module, datamodule=datamodule, verbose=False)
+    assert "test/loss" in trainer.logged_metrics and "test/loss" not in trainer.progress_bar_metrics
+    assert not [k for k in trainer.logged_metrics if k.endswith(("_step", "_epoch"))]
+
+
 def test_the_peak_memory_is_counted_from_the_runs_start():
     """``run/peak_memory_mib`` is the resident set's peak since :func:`memory.reset_peak`: a 200 MiB array freed
     before the reset does not count, one held after it does (Linux's VmHWM)."""
@@ -253,6 +283,26 @@ def test_the_peak_memory_is_counted_from_the_runs_start():
     held = np.ones(200 * 2**20 // 8)
     after = memory.peak_mib()["run/peak_memory_mib"]
     assert held.sum() > 0 and after - before == pytest.approx(200, abs=20)
+
+
+def test_the_peak_memory_in_mib_from_linux_its_fallback_and_cuda(tmp_path, monkeypatch):
+    """VmHWM 204800 kB = 200 MiB; without /proc, ru_maxrss 409600 kB = 400 MiB; CUDA's peak 3 · 2^20 bytes = 3 MiB."""
+    from types import SimpleNamespace
+
+    from attn_study.job import memory
+
+    status = tmp_path / "status"
+    status.write_text("Name:\tpython\nVmPeak:\t  999999 kB\nVmHWM:\t  204800 kB\nVmRSS:\t  1000 kB\n")
+    monkeypatch.setattr(memory, "_STATUS", status)
+    monkeypatch.setattr(memory.torch.cuda, "is_available", lambda: False)
+    assert memory.peak_mib() == {"run/peak_memory_mib": 200.0}
+    monkeypatch.setattr(memory, "_STATUS", tmp_path / "no-proc")
+    monkeypatch.setattr(memory.resource, "getrusage", lambda who: SimpleNamespace(ru_maxrss=409600))
+    assert memory.peak_mib() == {"run/peak_memory_mib": 400.0}
+    monkeypatch.setattr(memory.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(memory.torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(memory.torch.cuda, "max_memory_allocated", lambda: 3 * 2**20)
+    assert memory.peak_mib() == {"run/peak_memory_mib": 400.0, "run/peak_gpu_memory_mib": 3.0}
 
 
 def _packed_states(rnn: torch.nn.RNNBase, embedded: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
