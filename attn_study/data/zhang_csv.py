@@ -101,7 +101,7 @@ class ZhangCSVSource(FileSource):
         path: str | None = None,
         dataset: str = "ag_news",
         classes: Mapping[int | str, int] | Sequence[int] | None = None,
-        dev_size: int = 5000,
+        dev_size: int = 10000,
         split_seed: int = 13,
         max_train: int | None = None,
         text_columns: int | None = None,

@@ -30,7 +30,7 @@ TIMED = ("train", "val")
 EPOCH = "epoch"
 
 
-def finish_wandb(exit_code: int = 0) -> None:
+def finish_wandb(exit_code: int) -> None:
     """End the active W&B run, so the next job of an in-process sweep starts its own."""
     wandb = sys.modules.get("wandb")
     if wandb is not None and wandb.run is not None:
