@@ -35,9 +35,27 @@ def test_run_directory_contract(make_cfg, tmp_path):
     ):
         assert key in on_disk
     assert on_disk["data/train_size"] == 96
+    # trainer=debug trains 1 epoch: the seconds per epoch are all the training's seconds
+    assert on_disk["train/epochs"] == 1 and on_disk["train/seconds_per_epoch"] == on_disk["train/seconds"] > 0
     assert (run / "checkpoints" / "best.ckpt").is_file()
     assert "val/acc" in (run / "csv" / "metrics.csv").read_text().splitlines()[0]
     assert not list(run.glob(".*.tmp"))
+
+
+@pytest.mark.parametrize("epochs, per_epoch", [(4, 3.0), (1, 12.0), (0, 12.0)])
+def test_the_seconds_per_epoch_are_the_training_seconds_over_the_epochs_trained(epochs, per_epoch):
+    """12 s of training over 4 epochs: 3 s each; over 1: 12 s; stopped before an epoch ended: the 12 s as one."""
+    from types import SimpleNamespace
+
+    from attn_study.job.summary import training_summary
+
+    trainer = SimpleNamespace(checkpoint_callback=None, current_epoch=epochs)
+    module = SimpleNamespace(train_seconds=12.0, test_conicity=[])
+    stats = {"vocab_size": 50, "train": {"kept": 10}, "dev": {"kept": 4}, "test": {"kept": 4}}
+    data = SimpleNamespace(data=SimpleNamespace(stats=stats), split=lambda name: SimpleNamespace(labels=[0, 1, 1, 0]))
+    summary = training_summary(trainer, module, data, {"test/acc": 0.75})
+    assert (summary["train/epochs"], summary["train/seconds"]) == (epochs, 12.0)
+    assert summary["train/seconds_per_epoch"] == per_epoch
 
 
 def test_the_trainer_shows_the_projects_training_bar_unless_it_is_turned_off(make_cfg, tmp_path):

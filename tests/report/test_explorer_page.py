@@ -147,6 +147,26 @@ def test_a_run_without_text_joins_the_text_the_others_agree_on(tmp_path):
     assert data["differing"] == 1
 
 
+def test_the_line_above_the_table_names_each_run_by_the_prefix_of_its_columns(tmp_path):
+    """With two runs or more, "rK = <run>" tells which run the columns prefixed "rK:" are (K counted from 1, in the
+    order the runs are given), with the families each run holds; one run needs no prefix."""
+    texts = {"u0": ["a"], "u1": ["b"]}
+    one = written_run(tmp_path, "one", texts, families={"jain_wallace": {}})
+    two = written_run(tmp_path, "two", texts, seed=2, families={"jain_wallace": {}, "sparsity": {}})
+    three = written_run(tmp_path, "three", texts, seed=3, families={})
+    star = ". ★ marks the column by which a family's instances disagree most: clicking it sorts the most disagreeing "
+    star += "first."
+    name = "synthetic flat-lstm-additive-softmax s{}".format
+    data = explorer.page_data([explorer.RunInstances.read(r) for r in runs_of(one, two, three)])
+    runs = f"r1 = {name(1)}: jain_wallace; r2 = {name(2)}: jain_wallace, sparsity; r3 = {name(3)}: no families"
+    assert data["about"] == "2 instances. " + runs + star
+    assert [m["prediction"] for m in data["runs"]] == ["r1:prediction", "r2:prediction", None]
+    pair = explorer.page_data([explorer.RunInstances.read(r) for r in runs_of(one, two)])
+    assert pair["about"] == f"2 instances. r1 = {name(1)}: jain_wallace; r2 = {name(2)}: jain_wallace, sparsity" + star
+    alone = explorer.page_data([explorer.RunInstances.read(r) for r in runs_of(two)])
+    assert alone["about"] == f"2 instances. {name(2)}: jain_wallace, sparsity" + star
+
+
 def test_labels_and_predictions_that_disagree_are_never_one_column(tmp_path):
     """Run 2's gold label differs on u1 and its predictions differ: each run keeps its own label and prediction
     columns, with its own values. Where the labels agree they are one column."""

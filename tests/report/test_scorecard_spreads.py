@@ -190,6 +190,10 @@ def test_a_verdict_from_two_seeds_is_tentative_in_the_files_the_cell_and_the_sum
     tables = sc.references().groupby(["paper", "source"]).ngroups
     assert lines[1:] == [f"{tables - 1} other paper tables: no run here gives a number of them"]
     assert re.search(r"Table 1</a>: 12 numbers: .*; 1 verdict tentative \(under 3 seeds\)</li>", html)
+    assert (  # the note under the table's own heading counts it too
+        "Table 1</h3><p class='note'>12 numbers: 1 reproduced, 0 not reproduced, 0 not comparable, 11 not run; "
+        "1 verdict tentative (under 3 seeds).</p>"
+    ) in card_.tables
 
 
 def test_summary_line_says_why_numbers_were_not_run_and_how_many_verdicts_are_tentative():
