@@ -357,7 +357,9 @@ def test_faithfulness_outputs(trained):
 def test_every_curve_and_rationale_score_equals_its_definition_instance_by_instance(boundary):
     """Comprehensiveness and sufficiency at every k, and AUPRC / AP / token F1 against known rationales, in the
     family's frame — batches of 2 whose rows are not the split's order — equal ERASER's definitions worked out
-    for each instance alone, for the methods whose scores have no ties (tests/reference.py)."""
+    for each instance alone, for the methods whose scores have no ties (tests/reference.py); each method's τ-b
+    with attention is scipy's, and the summary's ``ff/<method>/tau_attention`` their mean and median over the texts
+    of two tokens or more (a one-token text has no τ)."""
     from attn_study.analysis.measuring import analysis_mode
     from attn_study.data.datamodule import collate
     from attn_study.families.faithfulness.callback import Faithfulness
@@ -380,12 +382,11 @@ def test_every_curve_and_rationale_score_equals_its_definition_instance_by_insta
     batch = collate(items, num_classes=3)
     data = StubData(batch, 3, serve_order=[3, 0, 4, 2, 1])
     methods = ["attention", "gradient", "input_x_gradient", "loo"]
+    analysis = Faithfulness(batch_size=2, methods=methods, hard_rationale_k="oracle")
     with analysis_mode(model):
-        frame = (
-            Faithfulness(batch_size=2, methods=methods, hard_rationale_k="oracle")
-            .measure(model, data, "test", np.arange(len(texts)), ["removal", "rationale"])
-            .frame.set_index("index")
-        )
+        measured = analysis.measure(model, data, "test", np.arange(len(texts)), ["removal", "rationale"])
+    frame = measured.frame.set_index("index")
+    taus = {method: [] for method in methods[1:]}  # scipy's τ-b with attention, texts of two tokens or more
     for i, text in enumerate(texts):
         row = frame.loc[i]
         scores = {
@@ -416,8 +417,15 @@ def test_every_curve_and_rationale_score_equals_its_definition_instance_by_insta
             if method != "attention":  # agreement with attention: scipy's τ-b over the text's tokens
                 expected = stats.kendalltau(scores["attention"], values).statistic if len(text) > 1 else np.nan
                 assert row[f"{method}_tau_attention"] == pytest.approx(expected, abs=1e-9, nan_ok=True), (i, method)
+                if len(text) > 1:
+                    taus[method].append(expected)
         mass = sum(a for a, t in zip(scores["attention"], truth) if t)
         assert row["attention_rationale_mass"] == pytest.approx(mass, abs=1e-12), i
+    summary = analysis.summarise(measured, ["removal", "rationale"])
+    for method, values in taus.items():
+        assert summary[f"ff/{method}/tau_attention/n"] == len(values) == 4, method
+        assert summary[f"ff/{method}/tau_attention/mean"] == pytest.approx(np.mean(values), abs=1e-9), method
+        assert summary[f"ff/{method}/tau_attention/median"] == pytest.approx(np.median(values), abs=1e-9), method
 
 
 def test_rankings_left_to_the_tie_break_are_counted_and_iou_f1_has_its_interval():
