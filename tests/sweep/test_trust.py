@@ -321,6 +321,25 @@ def test_refusals_name_the_option_the_user_wrote_and_leave_no_run_directory(over
     assert not (tmp_path / "run").exists()  # a refusal is no run for the report to list as failed
 
 
+@pytest.mark.parametrize(
+    ("model", "built"),
+    [("model=han encoder=gru", "HierarchicalAttentionClassifier"), ("model=selector", "SelectorPredictor")],
+)
+def test_a_model_without_attention_over_tokens_cannot_build_on_another_runs_attention(model, built, tmp_path):
+    """``attention=preloaded`` reads another run's attention over tokens: a model without one (HAN's is over
+    sentences, the selector's a hard choice) is refused in one line naming the option the user wrote, before the
+    run it names is even looked for."""
+    elsewhere = tmp_path / "no_such_run"
+    overrides = [*model.split(), "attention=preloaded", f"attention.source={elsewhere}"]
+    with pytest.raises(UserError) as err:
+        run(compose_config(*TINY, "logger=csv", *overrides), tmp_path / "run")
+    assert str(err.value) == (
+        f"attention.source builds on another run's attention over tokens, which {built} does not have: "
+        "use model=flat or model=pair"
+    )
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_data_path_that_does_not_exist_is_refused_before_any_data_is_read(tmp_path):
     cfg = compose_config("trainer=debug", "analysis=[]", "logger=none", "dataset=sst", "dataset.path=/no/such/data")
     with pytest.raises(UserError, match=r"^dataset.path=/no/such/data: no such file or folder"):
