@@ -20,7 +20,7 @@ from attn_study.errors import UserError
 from attn_study.families.agreement import report
 from attn_study.families.agreement.callback import Agreement, available
 from attn_study.families.agreement.figures import tau_matrix
-from attn_study.families.agreement.keys import ag, pair_column, tau_key
+from attn_study.families.agreement.keys import INSTANCE_HEADLINE, ag, pair_column, tau_key
 from attn_study.models.encoders import AverageEncoder, TransformerEncoder
 from attn_study.report.cli import main as report_main
 from tests import reference as ref
@@ -147,6 +147,18 @@ def test_each_matrix_is_named_by_its_dataset_and_model():
     taken = set()
     assert report.table_stem("sst", "lstm + additive (softmax)", taken) == "ag_tau_sst_lstm_additive_softmax"
     assert report.table_stem("sst", "lstm + additive (softmax)", taken) == "ag_tau_sst_lstm_additive_softmax_2"
+
+
+def test_the_explorers_first_columns_are_the_headline_pairs_named_as_the_page_names_their_methods():
+    """Each headline τ's per-instance column, headed by its two methods in the pair's (alphabetical) order, each by
+    the name the explorer gives its scores (leave-one-out's is ``loo Δp``; attention and rollout, which have no
+    other, by their own)."""
+    assert INSTANCE_HEADLINE == {
+        "tau_attention__gradient": "τ(attention, gradient)",
+        "tau_attention__integrated_gradients": "τ(attention, integrated_gradients)",
+        "tau_attention__loo": "τ(attention, loo Δp)",
+        "tau_loo__rollout": "τ(loo Δp, rollout)",
+    }
 
 
 def test_the_report_reads_pairs_in_either_order_of_their_methods():
