@@ -143,6 +143,41 @@ def test_the_figures_matrix_is_each_pairs_mean_tau_over_the_instances_where_it_i
     assert counts.tolist() == [[0, 2, 3], [2, 0, 0], [3, 0, 0]]
 
 
+def test_the_heatmap_names_its_methods_and_prints_each_pairs_mean_and_count_or_a_dash(monkeypatch, tmp_path):
+    """Off the diagonal, each cell's text is its mean τ and the instances behind it (a dash where none is defined),
+    at (column, row); the axes are labelled with the methods' short names in the table's order."""
+    from attn_study.families.agreement import figures
+
+    frame = pd.DataFrame(
+        {
+            "tau_attention__gradient": [0.5, 0.1, np.nan],
+            "tau_attention__loo": [-1.0, -0.5, 0.0],
+            "tau_gradient__loo": [np.nan, np.nan, np.nan],
+        }
+    )
+    kept = {}
+
+    def keep(fig, path):  # save_png clears the figure: look at it before
+        (ax, _colorbar) = fig.axes
+        kept["x"] = [t.get_text() for t in ax.get_xticklabels()]
+        kept["y"] = [t.get_text() for t in ax.get_yticklabels()]
+        kept["cells"] = {tuple(int(c) for c in t.get_position()): t.get_text() for t in ax.texts}
+        return path
+
+    monkeypatch.setattr(figures, "save_png", keep)
+    figures.tau_matrix_figure(frame, ["loo", "gradient", "attention"], tmp_path / "tau.png", "run")
+    assert kept["x"] == kept["y"] == ["attention α", "gradient", "LOO"]
+    # means by hand: (0.5 + 0.1) / 2 over 2 instances, (−1 − 0.5 + 0) / 3 over 3, none for gradient–LOO
+    assert kept["cells"] == {
+        (1, 0): "0.30\nn=2",
+        (0, 1): "0.30\nn=2",
+        (2, 0): "-0.50\nn=3",
+        (0, 2): "-0.50\nn=3",
+        (2, 1): "—",
+        (1, 2): "—",
+    }
+
+
 def test_each_matrix_is_named_by_its_dataset_and_model():
     taken = set()
     assert report.table_stem("sst", "lstm + additive (softmax)", taken) == "ag_tau_sst_lstm_additive_softmax"
