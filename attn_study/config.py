@@ -126,11 +126,12 @@ def _unknown_setting(node: dict, table: dict, path: str = "") -> str | None:
         option = f"{path}.{name}" if path else str(name)
         if option in OPEN or option.startswith(ranges.NOT_RANGED) or f"{option}.".startswith(ranges.NOT_RANGED):
             continue
-        children = {k[len(option) + 1 :].split(".")[0] for k in table if k.startswith(f"{option}.")}
-        if option not in table and not children and not (table is not ranges.RANGES and option == "analysis"):
-            allowed = sorted({k[len(path) + 1 if path else 0 :].split(".")[0] for k in table if k.startswith(path)})
+        has_settings_below = any(k.startswith(f"{option}.") for k in table)
+        if option not in table and not has_settings_below and not (table is not ranges.RANGES and option == "analysis"):
+            below = f"{path}." if path else ""
+            allowed = sorted({k[len(below) :].split(".")[0] for k in table if k.startswith(below)})
             return f"{option}: no such setting{nearest(str(name), allowed)}; {path or 'the top level'} has {allowed}"
-        if isinstance(value, dict) and children and not isinstance(table.get(option), ranges.Mapping):
+        if isinstance(value, dict) and has_settings_below and not isinstance(table.get(option), ranges.Mapping):
             problem = _unknown_setting(value, table, option)
             if problem:
                 return problem

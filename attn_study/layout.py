@@ -46,10 +46,6 @@ def overrides_file(run_dir: Path) -> Path:
     return Path(run_dir) / RECORD / OVERRIDES
 
 
-def checkpoint(run_dir: Path, which: str = BEST) -> Path:
-    return Path(run_dir) / CHECKPOINTS / which
-
-
 def family_dir(run_dir: Path, family: str) -> Path:
     return Path(run_dir) / ANALYSIS / family
 

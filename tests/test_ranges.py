@@ -132,6 +132,29 @@ def test_a_value_set_through_another_option_is_refused_under_the_name_the_user_w
     assert source_option("encoder.filters", 64, {"dataset": {"cnn_filters": None}}, written) == "encoder.filters"
 
 
+def test_an_unknown_setting_is_said_with_the_settings_its_node_has_and_the_nearest_name():
+    """The settings listed are the first parts of the table's keys below the node — ``model_seed`` is a top-level
+    setting that starts with the letters ``model``, not a setting ``seed`` of ``model``."""
+    table = {"model_seed": SEED, "model.name": TEXT, "model.optimizer.lr": number(0, above=True)}
+
+    def refused(config: dict) -> str:
+        with pytest.raises(UserError) as raised:
+            check_config(OmegaConf.create(config), table)
+        return str(raised.value)
+
+    node = {"name": "flat", "optimizer": {"lr": 0.1}}
+    assert refused({"model_seed": 1, "model": {**node, "nmae": "x"}}) == (
+        "model.nmae: no such setting (did you mean name?); model has ['name', 'optimizer']"
+    )
+    assert refused({"model_seed": 1, "model": {**node, "optimizer": {"lr": 0.1, "lrr": 1}}}) == (
+        "model.optimizer.lrr: no such setting (did you mean lr?); model.optimizer has ['lr']"
+    )
+    assert refused({"model_sed": 1, "model": node}) == (
+        "model_sed: no such setting (did you mean model_seed?); the top level has ['model', 'model_seed']"
+    )
+    check_config(OmegaConf.create({"model_seed": 1, "model": node}), table)  # every setting known: nothing said
+
+
 def test_a_constructors_annotation_gives_a_kind_for_a_familys_option():
     assert annotated(bool) == Boolean() and annotated(str) == Text()
     assert annotated(bool | None) == Boolean(optional=True) and annotated(str | None) == Text(optional=True)

@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 import torch
 from lightning.pytorch.loggers import Logger, WandbLogger
+from omegaconf import OmegaConf
 
 from attn_study import names, tracking
 from attn_study.figures import training as training_figures
@@ -347,6 +348,15 @@ def test_the_code_version_outside_a_checkout_says_unknown(tmp_path):
         assert described["commit"] == head and isinstance(described["dirty"], bool)
 
 
+def test_a_folder_whose_git_is_no_checkout_has_an_unknown_commit(tmp_path, monkeypatch):
+    """git fails there (no repository above either): the commit is unknown and whether it was changed is not said —
+    never git's empty output taken for a commit."""
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
+    (tmp_path / ".git").mkdir()
+    described = tracking.describe_code(tmp_path)
+    assert described["commit"] == "unknown" and described["dirty"] is None
+
+
 def test_an_analysis_logs_the_sweep_name_as_its_training_did_only_for_a_sweeps_job(tmp_path):
     """``sweep/name`` in an analysis' config: for a run whose directory lies in a sweep's (its record beside it), not
     for a run of its own, although the analysis of that one gets a W&B group too (its directory's name)."""
@@ -369,6 +379,19 @@ def test_machine_paths_are_logged_by_their_last_part():
     assert "sweep/name" not in tracking.logged_config(cfg)
 
 
+def test_windows_and_home_paths_are_logged_by_their_last_part_and_other_values_as_they_are():
+    cfg = OmegaConf.create(
+        {"dataset": {"path": "C:/Users/someone/aclImdb_v1.tar.gz", "vectors": "~/glove.txt", "split": "data/dev.tsv"}}
+    )
+    cfg.dataset.note = "a:b"  # a colon, but no drive letter before it
+    assert tracking.logged_config(cfg) == {
+        "dataset/path": "aclImdb_v1.tar.gz",
+        "dataset/vectors": "glove.txt",
+        "dataset/split": "data/dev.tsv",
+        "dataset/note": "a:b",
+    }
+
+
 class Recording(Logger):
     name, version = "recording", 0
 
@@ -387,6 +410,26 @@ def test_other_loggers_get_the_final_values_once_at_the_last_step():
     other = Recording()
     tracking.publish_summary([other], {"jw/tau_grad/mean": 0.5}, step=752)
     assert other.logged == [({"jw/tau_grad/mean": 0.5}, 752)]
+
+
+def test_a_logger_that_cannot_finish_says_so_in_one_line_naming_the_moment(caplog):
+    """Finalised as a success at the end of the run, as failed at a stop; its failure one error line each time."""
+
+    class Unfinishable(Recording):
+        def finalize(self, status):
+            self.logged.append(status)
+            raise OSError("No space left on device\nwhile closing")
+
+    logger = Unfinishable()
+    with caplog.at_level("ERROR"):
+        tracking.finish([logger])
+        tracking.finish([logger], stopped_by="SIGTERM", code=143)
+    assert logger.logged == ["success", "failed"]
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors == [
+        f"Unfinishable: {moment} not logged (OSError: No space left on device); the results on disk are complete"
+        for moment in ("the end of the run", "the stop")
+    ]
 
 
 def test_the_name_resolvers_are_registered():

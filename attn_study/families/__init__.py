@@ -9,8 +9,7 @@ A family ``<name>`` is the folder ``attn_study/families/<name>/`` (plus ``conf/a
     figures.py   its per-run figures (optional)
     report.py    ``sections(runs, work)``: its part of ``attn-study-report`` (optional)
 
-The registry below is derived from the folders (and from ``attn_study/families/`` folders elsewhere on the
-Python path, ``pkgutil.extend_path``), so adding a family touches no other file.
+The registry below is derived from the folders, so adding a family touches no other file.
 """
 
 from __future__ import annotations
@@ -21,8 +20,6 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from attn_study import keys
-
-__path__ = pkgutil.extend_path(__path__, __name__)
 
 
 @dataclass(frozen=True)

@@ -325,3 +325,28 @@ def test_a_title_wider_than_its_figure_is_wrapped_inside_it(tmp_path):
     common.fit_titles(narrow)
     narrow.canvas.draw()
     assert _inside(narrow, narrow._suptitle) and narrow.axes[0].title.get_text() == "dataset"
+
+
+@pytest.mark.parametrize("rows", [1, 2])
+def test_panel_rows_draws_two_panels_a_row_titled_by_its_row_with_the_legend_on_the_first(monkeypatch, tmp_path, rows):
+    """``panel_rows``: ``rows`` rows of two panels, each drawn once with its own curves and label, in order; the
+    legend on the first panel alone."""
+    kept = {}
+
+    def keep(fig, path):  # save_png clears the figure: look at it before
+        kept["legends"] = [ax.get_legend() is not None for ax in fig.axes]
+        kept["titles"] = [ax.get_title() for ax in fig.axes]
+        return path
+
+    monkeypatch.setattr(common, "save_png", keep)
+    drawn = []
+
+    def draw(ax, curves, xs, label):
+        ax.plot(xs, curves, label=label)
+        drawn.append((label, curves))
+
+    panels = [(f"row {r}", [0, 1], [(f"left {r}", [r, 1]), (f"right {r}", [1, r])]) for r in range(rows)]
+    common.panel_rows(panels, draw, "title", tmp_path / "rows.png")
+    assert drawn == [(label, curves) for _, _, row in panels for label, curves in row]
+    assert kept["titles"] == [f"row {r}" for r in range(rows) for _ in range(2)]
+    assert kept["legends"] == [True] + [False] * (2 * rows - 1)

@@ -16,6 +16,7 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
+from attn_study.analysis.aggregation import AGGREGATIONS
 from attn_study.families import REGISTRY
 from attn_study.job import saved
 from attn_study.job.plan import OtherRuns, load_run
@@ -33,6 +34,9 @@ QUICK = {
 #: what a family needs to run at all on the tiny run (W&P compares with a base run)
 NEEDS = {"wiegreffe_pinter": lambda base: [f"base={base}"]}
 RUN = [*TINY, "encoder=average", "encoder.hidden_size=8", "trainer.max_epochs=2"]
+#: key parts of what the tiny run cannot measure: a Transformer's layer attention (a one-layer model has none to
+#: aggregate) and the shortcut markers (its dataset has none)
+NOT_ON_THE_TINY_RUN = {*AGGREGATIONS, "markers"}
 
 
 def tracks(name: str) -> bool:
@@ -110,6 +114,19 @@ def test_keys_under_the_namespace_in_strict_json_and_in_the_runs_summary(contrac
         if isinstance(v, float) and math.isfinite(v):
             assert run_summary[k] == pytest.approx(v), k
     assert all(k in run_summary for k in own if isinstance(own[k], (int, float)) and math.isfinite(own[k]))
+
+
+@pytest.mark.parametrize("name", list(REGISTRY))
+def test_its_tracked_and_headline_statistics_are_keys_it_writes(contract_run, name):
+    """What its keys.py names for the epoch charts (TRACKED) and for W&B's ``headline/`` (HEADLINE_KEYS) is spelt as
+    its summary.json spells it: a misspelt key would be an empty chart and a missing headline, said nowhere. Absent
+    may be only what the tiny run cannot have (:data:`NOT_ON_THE_TINY_RUN`)."""
+    run_dir, _ = contract_run
+    own = strict_json(run_dir / "analysis" / name / "summary.json")
+    family = REGISTRY[name]
+    named = [*family.tracked, *family.headline]
+    absent = [k for k in named if k not in own and not NOT_ON_THE_TINY_RUN & set(k.split("/"))]
+    assert absent == [] and any(k in own for k in named), (absent, named)
 
 
 @pytest.mark.parametrize("name", list(REGISTRY))

@@ -20,7 +20,7 @@ from attn_study.errors import UserError
 from attn_study.families.agreement import report
 from attn_study.families.agreement.callback import Agreement, available
 from attn_study.families.agreement.figures import tau_matrix
-from attn_study.families.agreement.keys import ag, pair_column, tau_key
+from attn_study.families.agreement.keys import INSTANCE_HEADLINE, ag, pair_column, tau_key
 from attn_study.models.encoders import AverageEncoder, TransformerEncoder
 from attn_study.report.cli import main as report_main
 from tests import reference as ref
@@ -143,10 +143,57 @@ def test_the_figures_matrix_is_each_pairs_mean_tau_over_the_instances_where_it_i
     assert counts.tolist() == [[0, 2, 3], [2, 0, 0], [3, 0, 0]]
 
 
+def test_the_heatmap_names_its_methods_and_prints_each_pairs_mean_and_count_or_a_dash(monkeypatch, tmp_path):
+    """Off the diagonal, each cell's text is its mean τ and the instances behind it (a dash where none is defined),
+    at (column, row); the axes are labelled with the methods' short names in the table's order."""
+    from attn_study.families.agreement import figures
+
+    frame = pd.DataFrame(
+        {
+            "tau_attention__gradient": [0.5, 0.1, np.nan],
+            "tau_attention__loo": [-1.0, -0.5, 0.0],
+            "tau_gradient__loo": [np.nan, np.nan, np.nan],
+        }
+    )
+    kept = {}
+
+    def keep(fig, path):  # save_png clears the figure: look at it before
+        (ax, _colorbar) = fig.axes
+        kept["x"] = [t.get_text() for t in ax.get_xticklabels()]
+        kept["y"] = [t.get_text() for t in ax.get_yticklabels()]
+        kept["cells"] = {tuple(int(c) for c in t.get_position()): t.get_text() for t in ax.texts}
+        return path
+
+    monkeypatch.setattr(figures, "save_png", keep)
+    figures.tau_matrix_figure(frame, ["loo", "gradient", "attention"], tmp_path / "tau.png", "run")
+    assert kept["x"] == kept["y"] == ["attention α", "gradient", "LOO"]
+    # means by hand: (0.5 + 0.1) / 2 over 2 instances, (−1 − 0.5 + 0) / 3 over 3, none for gradient–LOO
+    assert kept["cells"] == {
+        (1, 0): "0.30\nn=2",
+        (0, 1): "0.30\nn=2",
+        (2, 0): "-0.50\nn=3",
+        (0, 2): "-0.50\nn=3",
+        (2, 1): "—",
+        (1, 2): "—",
+    }
+
+
 def test_each_matrix_is_named_by_its_dataset_and_model():
     taken = set()
     assert report.table_stem("sst", "lstm + additive (softmax)", taken) == "ag_tau_sst_lstm_additive_softmax"
     assert report.table_stem("sst", "lstm + additive (softmax)", taken) == "ag_tau_sst_lstm_additive_softmax_2"
+
+
+def test_the_explorers_first_columns_are_the_headline_pairs_named_as_the_page_names_their_methods():
+    """Each headline τ's per-instance column, headed by its two methods in the pair's (alphabetical) order, each by
+    the name the explorer gives its scores (leave-one-out's is ``loo Δp``; attention and rollout, which have no
+    other, by their own)."""
+    assert INSTANCE_HEADLINE == {
+        "tau_attention__gradient": "τ(attention, gradient)",
+        "tau_attention__integrated_gradients": "τ(attention, integrated_gradients)",
+        "tau_attention__loo": "τ(attention, loo Δp)",
+        "tau_loo__rollout": "τ(loo Δp, rollout)",
+    }
 
 
 def test_the_report_reads_pairs_in_either_order_of_their_methods():

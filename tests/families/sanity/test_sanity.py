@@ -7,6 +7,7 @@ import copy
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from scipy import stats
@@ -320,6 +321,33 @@ def test_a_flipped_prediction_makes_the_signed_rho_negative_and_its_magnitude_on
     assert PANELS == ("rho_magnitude", "rho_abs_magnitude")
     headline = measured.frame[[c for c in measured.frame if c.endswith("_magnitude")]]
     assert sanity_figure(headline, ["loo"], ["decoder"], tmp_path / "cascade.png", "toy") is not None
+
+
+def test_the_cascade_is_drawn_from_one_at_the_trained_model_through_each_stages_mean(monkeypatch, tmp_path):
+    """One line per method: 1 at the trained model, then each stage's mean (column 0 of mean, CI low, CI high), its
+    interval a band; the y axis [−0.05, 1.05] for magnitudes, [−1.05, 1.05] once a curve goes below 0; one panel
+    per statistic."""
+    from attn_study.families.sanity import figures
+    from attn_study.figures.common import new_figure
+
+    ax = new_figure((6.0, 4.0)).add_subplot()
+    figures.draw_cascade(ax, {"loo": np.array([[0.5, 0.4, 0.6], [0.2, 0.1, 0.3]])}, ["decoder", "encoder"], "|ρ|")
+    (line,) = ax.get_lines()[:1]
+    assert line.get_ydata().tolist() == [1.0, 0.5, 0.2] and line.get_label() == "loo"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["trained", "decoder", "+encoder"]
+    # its 95 % interval the band around each stage (columns 1 and 2), none at the trained model
+    band = {(float(x), float(y)) for x, y in ax.collections[0].get_paths()[0].vertices}
+    assert band == {(1.0, 0.4), (1.0, 0.6), (2.0, 0.1), (2.0, 0.3)}
+    assert ax.get_ylim() == (-0.05, 1.05)
+    signed = new_figure((6.0, 4.0)).add_subplot()
+    figures.draw_cascade(signed, {"loo": np.array([[-0.5, -0.7, -0.3]])}, ["decoder"], "ρ")
+    assert signed.get_ylim() == (-1.05, 1.05)
+
+    panels = {}
+    monkeypatch.setattr(figures, "save_png", lambda fig, path: panels.setdefault("n", len(fig.axes)) and path)
+    frame = pd.DataFrame({f"loo_decoder_{suffix}": [0.5, 0.7] for suffix in figures.PANELS})
+    figures.sanity_figure(frame, ["loo"], ["decoder"], tmp_path / "cascade.png", "toy")
+    assert panels["n"] == len(figures.PANELS) == 2
 
 
 # -- the cascade's stages on a pair model, their seeds, and the statistics' keys (issue 41) -----------------------

@@ -22,7 +22,7 @@ from attn_study.families.serrano_smith.erasure import (
     ranking_scores,
     single_weight,
 )
-from attn_study.families.serrano_smith.keys import RANKINGS
+from attn_study.families.serrano_smith.keys import RANKINGS, ss_rankings
 from attn_study.job.run import run as run_job
 from attn_study.models import attention, encoders, projection
 from attn_study.models.classifier import AttentionClassifier
@@ -132,6 +132,18 @@ def brute_force_flip(ids, order):
 
 def hand_order(values):
     return sorted(range(len(values)), key=lambda t: (-values[t], t))
+
+
+def test_the_reports_rankings_are_those_of_the_summary_with_a_never_flip_count():
+    summary = {
+        "ss/multi/gradient/never_flip": 3,
+        "ss/multi/attention/frac_removed/median": 0.5,
+        "ss/multi/attention/never_flip": 1,
+        "ss/multi/random/frac_removed/median": 0.9,  # no never-flip count: not a ranking of this run's table
+        "ss/multi/grad_faster_than_attn": 0.7,  # a statistic beside the rankings, not one
+        "ss/single/yes_no/gradient": 0.2,
+    }
+    assert ss_rankings(summary) == ["attention", "gradient"]
 
 
 def test_decision_flips_match_brute_force_on_a_linear_noenc_model():
