@@ -404,6 +404,44 @@ def tiny_model(
     return model.eval().requires_grad_(False)
 
 
+def quiet_trainer(tmp_path: Path, **settings):
+    """A Lightning trainer for a test that trains a module by hand: no logger, checkpoints, bar, summary or sanity
+    pass; ``settings`` (max_epochs, max_steps, limit_*_batches, …) as Lightning takes them."""
+    import lightning as L
+
+    return L.Trainer(
+        num_sanity_val_steps=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+        **settings,
+    )
+
+
+# -- figures a report draws, read back -------------------------------------------------------------------
+
+
+def drawn_boxes(monkeypatch, module) -> list[tuple]:
+    """The boxes of each figure ``module`` saves (its ``save_png`` kept from writing), in drawing order: per box
+    (face colour as hex, centre x, width, lowest y, highest y), from its patch's vertices."""
+    from matplotlib.colors import to_hex
+
+    drawn = []
+
+    def keep_boxes(fig, path):
+        for patch in fig.axes[0].patches:
+            x, y = patch.get_path().vertices.T
+            drawn.append(
+                (to_hex(patch.get_facecolor()[:3]), (x.min() + x.max()) / 2, x.max() - x.min(), y.min(), y.max())
+            )
+        return path
+
+    monkeypatch.setattr(module, "save_png", keep_boxes)
+    return drawn
+
+
 # -- the offline W&B run, read back (tests/wandb_records.py) ---------------------------------------
 
 

@@ -4,13 +4,12 @@ any number of training steps; not frozen, training moves them."""
 
 from __future__ import annotations
 
-import lightning as L
 import numpy as np
 import pytest
 import torch
 
 from attn_study.job.components import build_datamodule, build_model
-from tests.helpers import TINY, compose_config
+from tests.helpers import TINY, compose_config, quiet_trainer
 
 
 def trained_table(tmp_path, *overrides: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -20,16 +19,7 @@ def trained_table(tmp_path, *overrides: str) -> tuple[torch.Tensor, torch.Tensor
     datamodule.setup()
     module = build_model(cfg, datamodule)
     before = module.model.embedding.weight.detach().clone()
-    trainer = L.Trainer(
-        max_steps=6,
-        limit_val_batches=0,
-        num_sanity_val_steps=0,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=tmp_path,
-    )
+    trainer = quiet_trainer(tmp_path, max_steps=6, limit_val_batches=0)
     trainer.fit(module, datamodule=datamodule)
     assert trainer.global_step == 6
     return before, module.model.embedding.weight.detach()

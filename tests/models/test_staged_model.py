@@ -242,26 +242,13 @@ def test_training_seconds_stop_at_the_end_of_fit(monkeypatch):
 def test_the_bar_shows_the_training_and_validation_loss_once_per_epoch_and_the_test_loss_is_a_final_value(tmp_path):
     """``train/loss`` and ``val/loss`` are on the training bar, ``test/loss`` is logged but not shown there; each is
     an epoch's mean alone (no ``…_step`` / ``…_epoch`` twins)."""
-    import lightning as L
-
     from attn_study.job.components import build_datamodule, build_model
-    from tests.helpers import TINY, compose_config
+    from tests.helpers import TINY, compose_config, quiet_trainer
 
     cfg = compose_config(*TINY, "logger=none", "encoder.hidden_size=8")
     datamodule = build_datamodule(cfg)
     module = build_model(cfg, datamodule)
-    trainer = L.Trainer(
-        max_epochs=1,
-        limit_train_batches=2,
-        limit_val_batches=1,
-        limit_test_batches=1,
-        num_sanity_val_steps=0,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=tmp_path,
-    )
+    trainer = quiet_trainer(tmp_path, max_epochs=1, limit_train_batches=2, limit_val_batches=1, limit_test_batches=1)
     trainer.fit(module, datamodule=datamodule)
     assert {"train/loss", "val/loss"} <= set(trainer.progress_bar_metrics)
     trainer.test(module, datamodule=datamodule, verbose=False)

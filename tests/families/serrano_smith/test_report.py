@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from matplotlib.colors import to_hex
 
 from attn_study import layout
 from attn_study.families.serrano_smith import report
 from attn_study.report.runs import Run
+from tests.helpers import drawn_boxes
 
 
 def ss_run(root: Path, instances: pd.DataFrame) -> Run:
@@ -27,17 +27,7 @@ def test_each_rankings_box_is_its_own_over_the_texts_that_can_be_erased(tmp_path
     each spanning the linear quartiles of its fractions over the texts of 2 items or more that flip (a one-item
     text cannot be erased; a text that never flips is NaN): attention 0.5, 0.25, 0.25, 0.4 → 0.25, 0.425; random
     0.5, 0.75, 1.0 → 0.625, 0.875 (by hand)."""
-    drawn = []
-
-    def keep_boxes(fig, path):
-        for patch in fig.axes[0].patches:
-            x, y = patch.get_path().vertices.T
-            drawn.append(
-                (to_hex(patch.get_facecolor()[:3]), (x.min() + x.max()) / 2, x.max() - x.min(), y.min(), y.max())
-            )
-        return path
-
-    monkeypatch.setattr(report, "save_png", keep_boxes)
+    drawn = drawn_boxes(monkeypatch, report)
     instances = pd.DataFrame(
         {
             "length": [1, 2, 4, 4, 5],

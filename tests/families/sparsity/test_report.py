@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from matplotlib.colors import to_hex
 
 from attn_study import layout
 from attn_study.families.sparsity import report
 from attn_study.families.sparsity.keys import sp
 from attn_study.report.runs import Run
+from tests.helpers import drawn_boxes
 
 INPUT_FI, INTERMEDIATE_FI = "#1f77b4", "#d95f02"  # Fig 1's colours: τ(α, g_ŷ(x)), τ(α, g_ŷ(h))
 
@@ -31,17 +31,7 @@ def test_fig1_draws_each_runs_two_boxes_side_by_side_each_over_its_own_taus(tmp_
     """Each run is a tick; its input-FI box sits 0.18 left of it, its intermediate-FI box 0.18 right, each box
     0.32 wide (the two do not overlap) and spanning the quartiles of that measure's τ over the instances (linear
     quartiles, worked out by hand)."""
-    drawn = []
-
-    def keep_boxes(fig, path):
-        for patch in fig.axes[0].patches:
-            x, y = patch.get_path().vertices.T
-            drawn.append(
-                (to_hex(patch.get_facecolor()[:3]), (x.min() + x.max()) / 2, x.max() - x.min(), y.min(), y.max())
-            )
-        return path
-
-    monkeypatch.setattr(report, "save_png", keep_boxes)
+    drawn = drawn_boxes(monkeypatch, report)
     runs = [
         sparsity_run(tmp_path, 2, [0.6, 0.7, 0.8], [0.0, 0.1, 0.2]),
         sparsity_run(tmp_path, 1, [0.1, 0.2, 0.3, 0.4, 0.5], [-0.5, -0.4, -0.3, -0.2, -0.1]),
