@@ -211,6 +211,8 @@ SIZES = (
     "trainer.accumulate_grad_batches",
     "roar.batch_size",
     "cluster.cpus",
+    "cluster.time_min",
+    "cluster.array_parallelism",
 )
 OPTIONAL_SIZES = (
     "threads",
@@ -229,6 +231,7 @@ COUNTS_FROM_0 = (
     "dataset.inject.count",
     "callbacks.early_stopping.patience",
     "cluster.gpus",
+    "cluster.max_requeue",  # 0: a job that times out is not requeued
 )
 NON_NEGATIVE = (
     "model.optimizer.weight_decay",
