@@ -14,6 +14,7 @@ from omegaconf import DictConfig
 
 from attn_study import families, keys
 from attn_study.errors import UserError
+from attn_study.options import CONF
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +123,7 @@ def tracked_in_training(cfg: DictConfig, monitor: str) -> bool:
     return bool(node.get("_target_") and node.get("every_n_epochs"))
 
 
-RECIPE_DATASETS = Path(__file__).resolve().parent.parent / "conf" / "recipe_dataset"
+RECIPE_DATASETS = CONF / "recipe_dataset"
 
 
 def check_recipe(cfg: DictConfig, warn: bool = True) -> None:

@@ -19,7 +19,7 @@ from attn_study.cli import train_main
 from attn_study.errors import UserError
 from attn_study.job import saved, state
 from attn_study.job.analyze import analyze
-from attn_study.job.checks import out_of_space
+from attn_study.job.checks import check_recipe, ensure_writable, out_of_space
 from attn_study.job.plan import load_run
 from attn_study.job.run import run
 from tests.helpers import (
@@ -431,6 +431,37 @@ def test_a_directory_that_cannot_be_written_is_one_line(tmp_path):
     run(compose_config(*QUICK, "analysis=[]"), tmp_path / "one")
     with pytest.raises(UserError, match=r"cannot write .*a_file/report.*--out"):
         build_report(tmp_path / "one", blocker / "report")
+
+
+def test_a_run_directory_is_made_with_its_parents_and_an_existing_one_is_accepted(tmp_path):
+    """``ensure_writable`` creates a missing directory and every missing parent, leaves no write-check file behind,
+    and passes a directory that already exists (a relaunch into the same run directory)."""
+    nested = tmp_path / "a" / "b" / "run"
+    ensure_writable(nested, "hydra.run.dir")
+    assert nested.is_dir() and list(nested.iterdir()) == []
+    ensure_writable(nested, "hydra.run.dir")
+    assert list(nested.iterdir()) == []
+
+
+def test_a_recipe_notes_a_dataset_its_paper_did_not_use(caplog):
+    """recipe=jain_wallace's datasets are the files of conf/recipe_dataset/jain_wallace (sst is one, yelp is not):
+    yelp is noted in one warning, sst is not; nor is it with warn=False, nor for a recipe with its own table."""
+    noted = "is not one of the paper's datasets"
+
+    def notes(recipe: dict, dataset: str, warn: bool = True) -> list[str]:
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="attn_study.job.checks"):
+            check_recipe(OmegaConf.create({"recipe": recipe, "dataset": {"name": dataset}}), warn=warn)
+        return [r.getMessage() for r in caplog.records if noted in r.getMessage()]
+
+    jain_wallace = {"name": "jain_wallace"}
+    assert notes(jain_wallace, "yelp") == [
+        "recipe=jain_wallace: yelp is not one of the paper's datasets; only its general settings apply"
+    ]
+    assert notes(jain_wallace, "sst") == []
+    assert notes(jain_wallace, "yelp", warn=False) == []
+    tabled = {"name": "jain_wallace", "table": {"sst": {}}, "row": {"lr": 1e-3}}
+    assert notes(tabled, "yelp") == []
 
 
 def test_a_read_only_cache_builds_the_data_in_memory(tmp_path, monkeypatch):
