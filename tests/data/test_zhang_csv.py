@@ -175,3 +175,18 @@ def test_stratified_indices() -> None:
     for bad in (0, 40):
         with pytest.raises(UserError, match=f"opt={bad}: must be between 1 and 39"):
             stratified_indices(labels, bad, 13, "opt")
+
+
+def test_the_sources_python_defaults_are_the_configs():
+    """Built from Python (``ZhangCSVSource(path)``), the source reads the data as ``dataset=<zhang csv>`` does: each
+    constructor default equals the value conf/dataset/_zhang_csv.yaml gives it (dev_size 10000, split_seed 13, …)."""
+    import inspect
+
+    import yaml
+
+    from tests.helpers import REPO
+
+    given = yaml.safe_load((REPO / "conf" / "dataset" / "_zhang_csv.yaml").read_text())["source"]
+    defaults = {name: p.default for name, p in inspect.signature(ZhangCSVSource).parameters.items()}
+    shared = sorted(set(given) & set(defaults) - {"path", "dataset"})  # those two each dataset's file sets
+    assert "dev_size" in shared and {name: defaults[name] for name in shared} == {name: given[name] for name in shared}

@@ -1126,7 +1126,9 @@ def test_nan_or_zero_scores_are_counted_as_left_to_the_tie_break_and_a_nan_token
     instance 1's finite, distinct scores are not, nor is instance 2's (NaN, 0.2, 0.3), whose finite scores still
     rank its tokens. Instances 0 and 2 are the gradient's NaN ones (``nan_scores`` 2, ``constant_scores`` 2).
     A NaN token is a 0 against the rationale too: instance 2's gradient (NaN, 0.2, 0.3) with the rationale its
-    first token ranks that token last, AP = precision at it = 1/3 (scikit-learn's average precision)."""
+    first token ranks that token last, AP = precision at it = 1/3 (scikit-learn's average precision); and in the
+    removal curves: every comprehensiveness and sufficiency is the one of the same scores with their NaN written 0.
+    A NaN on a padding position (instance 1's fourth) is no NaN score of the text."""
     from sklearn.metrics import average_precision_score
 
     from attn_study.analysis.measuring import analysis_mode
@@ -1139,16 +1141,22 @@ def test_nan_or_zero_scores_are_counted_as_left_to_the_tie_break_and_a_nan_token
     analysis = Faithfulness(methods=["attention", "gradient"], fractions=[0.5], hard_rationale_k="oracle")
     computed = analysis.scores
 
-    def with_nan(model, batch, alpha, probs, run):
-        out, extra = computed(model, batch, alpha, probs, run)
-        out["gradient"] = out["gradient"].masked_fill((batch["index"] == 0)[:, None], float("nan"))
-        out["gradient"][batch["index"] == 3] = 0.0
-        out["gradient"][batch["index"] == 2, :3] = torch.tensor([float("nan"), 0.2, 0.3], dtype=torch.double)
-        return out, extra
+    def scored(nan: float):
+        def with_nan(model, batch, alpha, probs, run):
+            out, extra = computed(model, batch, alpha, probs, run)
+            out["gradient"] = out["gradient"].masked_fill((batch["index"] == 0)[:, None], nan)
+            out["gradient"][batch["index"] == 3] = 0.0
+            out["gradient"][batch["index"] == 2, :3] = torch.tensor([nan, 0.2, 0.3], dtype=torch.double)
+            out["gradient"][batch["index"] == 1, 3] = float("nan")  # padding: no token of the text
+            return out, extra
 
-    analysis.scores = with_nan
-    with analysis_mode(model):
-        measured = analysis.measure(model, StubData(batch), "test", np.arange(4), ["removal", "rationale"])
+        analysis.scores = with_nan
+        with analysis_mode(model):
+            return analysis.measure(model, StubData(batch), "test", np.arange(4), ["removal", "rationale"])
+
+    measured, written_0 = scored(float("nan")), scored(0.0)
+    curves = [c for c in measured.frame if c.startswith(("gradient_comp", "gradient_suff"))]
+    assert curves and measured.frame[curves].equals(written_0.frame[curves])
     assert measured.frame["gradient_constant"].tolist() == [1.0, 0.0, 0.0, 1.0]
     assert measured.frame["gradient_nan"].tolist() == [1.0, 0.0, 1.0, 0.0]
     summary = analysis.summarise(measured, ["removal", "rationale"])
